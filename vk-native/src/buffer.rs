@@ -1,0 +1,197 @@
+//! Device-local storage buffers and host-visible staging buffers, both made by wgpu-hal.
+
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use wgpu_hal::Device as _;
+
+use crate::device::{Device, DeviceId};
+use crate::error::{map_hal_device, NativeError, Result};
+use crate::GpuBuffer;
+
+/// Identity of a buffer, unique in the process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BufferId(pub u64);
+
+static NEXT_BUFFER: AtomicU64 = AtomicU64::new(1);
+
+pub(crate) fn next_buffer_id() -> BufferId {
+    BufferId(NEXT_BUFFER.fetch_add(1, Ordering::Relaxed))
+}
+
+/// What a device-local buffer is used for, beyond being a storage buffer.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BufferUsage {
+    pub copy_src: bool,
+    pub copy_dst: bool,
+}
+
+pub(crate) struct BufferInner {
+    device: Device,
+    hal: Option<wgpu_hal::vulkan::Buffer>,
+    size: u64,
+    id: BufferId,
+}
+
+impl Drop for BufferInner {
+    fn drop(&mut self) {
+        if let Some(b) = self.hal.take() {
+            // SAFETY: the last reference is gone; every command buffer that used the buffer holds
+            // a reference until its submission completed (see `Recorder`), so the GPU is done.
+            unsafe { self.device.shared.hal.destroy_buffer(b) };
+        }
+    }
+}
+
+/// A device-local storage buffer. Clones share it; it is destroyed when the last clone and the
+/// last command buffer that used it are gone.
+#[derive(Clone)]
+pub struct Buffer(pub(crate) Arc<BufferInner>);
+
+impl std::fmt::Debug for Buffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Buffer").field("id", &self.0.id).field("size", &self.0.size).finish()
+    }
+}
+
+impl Buffer {
+    /// Allocates `size` bytes (at least 4) of device-local memory usable as a storage buffer.
+    pub fn new(device: &Device, size: u64, usage: BufferUsage, label: &str) -> Result<Self> {
+        let size = size.max(4).next_multiple_of(4);
+        let mut uses = wgpu_types::BufferUses::STORAGE_READ_WRITE | wgpu_types::BufferUses::STORAGE_READ_ONLY;
+        if usage.copy_src {
+            uses |= wgpu_types::BufferUses::COPY_SRC;
+        }
+        if usage.copy_dst {
+            uses |= wgpu_types::BufferUses::COPY_DST;
+        }
+        let desc = wgpu_hal::BufferDescriptor {
+            label: Some(label),
+            size,
+            usage: uses,
+            memory_flags: wgpu_hal::MemoryFlags::empty(),
+        };
+        // SAFETY: valid descriptor; the buffer is destroyed by `BufferInner::drop`.
+        let hal = unsafe { device.shared.hal.create_buffer(&desc) }
+            .map_err(map_hal_device("vkCreateBuffer"))
+            .map_err(|e| match e {
+                NativeError::OutOfDeviceMemory(_) => {
+                    NativeError::OutOfDeviceMemory(format!(": {size} bytes for '{label}'"))
+                }
+                e => e,
+            })?;
+        Ok(Self(Arc::new(BufferInner { device: device.clone(), hal: Some(hal), size, id: next_buffer_id() })))
+    }
+}
+
+impl GpuBuffer for Buffer {
+    fn hal(&self) -> &wgpu_hal::vulkan::Buffer {
+        self.0.hal.as_ref().expect("buffer is alive")
+    }
+    fn size(&self) -> u64 {
+        self.0.size
+    }
+    fn id(&self) -> BufferId {
+        self.0.id
+    }
+    fn device_id(&self) -> DeviceId {
+        self.0.device.id()
+    }
+    fn keep_alive(&self) -> Arc<dyn std::any::Any + Send + Sync> {
+        self.0.clone()
+    }
+}
+
+/// A host-visible buffer mapped for its whole life, for uploads (`upload = true`) or
+/// read-backs. Reads see the GPU's writes only after the submission that wrote them completed.
+pub struct StagingBuffer {
+    inner: Arc<BufferInner>,
+    ptr: NonNull<u8>,
+    coherent: bool,
+}
+
+// SAFETY: the mapping pointer is only dereferenced through `&self`/`&mut self` methods that copy
+// bytes; the buffer it points into lives as long as `inner`.
+unsafe impl Send for StagingBuffer {}
+// SAFETY: `read` copies out through a shared reference; `write` needs `&mut self`.
+unsafe impl Sync for StagingBuffer {}
+
+impl StagingBuffer {
+    pub fn new(device: &Device, size: u64, upload: bool) -> Result<Self> {
+        let size = size.max(4).next_multiple_of(4);
+        let usage = if upload {
+            wgpu_types::BufferUses::MAP_WRITE | wgpu_types::BufferUses::COPY_SRC
+        } else {
+            wgpu_types::BufferUses::MAP_READ | wgpu_types::BufferUses::COPY_DST
+        };
+        let desc = wgpu_hal::BufferDescriptor {
+            label: Some(if upload { "crossgpu upload" } else { "crossgpu readback" }),
+            size,
+            usage,
+            memory_flags: wgpu_hal::MemoryFlags::PREFER_COHERENT,
+        };
+        let dev = &device.shared.hal;
+        // SAFETY: valid descriptor; destroyed by `BufferInner::drop`.
+        let hal = unsafe { dev.create_buffer(&desc) }.map_err(map_hal_device("vkCreateBuffer"))?;
+        // SAFETY: the buffer was created with a MAP usage and is not mapped yet; it stays mapped
+        // until destruction (wgpu-hal's destroy frees the allocation with its mapping).
+        let mapping = unsafe { dev.map_buffer(&hal, 0..size) }.map_err(map_hal_device("vkMapMemory"))?;
+        Ok(Self {
+            inner: Arc::new(BufferInner { device: device.clone(), hal: Some(hal), size, id: next_buffer_id() }),
+            ptr: mapping.ptr,
+            coherent: mapping.is_coherent,
+        })
+    }
+
+    /// Copies `data` into the buffer at `offset` and makes it visible to the device.
+    pub fn write(&mut self, offset: u64, data: &[u8]) -> Result<()> {
+        let end = offset.checked_add(data.len() as u64).filter(|&e| e <= self.inner.size);
+        let end = end.ok_or_else(|| NativeError::Unsupported("staging write out of range".into()))?;
+        // SAFETY: the range is inside the mapping (checked above); `&mut self` excludes readers.
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.as_ptr().add(offset as usize), data.len())
+        };
+        if !self.coherent {
+            // SAFETY: the range is mapped.
+            unsafe { self.inner.device.shared.hal.flush_mapped_ranges(self.hal(), std::iter::once(offset..end)) };
+        }
+        Ok(())
+    }
+
+    /// Copies bytes at `offset` out of the buffer.
+    pub fn read(&self, offset: u64, out: &mut [u8]) -> Result<()> {
+        let end = offset.checked_add(out.len() as u64).filter(|&e| e <= self.inner.size);
+        let end = end.ok_or_else(|| NativeError::Unsupported("staging read out of range".into()))?;
+        if !self.coherent {
+            // SAFETY: the range is mapped.
+            unsafe {
+                self.inner.device.shared.hal.invalidate_mapped_ranges(self.hal(), std::iter::once(offset..end))
+            };
+        }
+        // SAFETY: the range is inside the mapping; the device finished writing it (caller's
+        // contract, documented on the type) so nothing writes it concurrently.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.ptr.as_ptr().add(offset as usize), out.as_mut_ptr(), out.len())
+        };
+        Ok(())
+    }
+}
+
+impl GpuBuffer for StagingBuffer {
+    fn hal(&self) -> &wgpu_hal::vulkan::Buffer {
+        self.inner.hal.as_ref().expect("buffer is alive")
+    }
+    fn size(&self) -> u64 {
+        self.inner.size
+    }
+    fn id(&self) -> BufferId {
+        self.inner.id
+    }
+    fn device_id(&self) -> DeviceId {
+        self.inner.device.id()
+    }
+    fn keep_alive(&self) -> Arc<dyn std::any::Any + Send + Sync> {
+        self.inner.clone()
+    }
+}

@@ -1,0 +1,427 @@
+//! Recording many dispatches and copies into one command buffer and submitting it raw on one
+//! queue of the device, with timeline and binary semaphore waits and signals.
+//!
+//! Command buffers are recorded through wgpu-hal command encoders (one encoder per command
+//! buffer in flight, since wgpu-hal resets a whole pool at once) and submitted with
+//! `vkQueueSubmit` on the recorder's own queue, which wgpu-hal's single-queue API cannot do.
+//! Each submit signals the recorder's `progress` timeline semaphore; a command buffer and every
+//! resource it used (kept alive by `Arc`s) are released once `progress` passes its value.
+
+use std::collections::VecDeque;
+use std::num::NonZeroU64;
+use std::sync::Arc;
+
+use ash::vk;
+use wgpu_hal::{CommandEncoder as _, Device as _};
+
+use crate::device::Device;
+use crate::error::{map_hal_device, map_vk, NativeError, Result};
+use crate::kernel::BindGroup;
+use crate::semaphore::{SyncFdSemaphore, TimelineSemaphore};
+use crate::GpuBuffer;
+
+/// Kinds of memory access, for barriers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Access(u8);
+
+impl Access {
+    pub const COMPUTE_READ: Self = Self(1);
+    pub const COMPUTE_WRITE: Self = Self(2);
+    pub const TRANSFER_READ: Self = Self(4);
+    pub const TRANSFER_WRITE: Self = Self(8);
+    pub const HOST_READ: Self = Self(16);
+    pub const HOST_WRITE: Self = Self(32);
+    /// Every device-side access: compute and transfer, read and write.
+    pub const DEVICE_ALL: Self = Self(15);
+
+    pub fn contains(self, other: Self) -> bool {
+        self.0 & other.0 == other.0
+    }
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+}
+
+impl std::ops::BitOr for Access {
+    type Output = Self;
+    fn bitor(self, rhs: Self) -> Self {
+        Self(self.0 | rhs.0)
+    }
+}
+
+impl std::ops::BitOrAssign for Access {
+    fn bitor_assign(&mut self, rhs: Self) {
+        self.0 |= rhs.0;
+    }
+}
+
+/// Semaphores a submission waits on and signals, besides the recorder's own progress signal.
+#[derive(Default)]
+pub struct SubmitInfo<'a> {
+    pub wait_timeline: &'a [(&'a TimelineSemaphore, u64)],
+    pub signal_timeline: &'a [(&'a TimelineSemaphore, u64)],
+    pub wait_binary: &'a [&'a SyncFdSemaphore],
+    pub signal_binary: &'a [&'a SyncFdSemaphore],
+}
+
+type KeepAlive = Arc<dyn std::any::Any + Send + Sync>;
+
+struct Pending {
+    encoder: wgpu_hal::vulkan::CommandEncoder,
+    cmd: Option<wgpu_hal::vulkan::CommandBuffer>,
+    value: u64,
+    _keep: Vec<KeepAlive>,
+}
+
+struct Active {
+    encoder: wgpu_hal::vulkan::CommandEncoder,
+    keep: Vec<KeepAlive>,
+}
+
+/// Records work for one queue of a device and submits it.
+pub struct Recorder {
+    device: Device,
+    queue_index: u32,
+    progress: TimelineSemaphore,
+    submitted: u64,
+    idle: Vec<wgpu_hal::vulkan::CommandEncoder>,
+    pending: VecDeque<Pending>,
+    active: Option<Active>,
+    commands: usize,
+}
+
+impl std::fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recorder")
+            .field("queue", &self.queue_index)
+            .field("submitted", &self.submitted)
+            .field("pending", &self.pending.len())
+            .finish()
+    }
+}
+
+impl Recorder {
+    /// A recorder for queue `queue_index` of `device`.
+    pub fn new(device: &Device, queue_index: u32) -> Result<Self> {
+        if queue_index >= device.queue_count() {
+            return Err(NativeError::Unsupported(format!(
+                "queue {queue_index} of a device opened with {} queue(s)",
+                device.queue_count()
+            )));
+        }
+        Ok(Self {
+            device: device.clone(),
+            queue_index,
+            progress: TimelineSemaphore::new(device, 0)?,
+            submitted: 0,
+            idle: Vec::new(),
+            pending: VecDeque::new(),
+            active: None,
+            commands: 0,
+        })
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    pub fn queue_index(&self) -> u32 {
+        self.queue_index
+    }
+
+    /// The timeline semaphore each submit signals with its value.
+    pub fn progress(&self) -> &TimelineSemaphore {
+        &self.progress
+    }
+
+    /// Value of the latest submit (0 before the first).
+    pub fn submitted(&self) -> u64 {
+        self.submitted
+    }
+
+    /// Commands recorded since the last submit.
+    pub fn recorded_commands(&self) -> usize {
+        self.commands
+    }
+
+    fn check_lost(&self) -> Result<()> {
+        if self.device.is_lost() {
+            Err(NativeError::DeviceLost)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Returns finished command buffers to their encoders.
+    fn recycle(&mut self) -> Result<()> {
+        let Some(front) = self.pending.front() else { return Ok(()) };
+        if front.value > self.progress.value()? {
+            return Ok(());
+        }
+        let done = self.progress.value()?;
+        while self.pending.front().is_some_and(|p| p.value <= done) {
+            let mut p = self.pending.pop_front().expect("checked");
+            // SAFETY: the submission that used the command buffer completed (`progress` passed
+            // its value), so resetting the encoder's pool is allowed.
+            unsafe { p.encoder.reset_all(p.cmd.take().into_iter()) };
+            self.idle.push(p.encoder);
+        }
+        Ok(())
+    }
+
+    fn open(&mut self) -> Result<&mut Active> {
+        self.check_lost()?;
+        if self.active.is_none() {
+            self.recycle()?;
+            let mut encoder = match self.idle.pop() {
+                Some(e) => e,
+                None => {
+                    let desc = wgpu_hal::CommandEncoderDescriptor {
+                        label: Some("crossgpu stream"),
+                        queue: &self.device.shared.hal_queue,
+                    };
+                    // SAFETY: the queue belongs to this device; all queues share family 0.
+                    unsafe { self.device.shared.hal.create_command_encoder(&desc) }
+                        .map_err(map_hal_device("vkCreateCommandPool"))?
+                }
+            };
+            // SAFETY: the encoder is idle (new or recycled after its work completed).
+            unsafe { encoder.begin_encoding(Some("crossgpu stream")) }
+                .map_err(map_hal_device("vkBeginCommandBuffer"))?;
+            self.active = Some(Active { encoder, keep: Vec::new() });
+        }
+        Ok(self.active.as_mut().expect("opened above"))
+    }
+
+    /// Records a dispatch of `group`'s kernel with `immediates` (as many words as the kernel's
+    /// layout declares) over `workgroups`.
+    pub fn dispatch(&mut self, group: &BindGroup, immediates: &[u32], workgroups: [u32; 3]) -> Result<()> {
+        let k = group.kernel().clone();
+        if k.device_id() != self.device.id() {
+            return Err(NativeError::Unsupported(format!("kernel {} is of another device", k.name())));
+        }
+        if immediates.len() * 4 != k.layout().immediate_bytes as usize {
+            return Err(NativeError::Unsupported(format!(
+                "kernel {} takes {} bytes of immediates, {} given",
+                k.name(),
+                k.layout().immediate_bytes,
+                immediates.len() * 4
+            )));
+        }
+        if workgroups.contains(&0) {
+            return Ok(());
+        }
+        let a = self.open()?;
+        // SAFETY: pipeline, layout and bind group are of this device and kept alive with the
+        // command buffer; the immediates match the layout's size (checked above).
+        unsafe {
+            a.encoder.begin_compute_pass(&wgpu_hal::ComputePassDescriptor { label: None, timestamp_writes: None });
+            a.encoder.set_compute_pipeline(k.hal_pipeline());
+            a.encoder.set_bind_group(k.hal_layout(), 0, group.hal(), &[]);
+            if !immediates.is_empty() {
+                a.encoder.set_immediates(k.hal_layout(), 0, immediates);
+            }
+            a.encoder.dispatch_workgroups(workgroups);
+            a.encoder.end_compute_pass();
+        }
+        a.keep.push(group.keep_alive());
+        self.commands += 1;
+        Ok(())
+    }
+
+    /// Records a copy of `size` bytes (a multiple of 4) between two buffers of this device.
+    pub fn copy(&mut self, src: &dyn GpuBuffer, src_offset: u64, dst: &dyn GpuBuffer, dst_offset: u64, size: u64) -> Result<()> {
+        let dev = self.device.id();
+        if src.device_id() != dev || dst.device_id() != dev {
+            return Err(NativeError::Unsupported("copy between buffers of another device".into()));
+        }
+        let in_range = |off: u64, b: &dyn GpuBuffer| off.checked_add(size).is_some_and(|e| e <= b.size());
+        if size % 4 != 0 || src_offset % 4 != 0 || dst_offset % 4 != 0 || !in_range(src_offset, src) || !in_range(dst_offset, dst) {
+            return Err(NativeError::Unsupported(format!(
+                "copy of {size} bytes at {src_offset}->{dst_offset} is unaligned or out of range"
+            )));
+        }
+        let Some(size) = NonZeroU64::new(size) else { return Ok(()) };
+        let a = self.open()?;
+        let region = wgpu_hal::BufferCopy { src_offset, dst_offset, size };
+        // SAFETY: both buffers are of this device, alive (kept below), and the range is checked.
+        unsafe { a.encoder.copy_buffer_to_buffer(src.hal(), dst.hal(), std::iter::once(region)) };
+        a.keep.push(src.keep_alive());
+        a.keep.push(dst.keep_alive());
+        self.commands += 1;
+        Ok(())
+    }
+
+    /// Records `vkCmdFillBuffer` of `size` bytes (a multiple of 4) at `offset` with `value`.
+    pub fn fill_u32(&mut self, dst: &dyn GpuBuffer, offset: u64, size: u64, value: u32) -> Result<()> {
+        if dst.device_id() != self.device.id() || size % 4 != 0 || offset % 4 != 0 || offset + size > dst.size() {
+            return Err(NativeError::Unsupported("fill out of range or of another device".into()));
+        }
+        if size == 0 {
+            return Ok(());
+        }
+        let raw = self.device.raw().clone();
+        let a = self.open()?;
+        // SAFETY: recording state; the buffer is of this device, alive (kept), range checked.
+        unsafe { raw.cmd_fill_buffer(a.encoder.raw_handle(), dst.hal().raw_handle(), offset, size, value) };
+        a.keep.push(dst.keep_alive());
+        self.commands += 1;
+        Ok(())
+    }
+
+    /// Records a global memory barrier: accesses `src` before it happen-before and are visible
+    /// to accesses `dst` after it.
+    pub fn barrier(&mut self, src: Access, dst: Access) -> Result<()> {
+        let (src_stage, src_access) = crate::conv::access_to_vk(src);
+        let (dst_stage, dst_access) = crate::conv::access_to_vk(dst);
+        let src_stage = if src_stage.is_empty() { vk::PipelineStageFlags::TOP_OF_PIPE } else { src_stage };
+        let dst_stage = if dst_stage.is_empty() { vk::PipelineStageFlags::BOTTOM_OF_PIPE } else { dst_stage };
+        let raw = self.device.raw().clone();
+        let a = self.open()?;
+        let mb = [vk::MemoryBarrier::default().src_access_mask(src_access).dst_access_mask(dst_access)];
+        // SAFETY: recording state; a plain memory barrier outside any render pass.
+        unsafe {
+            raw.cmd_pipeline_barrier(a.encoder.raw_handle(), src_stage, dst_stage, vk::DependencyFlags::empty(), &mb, &[], &[])
+        };
+        Ok(())
+    }
+
+    /// Closes the open command buffer (if any) and submits it on this recorder's queue with the
+    /// given waits and signals; returns the value `progress` will reach when it completes.
+    /// With nothing recorded, submits no command buffer (waits and signals still happen).
+    pub fn submit(&mut self, info: &SubmitInfo<'_>) -> Result<u64> {
+        self.check_lost()?;
+        let mut keep: Vec<KeepAlive> = Vec::new();
+        let mut cmds: Vec<vk::CommandBuffer> = Vec::new();
+        let (encoder, cmd) = match self.active.take() {
+            Some(mut a) => {
+                // SAFETY: the encoder is recording; the handle stays valid until its pool is reset.
+                cmds.push(unsafe { a.encoder.raw_handle() });
+                // SAFETY: the encoder is recording.
+                let cmd = unsafe { a.encoder.end_encoding() }.map_err(map_hal_device("vkEndCommandBuffer"))?;
+                keep.append(&mut a.keep);
+                (Some(a.encoder), Some(cmd))
+            }
+            None => (None, None),
+        };
+        self.commands = 0;
+        let value = self.submitted + 1;
+        let mut wait_sems = Vec::new();
+        let mut wait_vals = Vec::new();
+        let mut wait_stages = Vec::new();
+        for (s, v) in info.wait_timeline {
+            wait_sems.push(s.raw());
+            wait_vals.push(*v);
+            wait_stages.push(vk::PipelineStageFlags::ALL_COMMANDS);
+            keep.push(s.keep_alive());
+        }
+        for s in info.wait_binary {
+            wait_sems.push(s.raw());
+            wait_vals.push(0);
+            wait_stages.push(vk::PipelineStageFlags::ALL_COMMANDS);
+            keep.push(s.keep_alive());
+        }
+        let mut sig_sems = vec![self.progress.raw()];
+        let mut sig_vals = vec![value];
+        for (s, v) in info.signal_timeline {
+            sig_sems.push(s.raw());
+            sig_vals.push(*v);
+            keep.push(s.keep_alive());
+        }
+        for s in info.signal_binary {
+            sig_sems.push(s.raw());
+            sig_vals.push(0);
+            keep.push(s.keep_alive());
+        }
+        let mut timeline = vk::TimelineSemaphoreSubmitInfo::default()
+            .wait_semaphore_values(&wait_vals)
+            .signal_semaphore_values(&sig_vals);
+        let submit = vk::SubmitInfo::default()
+            .wait_semaphores(&wait_sems)
+            .wait_dst_stage_mask(&wait_stages)
+            .command_buffers(&cmds)
+            .signal_semaphores(&sig_sems)
+            .push_next(&mut timeline);
+        let result = {
+            let queue = self.device.shared.queues[self.queue_index as usize].lock().unwrap_or_else(|p| p.into_inner());
+            // SAFETY: the queue is locked (external synchronisation); the command buffer is
+            // executable; every semaphore is alive and kept until completion.
+            unsafe { self.device.raw().queue_submit(*queue, &[submit], vk::Fence::null()) }
+        };
+        if let Err(e) = result {
+            let e = self.device.note(map_vk("vkQueueSubmit")(e));
+            if let (Some(mut enc), Some(c)) = (encoder, cmd) {
+                // SAFETY: the submission failed, so the command buffer is not pending.
+                unsafe { enc.reset_all(std::iter::once(c)) };
+                self.idle.push(enc);
+            }
+            return Err(e);
+        }
+        self.submitted = value;
+        match encoder {
+            Some(encoder) => self.pending.push_back(Pending { encoder, cmd, value, _keep: keep }),
+            None => self.pending.push_back(Pending {
+                encoder: match self.idle.pop() {
+                    Some(e) => e,
+                    None => {
+                        // Keep-alives of a command-less submit still need a slot in `pending`.
+                        let desc = wgpu_hal::CommandEncoderDescriptor { label: Some("crossgpu stream"), queue: &self.device.shared.hal_queue };
+                        // SAFETY: as in `open`.
+                        unsafe { self.device.shared.hal.create_command_encoder(&desc) }
+                            .map_err(map_hal_device("vkCreateCommandPool"))?
+                    }
+                },
+                cmd: None,
+                value,
+                _keep: keep,
+            }),
+        }
+        Ok(value)
+    }
+
+    /// Waits until the submit with `value` completed, up to `timeout_ns`; `Ok(false)` on timeout.
+    pub fn wait(&mut self, value: u64, timeout_ns: u64) -> Result<bool> {
+        let done = self.progress.wait(value, timeout_ns)?;
+        if done {
+            self.recycle()?;
+        }
+        Ok(done)
+    }
+
+    /// Value `progress` has reached.
+    pub fn completed(&self) -> Result<u64> {
+        self.progress.value()
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        // Wait for pending work so command buffers are not freed while the GPU runs them. A lost
+        // device completes nothing, and its submissions are then treated as finished.
+        if !self.device.is_lost() && self.submitted > 0 {
+            loop {
+                match self.progress.wait(self.submitted, 1_000_000_000) {
+                    Ok(true) => break,
+                    Ok(false) => log::warn!("waiting for queue {} to finish before dropping its stream", self.queue_index),
+                    Err(e) => {
+                        log::error!("stream drop: {e}; waiting for the device to go idle");
+                        let _ = self.device.wait_idle_queues();
+                        break;
+                    }
+                }
+            }
+        } else if self.device.is_lost() {
+            let _ = self.device.wait_idle_queues();
+        }
+        if let Some(mut a) = self.active.take() {
+            // SAFETY: recording, never submitted; dropping the encoder destroys its pool.
+            unsafe { a.encoder.discard_encoding() };
+        }
+        for mut p in self.pending.drain(..) {
+            // SAFETY: the work completed (waited above) or the device is idle.
+            unsafe { p.encoder.reset_all(p.cmd.take().into_iter()) };
+        }
+        // Idle encoders hold no pending command buffer; dropping them destroys their pools.
+        self.idle.clear();
+    }
+}

@@ -1,0 +1,225 @@
+//! Host memory imported into devices (VK_EXT_external_memory_host).
+//!
+//! A [`HostAllocation`] is page-aligned host memory; an [`ImportedBuffer`] makes it a storage
+//! buffer of one device. The allocation outlives every buffer over it: each `ImportedBuffer`
+//! holds an `Arc` to it and is destroyed (buffer, then device memory) before that `Arc` drops.
+
+use std::alloc::Layout;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use ash::vk;
+use wgpu_hal::vulkan::Buffer as HalBuffer;
+
+use crate::buffer::{next_buffer_id, BufferId};
+use crate::device::{Device, DeviceId};
+use crate::error::{map_vk, NativeError, Result};
+use crate::GpuBuffer;
+
+/// Zeroed host memory with a chosen alignment, shared by the host and any device that imports it.
+pub struct HostAllocation {
+    ptr: NonNull<u8>,
+    layout: Layout,
+}
+
+// SAFETY: the allocation is plain memory owned by this value; concurrent access from the host
+// goes through `read`/`write`, which copy bytes, and ordering against devices is the caller's
+// protocol (semaphores), as with any memory shared with a device.
+unsafe impl Send for HostAllocation {}
+// SAFETY: see above.
+unsafe impl Sync for HostAllocation {}
+
+impl std::fmt::Debug for HostAllocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostAllocation").field("len", &self.layout.size()).finish()
+    }
+}
+
+impl HostAllocation {
+    /// Allocates `len` bytes (rounded up to `align`), aligned to `align` (a power of two).
+    pub fn new(len: u64, align: u64) -> Result<Self> {
+        let align = align.max(4096);
+        let size = len.max(1).next_multiple_of(align);
+        let layout = Layout::from_size_align(size as usize, align as usize)
+            .map_err(|e| NativeError::Unsupported(format!("host slot layout: {e}")))?;
+        // SAFETY: the layout has non-zero size.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        let ptr = NonNull::new(ptr)
+            .ok_or_else(|| NativeError::OutOfHostMemory(format!(": {size} bytes of host slots")))?;
+        Ok(Self { ptr, layout })
+    }
+
+    pub fn len(&self) -> u64 {
+        self.layout.size() as u64
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.layout.size() == 0
+    }
+
+    /// Copies bytes out at `offset`.
+    pub fn read(&self, offset: u64, out: &mut [u8]) {
+        assert!(offset as usize + out.len() <= self.layout.size(), "host read out of range");
+        // SAFETY: in range (asserted); devices that write this range have signalled completion
+        // before the caller reads (the caller's protocol).
+        unsafe { std::ptr::copy_nonoverlapping(self.ptr.as_ptr().add(offset as usize), out.as_mut_ptr(), out.len()) }
+    }
+
+    /// Copies bytes in at `offset`.
+    pub fn write(&self, offset: u64, data: &[u8]) {
+        assert!(offset as usize + data.len() <= self.layout.size(), "host write out of range");
+        // SAFETY: in range (asserted); no device reads this range until the caller signals it.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.as_ptr().add(offset as usize), data.len()) }
+    }
+}
+
+impl Drop for HostAllocation {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout; every ImportedBuffer over it holds an Arc
+        // to this value, so none is alive.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) }
+    }
+}
+
+struct ImportedInner {
+    device: Device,
+    hal: Option<HalBuffer>,
+    raw_buffer: vk::Buffer,
+    memory: vk::DeviceMemory,
+    size: u64,
+    id: BufferId,
+    // Declared last: dropped after the buffer and memory above are destroyed in `Drop`.
+    _host: Arc<HostAllocation>,
+}
+
+impl Drop for ImportedInner {
+    fn drop(&mut self) {
+        self.hal.take();
+        // SAFETY: no command buffer that uses the buffer is pending (they hold this value alive);
+        // the buffer is destroyed before the memory it is bound to.
+        unsafe {
+            self.device.raw().destroy_buffer(self.raw_buffer, None);
+            self.device.raw().free_memory(self.memory, None);
+        }
+    }
+}
+
+/// A [`HostAllocation`] imported into one device as a storage buffer (transfer source and
+/// destination too). Host-coherent: the host sees the device's writes once they are made
+/// available to the host domain by a barrier and the submission completed.
+#[derive(Clone)]
+pub struct ImportedBuffer(Arc<ImportedInner>);
+
+impl ImportedBuffer {
+    /// Imports all of `host` into `device`.
+    pub fn new(device: &Device, host: &Arc<HostAllocation>) -> Result<Self> {
+        let loader = device.shared.host_memory.as_ref().ok_or(NativeError::MissingExtension("VK_EXT_external_memory_host"))?;
+        let align = device.info().caps.min_imported_host_pointer_alignment.max(1);
+        let addr = host.ptr.as_ptr() as u64;
+        if addr % align != 0 || host.len() % align != 0 {
+            return Err(NativeError::Unsupported(format!(
+                "host allocation not aligned to minImportedHostPointerAlignment {align}"
+            )));
+        }
+        let handle = vk::ExternalMemoryHandleTypeFlags::HOST_ALLOCATION_EXT;
+        let mut ptr_props = vk::MemoryHostPointerPropertiesEXT::default();
+        // SAFETY: the pointer is a live host allocation aligned as the extension requires.
+        unsafe {
+            (loader.fp().get_memory_host_pointer_properties_ext)(
+                device.raw().handle(),
+                handle,
+                host.ptr.as_ptr() as *const std::ffi::c_void,
+                &mut ptr_props,
+            )
+        }
+        .result()
+        .map_err(map_vk("vkGetMemoryHostPointerPropertiesEXT"))?;
+
+        let raw = device.raw();
+        let mut ext_info = vk::ExternalMemoryBufferCreateInfo::default().handle_types(handle);
+        let info = vk::BufferCreateInfo::default()
+            .size(host.len())
+            .usage(
+                vk::BufferUsageFlags::STORAGE_BUFFER
+                    | vk::BufferUsageFlags::TRANSFER_SRC
+                    | vk::BufferUsageFlags::TRANSFER_DST,
+            )
+            .sharing_mode(vk::SharingMode::EXCLUSIVE)
+            .push_next(&mut ext_info);
+        // SAFETY: valid create info; destroyed in ImportedInner::drop or below on failure.
+        let buffer = unsafe { raw.create_buffer(&info, None) }.map_err(map_vk("vkCreateBuffer"))?;
+        // SAFETY: live buffer.
+        let reqs = unsafe { raw.get_buffer_memory_requirements(buffer) };
+        let mem_props = {
+            let inst = device.shared.hal.shared_instance().raw_instance();
+            // SAFETY: live physical device of this instance.
+            unsafe { inst.get_physical_device_memory_properties(device.shared.hal.raw_physical_device()) }
+        };
+        let bits = reqs.memory_type_bits & ptr_props.memory_type_bits;
+        let want = vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT;
+        let type_index = (0..mem_props.memory_type_count)
+            .find(|&i| bits & (1 << i) != 0 && mem_props.memory_types[i as usize].property_flags.contains(want));
+        let Some(type_index) = type_index else {
+            // SAFETY: created above, unused.
+            unsafe { raw.destroy_buffer(buffer, None) };
+            return Err(NativeError::Unsupported(
+                "no host-coherent memory type accepts this host pointer".into(),
+            ));
+        };
+        let mut import = vk::ImportMemoryHostPointerInfoEXT::default()
+            .handle_type(handle)
+            .host_pointer(host.ptr.as_ptr() as *mut std::ffi::c_void);
+        let alloc = vk::MemoryAllocateInfo::default()
+            .allocation_size(host.len())
+            .memory_type_index(type_index)
+            .push_next(&mut import);
+        // SAFETY: the host pointer stays valid until the memory is freed (the Arc is held).
+        let memory = match unsafe { raw.allocate_memory(&alloc, None) } {
+            Ok(m) => m,
+            Err(e) => {
+                // SAFETY: created above, unused.
+                unsafe { raw.destroy_buffer(buffer, None) };
+                return Err(map_vk("vkAllocateMemory (host pointer import)")(e));
+            }
+        };
+        // SAFETY: memory and buffer are unbound, same device, sizes match.
+        if let Err(e) = unsafe { raw.bind_buffer_memory(buffer, memory, 0) } {
+            // SAFETY: both created above, unused.
+            unsafe {
+                raw.destroy_buffer(buffer, None);
+                raw.free_memory(memory, None);
+            }
+            return Err(map_vk("vkBindBufferMemory")(e));
+        }
+        // SAFETY: wgpu-hal only reads the handle for bindings and copies; we destroy it ourselves
+        // and never pass it to wgpu-hal's destroy_buffer.
+        let hal = unsafe { HalBuffer::from_raw(buffer) };
+        Ok(Self(Arc::new(ImportedInner {
+            device: device.clone(),
+            hal: Some(hal),
+            raw_buffer: buffer,
+            memory,
+            size: host.len(),
+            id: next_buffer_id(),
+            _host: host.clone(),
+        })))
+    }
+}
+
+impl GpuBuffer for ImportedBuffer {
+    fn hal(&self) -> &HalBuffer {
+        self.0.hal.as_ref().expect("buffer is alive")
+    }
+    fn size(&self) -> u64 {
+        self.0.size
+    }
+    fn id(&self) -> BufferId {
+        self.0.id
+    }
+    fn device_id(&self) -> DeviceId {
+        self.0.device.id()
+    }
+    fn keep_alive(&self) -> Arc<dyn std::any::Any + Send + Sync> {
+        self.0.clone()
+    }
+}

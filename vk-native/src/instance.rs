@@ -1,0 +1,290 @@
+//! The Vulkan instance (through wgpu-hal) and what each physical device can do for crossgpu.
+
+use std::ffi::CStr;
+use std::sync::Arc;
+
+use ash::{ext, khr, vk};
+use wgpu_hal::Instance as _;
+
+use crate::error::{NativeError, Result};
+use crate::validation::ValidationMessenger;
+
+type VkApi = wgpu_hal::vulkan::Api;
+
+/// How to create the [`Instance`].
+#[derive(Debug, Clone, Default)]
+pub struct InstanceOptions {
+    /// Enable the Khronos validation layer (when installed) and collect its errors, see
+    /// [`crate::validation_messages`].
+    pub validation: bool,
+}
+
+/// Kind of physical device, from `VkPhysicalDeviceType`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceType {
+    Discrete,
+    Integrated,
+    Virtual,
+    Cpu,
+    Other,
+}
+
+impl std::fmt::Display for DeviceType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Discrete => "discrete",
+            Self::Integrated => "integrated",
+            Self::Virtual => "virtual",
+            Self::Cpu => "cpu",
+            Self::Other => "other",
+        })
+    }
+}
+
+/// The capabilities crossgpu depends on, read from the physical device.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Capabilities {
+    /// VK_EXT_external_memory_host: host allocations can be imported as device memory.
+    pub external_memory_host: bool,
+    /// `minImportedHostPointerAlignment` (0 without the extension).
+    pub min_imported_host_pointer_alignment: u64,
+    /// Timeline semaphores (Vulkan 1.2 core or VK_KHR_timeline_semaphore).
+    pub timeline_semaphore: bool,
+    /// VK_KHR_external_semaphore_fd is exposed.
+    pub external_semaphore_fd: bool,
+    /// A binary semaphore's payload can be exported as a SYNC_FD.
+    pub sync_fd_export: bool,
+    /// A SYNC_FD can be imported into a binary semaphore.
+    pub sync_fd_import: bool,
+    /// `shaderFloat16`.
+    pub shader_float16: bool,
+    /// `storageBuffer16BitAccess`.
+    pub storage_buffer_16bit: bool,
+    /// Queues in family 0 (the compute family wgpu-hal opens).
+    pub queue_count: u32,
+    /// Nanoseconds per timestamp tick, 0 when the queue has no timestamps.
+    pub timestamp_period_ns: f32,
+}
+
+/// One physical device as crossgpu sees it.
+#[derive(Debug, Clone)]
+pub struct AdapterInfo {
+    /// Position in [`Instance::adapters`].
+    pub index: usize,
+    pub name: String,
+    pub vendor_id: u32,
+    pub device_id: u32,
+    pub device_type: DeviceType,
+    /// `VkDriverId` as a name, e.g. `MESA_LLVMPIPE` or `NVIDIA_PROPRIETARY`.
+    pub driver_id: String,
+    /// Driver name and info strings, e.g. `llvmpipe` / `Mesa 22.3.6 (LLVM 15.0.6)`.
+    pub driver_name: String,
+    pub driver_info: String,
+    /// Driver version decoded the vendor's way (NVIDIA packs it differently).
+    pub driver_version: String,
+    /// Vulkan API version, `major.minor.patch`.
+    pub api_version: String,
+    pub caps: Capabilities,
+}
+
+impl AdapterInfo {
+    /// A short vendor name from the PCI vendor id, or the driver for CPU devices.
+    pub fn vendor_name(&self) -> &'static str {
+        match self.vendor_id {
+            0x10de => "nvidia",
+            0x1002 => "amd",
+            0x8086 => "intel",
+            0x13b5 => "arm",
+            0x5143 => "qualcomm",
+            0x106b => "apple",
+            0x10005 => "mesa",
+            _ => "unknown",
+        }
+    }
+
+    /// Whether the driver is one of Mesa's (RADV, ANV, NVK, lavapipe, ...).
+    pub fn is_mesa(&self) -> bool {
+        self.driver_id.starts_with("MESA")
+    }
+}
+
+// Field order is drop order: the messenger goes before the VkInstance it was made from.
+pub(crate) struct InstanceShared {
+    _messenger: Option<ValidationMessenger>,
+    pub(crate) infos: Vec<AdapterInfo>,
+    pub(crate) adapters: Vec<wgpu_hal::vulkan::Adapter>,
+    /// wgpu features and limits of each adapter, as wgpu-hal exposes them.
+    pub(crate) features: Vec<(wgpu_types::Features, wgpu_types::Limits)>,
+    pub(crate) hal: wgpu_hal::vulkan::Instance,
+}
+
+/// A Vulkan instance made through wgpu-hal, with its physical devices listed once.
+#[derive(Clone)]
+pub struct Instance {
+    pub(crate) shared: Arc<InstanceShared>,
+}
+
+impl std::fmt::Debug for Instance {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Instance").field("adapters", &self.shared.infos.len()).finish()
+    }
+}
+
+impl Instance {
+    /// Loads Vulkan, creates the instance and lists every physical device.
+    pub fn new(options: &InstanceOptions) -> Result<Self> {
+        let mut flags = wgpu_types::InstanceFlags::empty();
+        if options.validation {
+            flags |= wgpu_types::InstanceFlags::VALIDATION | wgpu_types::InstanceFlags::DEBUG;
+        }
+        let desc = wgpu_hal::InstanceDescriptor {
+            name: "crossgpu",
+            flags,
+            memory_budget_thresholds: Default::default(),
+            backend_options: Default::default(),
+            telemetry: None,
+            display: None,
+        };
+        // SAFETY: the descriptor is fully initialised; wgpu-hal loads libvulkan and owns the
+        // VkInstance it creates until `hal` is dropped, after every adapter and device.
+        let hal = unsafe { <VkApi as wgpu_hal::Api>::Instance::init(&desc) }
+            .map_err(|e| NativeError::NoDriver(e.to_string()))?;
+        let messenger = if options.validation {
+            ValidationMessenger::new(hal.shared_instance())
+        } else {
+            None
+        };
+        // SAFETY: no surface hint; the adapters borrow nothing from the call.
+        let exposed = unsafe { hal.enumerate_adapters(None) };
+        if exposed.is_empty() {
+            return Err(NativeError::NoDriver("the Vulkan loader found no physical device".into()));
+        }
+        let mut adapters = Vec::new();
+        let mut infos = Vec::new();
+        let mut features = Vec::new();
+        for (index, e) in exposed.into_iter().enumerate() {
+            // SAFETY: the physical device came from this instance, which is alive.
+            let info = unsafe { query_adapter(hal.shared_instance().raw_instance(), &e, index) };
+            infos.push(info);
+            features.push((e.features, e.capabilities.limits.clone()));
+            adapters.push(e.adapter);
+        }
+        Ok(Self { shared: Arc::new(InstanceShared { _messenger: messenger, infos, adapters, features, hal }) })
+    }
+
+    /// Every physical device, in the order the loader lists them.
+    pub fn adapters(&self) -> &[AdapterInfo] {
+        &self.shared.infos
+    }
+
+    /// Whether the validation layer is loaded in this instance.
+    pub fn validation_enabled(&self) -> bool {
+        self.shared._messenger.is_some()
+    }
+}
+
+fn driver_id_name(id: vk::DriverId) -> String {
+    let s = format!("{id:?}");
+    if s.starts_with("DriverId(") {
+        format!("UNKNOWN({})", id.as_raw())
+    } else {
+        s
+    }
+}
+
+fn decode_driver_version(vendor: u32, v: u32) -> String {
+    if vendor == 0x10de {
+        format!("{}.{}.{}.{}", v >> 22, (v >> 14) & 0xff, (v >> 6) & 0xff, v & 0x3f)
+    } else {
+        format!("{}.{}.{}", vk::api_version_major(v), vk::api_version_minor(v), vk::api_version_patch(v))
+    }
+}
+
+/// # Safety
+/// `instance` must be the live instance the adapter was enumerated from.
+unsafe fn query_adapter(
+    instance: &ash::Instance,
+    exposed: &wgpu_hal::ExposedAdapter<VkApi>,
+    index: usize,
+) -> AdapterInfo {
+    let phd = exposed.adapter.raw_physical_device();
+    let has = |name: &CStr| exposed.adapter.physical_device_capabilities().supports_extension(name);
+    let host_ext = has(ext::external_memory_host::NAME);
+    let sem_fd_ext = has(khr::external_semaphore_fd::NAME);
+
+    let mut driver = vk::PhysicalDeviceDriverProperties::default();
+    let mut host_props = vk::PhysicalDeviceExternalMemoryHostPropertiesEXT::default();
+    let mut props2 = vk::PhysicalDeviceProperties2::default().push_next(&mut driver);
+    if host_ext {
+        props2 = props2.push_next(&mut host_props);
+    }
+    // SAFETY: the pNext chain holds structs whose extensions the device exposes; Vulkan 1.1 core.
+    unsafe { instance.get_physical_device_properties2(phd, &mut props2) };
+    let props = props2.properties;
+
+    let mut f12 = vk::PhysicalDeviceVulkan12Features::default();
+    let mut f16bit = vk::PhysicalDevice16BitStorageFeatures::default();
+    let mut feats2 = vk::PhysicalDeviceFeatures2::default().push_next(&mut f12).push_next(&mut f16bit);
+    // SAFETY: as above; both structs are core in Vulkan 1.2, which wgpu-hal requires for them.
+    unsafe { instance.get_physical_device_features2(phd, &mut feats2) };
+
+    let (mut export, mut import) = (false, false);
+    if sem_fd_ext {
+        let info = vk::PhysicalDeviceExternalSemaphoreInfo::default()
+            .handle_type(vk::ExternalSemaphoreHandleTypeFlags::SYNC_FD);
+        let mut out = vk::ExternalSemaphoreProperties::default();
+        // SAFETY: core 1.1 query on a live physical device.
+        unsafe { instance.get_physical_device_external_semaphore_properties(phd, &info, &mut out) };
+        export = out.external_semaphore_features.contains(vk::ExternalSemaphoreFeatureFlags::EXPORTABLE);
+        import = out.external_semaphore_features.contains(vk::ExternalSemaphoreFeatureFlags::IMPORTABLE);
+    }
+    // SAFETY: live physical device.
+    let families = unsafe { instance.get_physical_device_queue_family_properties(phd) };
+    let fam0 = families.first().copied().unwrap_or_default();
+    let timestamp_period_ns =
+        if fam0.timestamp_valid_bits > 0 { props.limits.timestamp_period } else { 0.0 };
+
+    let cstr = |s: &[std::ffi::c_char]| {
+        // SAFETY: Vulkan fills these fixed arrays with NUL-terminated strings.
+        unsafe { CStr::from_ptr(s.as_ptr()) }.to_string_lossy().into_owned()
+    };
+    AdapterInfo {
+        index,
+        name: exposed.info.name.clone(),
+        vendor_id: props.vendor_id,
+        device_id: props.device_id,
+        device_type: match props.device_type {
+            vk::PhysicalDeviceType::DISCRETE_GPU => DeviceType::Discrete,
+            vk::PhysicalDeviceType::INTEGRATED_GPU => DeviceType::Integrated,
+            vk::PhysicalDeviceType::VIRTUAL_GPU => DeviceType::Virtual,
+            vk::PhysicalDeviceType::CPU => DeviceType::Cpu,
+            _ => DeviceType::Other,
+        },
+        driver_id: driver_id_name(driver.driver_id),
+        driver_name: cstr(&driver.driver_name),
+        driver_info: cstr(&driver.driver_info),
+        driver_version: decode_driver_version(props.vendor_id, props.driver_version),
+        api_version: format!(
+            "{}.{}.{}",
+            vk::api_version_major(props.api_version),
+            vk::api_version_minor(props.api_version),
+            vk::api_version_patch(props.api_version)
+        ),
+        caps: Capabilities {
+            external_memory_host: host_ext,
+            min_imported_host_pointer_alignment: if host_ext {
+                host_props.min_imported_host_pointer_alignment
+            } else {
+                0
+            },
+            timeline_semaphore: f12.timeline_semaphore == vk::TRUE,
+            external_semaphore_fd: sem_fd_ext,
+            sync_fd_export: export,
+            sync_fd_import: import,
+            shader_float16: f12.shader_float16 == vk::TRUE,
+            storage_buffer_16bit: f16bit.storage_buffer16_bit_access == vk::TRUE,
+            queue_count: if fam0.queue_flags.contains(vk::QueueFlags::COMPUTE) { fam0.queue_count } else { 0 },
+            timestamp_period_ns,
+        },
+    }
+}

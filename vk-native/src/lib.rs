@@ -1,0 +1,55 @@
+//! The native layer of crossgpu: every `unsafe` call and every raw Vulkan (ash) call of the
+//! project lives in this crate, so the `crossgpu` crate above it can be `#![forbid(unsafe_code)]`.
+//!
+//! What it does that wgpu does not expose:
+//! - opens wgpu-hal Vulkan devices with extra extensions (VK_EXT_external_memory_host,
+//!   VK_KHR_external_semaphore_fd) and extra queues of family 0 ([`Device::open`]);
+//! - imports page-aligned host memory into a device as a storage buffer ([`HostAllocation`],
+//!   [`ImportedBuffer`]);
+//! - timeline semaphores signalled and waited from the host ([`TimelineSemaphore`]) and binary
+//!   semaphores whose payload travels as a SYNC_FD ([`SyncFdSemaphore`]);
+//! - records compute dispatches, copies and global memory barriers through wgpu-hal command
+//!   encoders and submits them raw on any of the device's queues ([`Recorder`]).
+//!
+//! Ownership rule (STYLE.md 2): each Vulkan object created here is owned by exactly one Rust value
+//! whose `Drop` destroys it, and every such value keeps an `Arc` to its device, so a device is
+//! destroyed after the last object made from it. Objects that the GPU may still use are only
+//! destroyed after the owner has waited for the work that uses them (see [`Device::wait_idle_queues`]).
+
+mod buffer;
+mod command;
+mod conv;
+mod device;
+mod error;
+mod host;
+mod instance;
+mod kernel;
+mod semaphore;
+mod validation;
+
+pub use buffer::{Buffer, BufferId, BufferUsage, StagingBuffer};
+pub use command::{Access, Recorder, SubmitInfo};
+pub use device::{Device, DeviceId};
+pub use error::{NativeError, Result};
+pub use host::{HostAllocation, ImportedBuffer};
+pub use instance::{AdapterInfo, Capabilities, DeviceType, Instance, InstanceOptions};
+pub use kernel::{BindGroup, Kernel, KernelLayout};
+pub use semaphore::{SyncFd, SyncFdSemaphore, TimelineSemaphore};
+pub use validation::{validation_messages, ValidationMessage};
+
+/// Anything that can be bound as a storage buffer in a [`BindGroup`] or be a copy's source or
+/// destination: a device-local [`Buffer`] or an [`ImportedBuffer`] over host memory.
+pub trait GpuBuffer {
+    /// The wgpu-hal buffer.
+    #[doc(hidden)]
+    fn hal(&self) -> &wgpu_hal::vulkan::Buffer;
+    /// Size in bytes.
+    fn size(&self) -> u64;
+    /// Identity, unique in the process, for hazard tracking and bind-group caches.
+    fn id(&self) -> BufferId;
+    /// The device the buffer belongs to.
+    fn device_id(&self) -> DeviceId;
+    /// A reference that keeps the buffer alive while a command buffer that uses it is pending.
+    #[doc(hidden)]
+    fn keep_alive(&self) -> std::sync::Arc<dyn std::any::Any + Send + Sync>;
+}

@@ -1,0 +1,175 @@
+//! Timeline semaphores signalled and waited from the host, and binary semaphores whose payload
+//! travels between devices as a SYNC_FD.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::Arc;
+
+use ash::vk;
+
+use crate::device::Device;
+use crate::error::{map_vk, NativeError, Result};
+
+struct TimelineInner {
+    device: Device,
+    raw: vk::Semaphore,
+}
+
+impl Drop for TimelineInner {
+    fn drop(&mut self) {
+        // SAFETY: every pending submission that waits on or signals this semaphore holds a clone
+        // (see `Recorder`), so none is pending now.
+        unsafe { self.device.raw().destroy_semaphore(self.raw, None) };
+    }
+}
+
+/// A timeline semaphore. Clones share it.
+#[derive(Clone)]
+pub struct TimelineSemaphore(Arc<TimelineInner>);
+
+impl std::fmt::Debug for TimelineSemaphore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("TimelineSemaphore").field(&self.0.raw).finish()
+    }
+}
+
+impl TimelineSemaphore {
+    pub fn new(device: &Device, initial: u64) -> Result<Self> {
+        if !device.info().caps.timeline_semaphore {
+            return Err(NativeError::MissingExtension("timeline semaphores"));
+        }
+        let mut ty = vk::SemaphoreTypeCreateInfo::default()
+            .semaphore_type(vk::SemaphoreType::TIMELINE)
+            .initial_value(initial);
+        let info = vk::SemaphoreCreateInfo::default().push_next(&mut ty);
+        // SAFETY: timeline semaphores are enabled (wgpu-hal enables the feature where present).
+        let raw = unsafe { device.raw().create_semaphore(&info, None) }.map_err(map_vk("vkCreateSemaphore"))?;
+        Ok(Self(Arc::new(TimelineInner { device: device.clone(), raw })))
+    }
+
+    /// The current counter value.
+    pub fn value(&self) -> Result<u64> {
+        // SAFETY: live timeline semaphore.
+        unsafe { self.0.device.raw().get_semaphore_counter_value(self.0.raw) }
+            .map_err(|e| self.0.device.note(map_vk("vkGetSemaphoreCounterValue")(e)))
+    }
+
+    /// Signals `value` from the host. It must be greater than the current value and than any
+    /// value a pending signal operation will set (Vulkan's rule); violating that is reported by
+    /// the validation layer, not checked here.
+    pub fn signal(&self, value: u64) -> Result<()> {
+        let info = vk::SemaphoreSignalInfo::default().semaphore(self.0.raw).value(value);
+        // SAFETY: live timeline semaphore.
+        unsafe { self.0.device.raw().signal_semaphore(&info) }
+            .map_err(|e| self.0.device.note(map_vk("vkSignalSemaphore")(e)))
+    }
+
+    /// Blocks until the counter reaches `value` or `timeout_ns` passes; `Ok(false)` on timeout.
+    pub fn wait(&self, value: u64, timeout_ns: u64) -> Result<bool> {
+        let sems = [self.0.raw];
+        let values = [value];
+        let info = vk::SemaphoreWaitInfo::default().semaphores(&sems).values(&values);
+        // SAFETY: live timeline semaphore.
+        match unsafe { self.0.device.raw().wait_semaphores(&info, timeout_ns) } {
+            Ok(()) => Ok(true),
+            Err(vk::Result::TIMEOUT) => Ok(false),
+            Err(e) => Err(self.0.device.note(map_vk("vkWaitSemaphores")(e))),
+        }
+    }
+
+    pub(crate) fn raw(&self) -> vk::Semaphore {
+        self.0.raw
+    }
+
+    pub(crate) fn keep_alive(&self) -> Arc<dyn std::any::Any + Send + Sync> {
+        self.0.clone()
+    }
+}
+
+/// A SYNC_FD payload exported from a semaphore: `None` means already signalled (the driver
+/// returned -1). Dropping it closes the fd.
+#[derive(Debug)]
+pub struct SyncFd(pub Option<OwnedFd>);
+
+impl SyncFd {
+    /// Duplicates the fd (a signalled payload stays signalled).
+    pub fn try_clone(&self) -> Result<Self> {
+        match &self.0 {
+            None => Ok(Self(None)),
+            Some(fd) => fd
+                .try_clone()
+                .map(|f| Self(Some(f)))
+                .map_err(|e| NativeError::Unsupported(format!("dup(sync_fd): {e}"))),
+        }
+    }
+}
+
+struct BinaryInner {
+    device: Device,
+    raw: vk::Semaphore,
+}
+
+impl Drop for BinaryInner {
+    fn drop(&mut self) {
+        // SAFETY: pending submissions hold a clone, so none uses it now.
+        unsafe { self.device.raw().destroy_semaphore(self.raw, None) };
+    }
+}
+
+/// A binary semaphore exportable as SYNC_FD, and into which a SYNC_FD can be imported
+/// temporarily (the import lasts for the next wait only).
+#[derive(Clone)]
+pub struct SyncFdSemaphore(Arc<BinaryInner>);
+
+impl SyncFdSemaphore {
+    pub fn new(device: &Device) -> Result<Self> {
+        if !device.has_sync_fd() {
+            return Err(NativeError::MissingExtension("VK_KHR_external_semaphore_fd with SYNC_FD export and import"));
+        }
+        let mut export = vk::ExportSemaphoreCreateInfo::default()
+            .handle_types(vk::ExternalSemaphoreHandleTypeFlags::SYNC_FD);
+        let info = vk::SemaphoreCreateInfo::default().push_next(&mut export);
+        // SAFETY: the extension is enabled on this device.
+        let raw = unsafe { device.raw().create_semaphore(&info, None) }.map_err(map_vk("vkCreateSemaphore"))?;
+        Ok(Self(Arc::new(BinaryInner { device: device.clone(), raw })))
+    }
+
+    /// Exports the payload of a signal operation that has been submitted (Vulkan requires the
+    /// signal to be pending or done). The semaphore is unsignalled again afterwards.
+    pub fn export(&self) -> Result<SyncFd> {
+        let loader = self.0.device.shared.semaphore_fd.as_ref().ok_or(NativeError::MissingExtension("VK_KHR_external_semaphore_fd"))?;
+        let info = vk::SemaphoreGetFdInfoKHR::default()
+            .semaphore(self.0.raw)
+            .handle_type(vk::ExternalSemaphoreHandleTypeFlags::SYNC_FD);
+        // SAFETY: the semaphore was created exportable as SYNC_FD; the caller submitted its signal.
+        let fd = unsafe { loader.get_semaphore_fd(&info) }.map_err(map_vk("vkGetSemaphoreFdKHR"))?;
+        // SAFETY: a non-negative fd returned by the driver is owned by us from now on.
+        Ok(SyncFd((fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })))
+    }
+
+    /// Imports `fd` temporarily; the next submission that waits on this semaphore waits for it.
+    /// Ownership of the fd passes to the driver on success.
+    pub fn import(&self, fd: SyncFd) -> Result<()> {
+        let loader = self.0.device.shared.semaphore_fd.as_ref().ok_or(NativeError::MissingExtension("VK_KHR_external_semaphore_fd"))?;
+        let raw_fd = fd.0.as_ref().map_or(-1, |f| f.as_raw_fd());
+        let info = vk::ImportSemaphoreFdInfoKHR::default()
+            .semaphore(self.0.raw)
+            .flags(vk::SemaphoreImportFlags::TEMPORARY)
+            .handle_type(vk::ExternalSemaphoreHandleTypeFlags::SYNC_FD)
+            .fd(raw_fd);
+        // SAFETY: the semaphore is not in use by a pending wait (the caller's pool guarantees it);
+        // on success the driver owns the fd, so we forget our OwnedFd.
+        unsafe { loader.import_semaphore_fd(&info) }.map_err(map_vk("vkImportSemaphoreFdKHR"))?;
+        if let Some(f) = fd.0 {
+            std::mem::forget(f);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn raw(&self) -> vk::Semaphore {
+        self.0.raw
+    }
+
+    pub(crate) fn keep_alive(&self) -> Arc<dyn std::any::Any + Send + Sync> {
+        self.0.clone()
+    }
+}

@@ -1,0 +1,100 @@
+//! Collects the Khronos validation layer's errors so tests can fail on any of them.
+//!
+//! wgpu-hal installs its own debug messenger that only logs; this one records every message of
+//! ERROR severity (synchronization hazards included) in a process-wide list that
+//! [`validation_messages`] drains.
+
+use std::ffi::{c_void, CStr};
+use std::sync::Mutex;
+
+use ash::{ext, vk};
+
+/// One error reported by the validation layer.
+#[derive(Debug, Clone)]
+pub struct ValidationMessage {
+    pub id_name: String,
+    pub id_number: i32,
+    pub message: String,
+}
+
+static MESSAGES: Mutex<Vec<ValidationMessage>> = Mutex::new(Vec::new());
+
+/// Takes every validation error recorded since the last call, in every instance of the process.
+pub fn validation_messages() -> Vec<ValidationMessage> {
+    std::mem::take(&mut *MESSAGES.lock().unwrap_or_else(|p| p.into_inner()))
+}
+
+unsafe extern "system" fn on_message(
+    severity: vk::DebugUtilsMessageSeverityFlagsEXT,
+    _types: vk::DebugUtilsMessageTypeFlagsEXT,
+    data: *const vk::DebugUtilsMessengerCallbackDataEXT<'_>,
+    _user: *mut c_void,
+) -> vk::Bool32 {
+    if !severity.contains(vk::DebugUtilsMessageSeverityFlagsEXT::ERROR) || data.is_null() {
+        return vk::FALSE;
+    }
+    // SAFETY: the layer passes a valid callback-data struct for the duration of the call; its
+    // strings are NUL-terminated or null.
+    let d = unsafe { &*data };
+    let text = |p: *const std::ffi::c_char| {
+        if p.is_null() {
+            String::new()
+        } else {
+            // SAFETY: see above.
+            unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+        }
+    };
+    let msg = ValidationMessage {
+        id_name: text(d.p_message_id_name),
+        id_number: d.message_id_number,
+        message: text(d.p_message),
+    };
+    eprintln!("VALIDATION ERROR [{}]: {}", msg.id_name, msg.message);
+    if let Ok(mut m) = MESSAGES.lock() {
+        m.push(msg);
+    }
+    vk::FALSE
+}
+
+pub(crate) struct ValidationMessenger {
+    loader: ext::debug_utils::Instance,
+    raw: vk::DebugUtilsMessengerEXT,
+}
+
+impl ValidationMessenger {
+    /// Installs the messenger when the instance has VK_EXT_debug_utils (wgpu-hal enables it with
+    /// `InstanceFlags::DEBUG`); `None` otherwise.
+    pub(crate) fn new(shared: &wgpu_hal::vulkan::InstanceShared) -> Option<Self> {
+        if !shared.extensions().contains(&ext::debug_utils::NAME) {
+            log::warn!("validation requested but VK_EXT_debug_utils is not enabled: errors are not collected");
+            return None;
+        }
+        let has_layer = {
+            // SAFETY: plain enumeration through the loaded entry.
+            let layers = unsafe { shared.entry().enumerate_instance_layer_properties() }.unwrap_or_default();
+            layers.iter().any(|l| l.layer_name_as_c_str() == Ok(c"VK_LAYER_KHRONOS_validation"))
+        };
+        if !has_layer {
+            log::warn!("validation requested but VK_LAYER_KHRONOS_validation is not installed (apt-get install vulkan-validationlayers)");
+            return None;
+        }
+        let loader = ext::debug_utils::Instance::new(shared.entry(), shared.raw_instance());
+        let info = vk::DebugUtilsMessengerCreateInfoEXT::default()
+            .message_severity(vk::DebugUtilsMessageSeverityFlagsEXT::ERROR)
+            .message_type(
+                vk::DebugUtilsMessageTypeFlagsEXT::VALIDATION | vk::DebugUtilsMessageTypeFlagsEXT::GENERAL,
+            )
+            .pfn_user_callback(Some(on_message));
+        // SAFETY: the callback is a plain function with no user data; the messenger is destroyed
+        // in Drop, before the instance (field order of `InstanceShared`).
+        let raw = unsafe { loader.create_debug_utils_messenger(&info, None) }.ok()?;
+        Some(Self { loader, raw })
+    }
+}
+
+impl Drop for ValidationMessenger {
+    fn drop(&mut self) {
+        // SAFETY: created by this loader; `InstanceShared` drops it before the VkInstance.
+        unsafe { self.loader.destroy_debug_utils_messenger(self.raw, None) };
+    }
+}
