@@ -1,1 +1,29 @@
+//! crossgpu: compute on several Vulkan devices at once — of any vendor, in one process — and
+//! sum tensors across them.
+//!
+//! - [`Instance`] lists adapters; [`DeviceGroup`] opens members (a queue of a VkDevice each)
+//!   from an adapter list or `CROSSGPU_DEVICES` ([`GroupSpec`]).
+//! - [`Tensor`]s live on one member; [`Member`]'s operations (fill, copy, add, scale, convert,
+//!   matvec) record into the member's stream, which submits once per flush.
+//! - Kernels are WGSL in `wgsl/`, compiled to SPIR-V by naga at build time ([`kernels`]).
+//! - All unsafe code and every raw Vulkan call lives in the `vk-native` crate; this crate is
+//!   safe Rust.
 
+#![forbid(unsafe_code)]
+
+mod config;
+mod error;
+mod group;
+mod instance;
+pub mod kernels;
+mod ops;
+mod stream;
+mod tensor;
+
+pub use error::{Error, Result};
+pub use group::{AdapterSelector, DeviceGroup, DeviceSpec, GroupId, GroupSpec, Member};
+pub use instance::{adapter_table, Instance};
+pub use tensor::{DType, Tensor, MAX_ELEMENTS};
+pub use vk_native::{
+    validation_messages, AdapterInfo, Capabilities, DeviceType, ValidationMessage,
+};

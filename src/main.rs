@@ -1,1 +1,43 @@
-fn main(){}
+//! The `crossgpu` command: `devices` lists adapters and capabilities, `demo` runs kernels and
+//! an all-reduce on a group and checks them against the CPU.
+
+use clap::{Parser, Subcommand};
+
+mod cli;
+
+#[derive(Parser)]
+#[command(
+    name = "crossgpu",
+    version,
+    about = "Compute on several Vulkan GPUs at once and all-reduce across them"
+)]
+struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print every Vulkan adapter and the capabilities crossgpu depends on.
+    Devices,
+    /// Open a group (CROSSGPU_DEVICES, default every adapter or two members on the only one),
+    /// run each kernel on each member and an all-reduce across them, checked against the CPU.
+    Demo {
+        /// Elements per tensor.
+        #[arg(long, default_value_t = 100_003)]
+        len: usize,
+    },
+}
+
+fn main() {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    let args = Args::parse();
+    let result = match args.command {
+        Command::Devices => cli::devices(),
+        Command::Demo { len } => cli::demo(len),
+    };
+    if let Err(e) = result {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}

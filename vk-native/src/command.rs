@@ -154,7 +154,9 @@ impl Recorder {
 
     /// Returns finished command buffers to their encoders.
     fn recycle(&mut self) -> Result<()> {
-        let Some(front) = self.pending.front() else { return Ok(()) };
+        let Some(front) = self.pending.front() else {
+            return Ok(());
+        };
         if front.value > self.progress.value()? {
             return Ok(());
         }
@@ -188,17 +190,28 @@ impl Recorder {
             // SAFETY: the encoder is idle (new or recycled after its work completed).
             unsafe { encoder.begin_encoding(Some("crossgpu stream")) }
                 .map_err(map_hal_device("vkBeginCommandBuffer"))?;
-            self.active = Some(Active { encoder, keep: Vec::new() });
+            self.active = Some(Active {
+                encoder,
+                keep: Vec::new(),
+            });
         }
         Ok(self.active.as_mut().expect("opened above"))
     }
 
     /// Records a dispatch of `group`'s kernel with `immediates` (as many words as the kernel's
     /// layout declares) over `workgroups`.
-    pub fn dispatch(&mut self, group: &BindGroup, immediates: &[u32], workgroups: [u32; 3]) -> Result<()> {
+    pub fn dispatch(
+        &mut self,
+        group: &BindGroup,
+        immediates: &[u32],
+        workgroups: [u32; 3],
+    ) -> Result<()> {
         let k = group.kernel().clone();
         if k.device_id() != self.device.id() {
-            return Err(NativeError::Unsupported(format!("kernel {} is of another device", k.name())));
+            return Err(NativeError::Unsupported(format!(
+                "kernel {} is of another device",
+                k.name()
+            )));
         }
         if immediates.len() * 4 != k.layout().immediate_bytes as usize {
             return Err(NativeError::Unsupported(format!(
@@ -215,9 +228,14 @@ impl Recorder {
         // SAFETY: pipeline, layout and bind group are of this device and kept alive with the
         // command buffer; the immediates match the layout's size (checked above).
         unsafe {
-            a.encoder.begin_compute_pass(&wgpu_hal::ComputePassDescriptor { label: None, timestamp_writes: None });
+            a.encoder
+                .begin_compute_pass(&wgpu_hal::ComputePassDescriptor {
+                    label: None,
+                    timestamp_writes: None,
+                });
             a.encoder.set_compute_pipeline(k.hal_pipeline());
-            a.encoder.set_bind_group(k.hal_layout(), 0, group.hal(), &[]);
+            a.encoder
+                .set_bind_group(k.hal_layout(), 0, group.hal(), &[]);
             if !immediates.is_empty() {
                 a.encoder.set_immediates(k.hal_layout(), 0, immediates);
             }
@@ -230,22 +248,46 @@ impl Recorder {
     }
 
     /// Records a copy of `size` bytes (a multiple of 4) between two buffers of this device.
-    pub fn copy(&mut self, src: &dyn GpuBuffer, src_offset: u64, dst: &dyn GpuBuffer, dst_offset: u64, size: u64) -> Result<()> {
+    pub fn copy(
+        &mut self,
+        src: &dyn GpuBuffer,
+        src_offset: u64,
+        dst: &dyn GpuBuffer,
+        dst_offset: u64,
+        size: u64,
+    ) -> Result<()> {
         let dev = self.device.id();
         if src.device_id() != dev || dst.device_id() != dev {
-            return Err(NativeError::Unsupported("copy between buffers of another device".into()));
+            return Err(NativeError::Unsupported(
+                "copy between buffers of another device".into(),
+            ));
         }
-        let in_range = |off: u64, b: &dyn GpuBuffer| off.checked_add(size).is_some_and(|e| e <= b.size());
-        if size % 4 != 0 || src_offset % 4 != 0 || dst_offset % 4 != 0 || !in_range(src_offset, src) || !in_range(dst_offset, dst) {
+        let in_range =
+            |off: u64, b: &dyn GpuBuffer| off.checked_add(size).is_some_and(|e| e <= b.size());
+        if size % 4 != 0
+            || src_offset % 4 != 0
+            || dst_offset % 4 != 0
+            || !in_range(src_offset, src)
+            || !in_range(dst_offset, dst)
+        {
             return Err(NativeError::Unsupported(format!(
                 "copy of {size} bytes at {src_offset}->{dst_offset} is unaligned or out of range"
             )));
         }
-        let Some(size) = NonZeroU64::new(size) else { return Ok(()) };
+        let Some(size) = NonZeroU64::new(size) else {
+            return Ok(());
+        };
         let a = self.open()?;
-        let region = wgpu_hal::BufferCopy { src_offset, dst_offset, size };
+        let region = wgpu_hal::BufferCopy {
+            src_offset,
+            dst_offset,
+            size,
+        };
         // SAFETY: both buffers are of this device, alive (kept below), and the range is checked.
-        unsafe { a.encoder.copy_buffer_to_buffer(src.hal(), dst.hal(), std::iter::once(region)) };
+        unsafe {
+            a.encoder
+                .copy_buffer_to_buffer(src.hal(), dst.hal(), std::iter::once(region))
+        };
         a.keep.push(src.keep_alive());
         a.keep.push(dst.keep_alive());
         self.commands += 1;
@@ -253,9 +295,21 @@ impl Recorder {
     }
 
     /// Records `vkCmdFillBuffer` of `size` bytes (a multiple of 4) at `offset` with `value`.
-    pub fn fill_u32(&mut self, dst: &dyn GpuBuffer, offset: u64, size: u64, value: u32) -> Result<()> {
-        if dst.device_id() != self.device.id() || size % 4 != 0 || offset % 4 != 0 || offset + size > dst.size() {
-            return Err(NativeError::Unsupported("fill out of range or of another device".into()));
+    pub fn fill_u32(
+        &mut self,
+        dst: &dyn GpuBuffer,
+        offset: u64,
+        size: u64,
+        value: u32,
+    ) -> Result<()> {
+        if dst.device_id() != self.device.id()
+            || size % 4 != 0
+            || offset % 4 != 0
+            || offset + size > dst.size()
+        {
+            return Err(NativeError::Unsupported(
+                "fill out of range or of another device".into(),
+            ));
         }
         if size == 0 {
             return Ok(());
@@ -263,7 +317,15 @@ impl Recorder {
         let raw = self.device.raw().clone();
         let a = self.open()?;
         // SAFETY: recording state; the buffer is of this device, alive (kept), range checked.
-        unsafe { raw.cmd_fill_buffer(a.encoder.raw_handle(), dst.hal().raw_handle(), offset, size, value) };
+        unsafe {
+            raw.cmd_fill_buffer(
+                a.encoder.raw_handle(),
+                dst.hal().raw_handle(),
+                offset,
+                size,
+                value,
+            )
+        };
         a.keep.push(dst.keep_alive());
         self.commands += 1;
         Ok(())
@@ -274,14 +336,32 @@ impl Recorder {
     pub fn barrier(&mut self, src: Access, dst: Access) -> Result<()> {
         let (src_stage, src_access) = crate::conv::access_to_vk(src);
         let (dst_stage, dst_access) = crate::conv::access_to_vk(dst);
-        let src_stage = if src_stage.is_empty() { vk::PipelineStageFlags::TOP_OF_PIPE } else { src_stage };
-        let dst_stage = if dst_stage.is_empty() { vk::PipelineStageFlags::BOTTOM_OF_PIPE } else { dst_stage };
+        let src_stage = if src_stage.is_empty() {
+            vk::PipelineStageFlags::TOP_OF_PIPE
+        } else {
+            src_stage
+        };
+        let dst_stage = if dst_stage.is_empty() {
+            vk::PipelineStageFlags::BOTTOM_OF_PIPE
+        } else {
+            dst_stage
+        };
         let raw = self.device.raw().clone();
         let a = self.open()?;
-        let mb = [vk::MemoryBarrier::default().src_access_mask(src_access).dst_access_mask(dst_access)];
+        let mb = [vk::MemoryBarrier::default()
+            .src_access_mask(src_access)
+            .dst_access_mask(dst_access)];
         // SAFETY: recording state; a plain memory barrier outside any render pass.
         unsafe {
-            raw.cmd_pipeline_barrier(a.encoder.raw_handle(), src_stage, dst_stage, vk::DependencyFlags::empty(), &mb, &[], &[])
+            raw.cmd_pipeline_barrier(
+                a.encoder.raw_handle(),
+                src_stage,
+                dst_stage,
+                vk::DependencyFlags::empty(),
+                &mb,
+                &[],
+                &[],
+            )
         };
         Ok(())
     }
@@ -298,7 +378,8 @@ impl Recorder {
                 // SAFETY: the encoder is recording; the handle stays valid until its pool is reset.
                 cmds.push(unsafe { a.encoder.raw_handle() });
                 // SAFETY: the encoder is recording.
-                let cmd = unsafe { a.encoder.end_encoding() }.map_err(map_hal_device("vkEndCommandBuffer"))?;
+                let cmd = unsafe { a.encoder.end_encoding() }
+                    .map_err(map_hal_device("vkEndCommandBuffer"))?;
                 keep.append(&mut a.keep);
                 (Some(a.encoder), Some(cmd))
             }
@@ -343,10 +424,16 @@ impl Recorder {
             .signal_semaphores(&sig_sems)
             .push_next(&mut timeline);
         let result = {
-            let queue = self.device.shared.queues[self.queue_index as usize].lock().unwrap_or_else(|p| p.into_inner());
+            let queue = self.device.shared.queues[self.queue_index as usize]
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
             // SAFETY: the queue is locked (external synchronisation); the command buffer is
             // executable; every semaphore is alive and kept until completion.
-            unsafe { self.device.raw().queue_submit(*queue, &[submit], vk::Fence::null()) }
+            unsafe {
+                self.device
+                    .raw()
+                    .queue_submit(*queue, &[submit], vk::Fence::null())
+            }
         };
         if let Err(e) = result {
             let e = self.device.note(map_vk("vkQueueSubmit")(e));
@@ -359,13 +446,21 @@ impl Recorder {
         }
         self.submitted = value;
         match encoder {
-            Some(encoder) => self.pending.push_back(Pending { encoder, cmd, value, _keep: keep }),
+            Some(encoder) => self.pending.push_back(Pending {
+                encoder,
+                cmd,
+                value,
+                _keep: keep,
+            }),
             None => self.pending.push_back(Pending {
                 encoder: match self.idle.pop() {
                     Some(e) => e,
                     None => {
                         // Keep-alives of a command-less submit still need a slot in `pending`.
-                        let desc = wgpu_hal::CommandEncoderDescriptor { label: Some("crossgpu stream"), queue: &self.device.shared.hal_queue };
+                        let desc = wgpu_hal::CommandEncoderDescriptor {
+                            label: Some("crossgpu stream"),
+                            queue: &self.device.shared.hal_queue,
+                        };
                         // SAFETY: as in `open`.
                         unsafe { self.device.shared.hal.create_command_encoder(&desc) }
                             .map_err(map_hal_device("vkCreateCommandPool"))?
@@ -402,7 +497,10 @@ impl Drop for Recorder {
             loop {
                 match self.progress.wait(self.submitted, 1_000_000_000) {
                     Ok(true) => break,
-                    Ok(false) => log::warn!("waiting for queue {} to finish before dropping its stream", self.queue_index),
+                    Ok(false) => log::warn!(
+                        "waiting for queue {} to finish before dropping its stream",
+                        self.queue_index
+                    ),
                     Err(e) => {
                         log::error!("stream drop: {e}; waiting for the device to go idle");
                         let _ = self.device.wait_idle_queues();

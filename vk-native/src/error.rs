@@ -42,7 +42,10 @@ pub(crate) fn map_vk(call: &'static str) -> impl Fn(vk::Result) -> NativeError {
             NativeError::OutOfDeviceMemory(format!(" in {call}"))
         }
         vk::Result::ERROR_DEVICE_LOST => NativeError::DeviceLost,
-        other => NativeError::Vulkan { call, code: format!("{other:?}") },
+        other => NativeError::Vulkan {
+            call,
+            code: format!("{other:?}"),
+        },
     }
 }
 
@@ -51,6 +54,9 @@ pub(crate) fn map_hal_device(call: &'static str) -> impl Fn(wgpu_hal::DeviceErro
     move |e| match e {
         wgpu_hal::DeviceError::OutOfMemory => NativeError::OutOfDeviceMemory(format!(" in {call}")),
         wgpu_hal::DeviceError::Lost => NativeError::DeviceLost,
-        other => NativeError::Vulkan { call, code: format!("{other}") },
+        other => NativeError::Vulkan {
+            call,
+            code: format!("{other}"),
+        },
     }
 }

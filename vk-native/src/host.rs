@@ -31,7 +31,9 @@ unsafe impl Sync for HostAllocation {}
 
 impl std::fmt::Debug for HostAllocation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HostAllocation").field("len", &self.layout.size()).finish()
+        f.debug_struct("HostAllocation")
+            .field("len", &self.layout.size())
+            .finish()
     }
 }
 
@@ -59,17 +61,35 @@ impl HostAllocation {
 
     /// Copies bytes out at `offset`.
     pub fn read(&self, offset: u64, out: &mut [u8]) {
-        assert!(offset as usize + out.len() <= self.layout.size(), "host read out of range");
+        assert!(
+            offset as usize + out.len() <= self.layout.size(),
+            "host read out of range"
+        );
         // SAFETY: in range (asserted); devices that write this range have signalled completion
         // before the caller reads (the caller's protocol).
-        unsafe { std::ptr::copy_nonoverlapping(self.ptr.as_ptr().add(offset as usize), out.as_mut_ptr(), out.len()) }
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                self.ptr.as_ptr().add(offset as usize),
+                out.as_mut_ptr(),
+                out.len(),
+            )
+        }
     }
 
     /// Copies bytes in at `offset`.
     pub fn write(&self, offset: u64, data: &[u8]) {
-        assert!(offset as usize + data.len() <= self.layout.size(), "host write out of range");
+        assert!(
+            offset as usize + data.len() <= self.layout.size(),
+            "host write out of range"
+        );
         // SAFETY: in range (asserted); no device reads this range until the caller signals it.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.as_ptr().add(offset as usize), data.len()) }
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                data.as_ptr(),
+                self.ptr.as_ptr().add(offset as usize),
+                data.len(),
+            )
+        }
     }
 }
 
@@ -113,8 +133,16 @@ pub struct ImportedBuffer(Arc<ImportedInner>);
 impl ImportedBuffer {
     /// Imports all of `host` into `device`.
     pub fn new(device: &Device, host: &Arc<HostAllocation>) -> Result<Self> {
-        let loader = device.shared.host_memory.as_ref().ok_or(NativeError::MissingExtension("VK_EXT_external_memory_host"))?;
-        let align = device.info().caps.min_imported_host_pointer_alignment.max(1);
+        let loader = device
+            .shared
+            .host_memory
+            .as_ref()
+            .ok_or(NativeError::MissingExtension("VK_EXT_external_memory_host"))?;
+        let align = device
+            .info()
+            .caps
+            .min_imported_host_pointer_alignment
+            .max(1);
         let addr = host.ptr.as_ptr() as u64;
         if addr % align != 0 || host.len() % align != 0 {
             return Err(NativeError::Unsupported(format!(
@@ -153,12 +181,18 @@ impl ImportedBuffer {
         let mem_props = {
             let inst = device.shared.hal.shared_instance().raw_instance();
             // SAFETY: live physical device of this instance.
-            unsafe { inst.get_physical_device_memory_properties(device.shared.hal.raw_physical_device()) }
+            unsafe {
+                inst.get_physical_device_memory_properties(device.shared.hal.raw_physical_device())
+            }
         };
         let bits = reqs.memory_type_bits & ptr_props.memory_type_bits;
         let want = vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT;
-        let type_index = (0..mem_props.memory_type_count)
-            .find(|&i| bits & (1 << i) != 0 && mem_props.memory_types[i as usize].property_flags.contains(want));
+        let type_index = (0..mem_props.memory_type_count).find(|&i| {
+            bits & (1 << i) != 0
+                && mem_props.memory_types[i as usize]
+                    .property_flags
+                    .contains(want)
+        });
         let Some(type_index) = type_index else {
             // SAFETY: created above, unused.
             unsafe { raw.destroy_buffer(buffer, None) };

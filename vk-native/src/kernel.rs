@@ -66,9 +66,16 @@ impl std::fmt::Debug for Kernel {
 
 impl Kernel {
     /// Creates the pipeline for `entry` of a SPIR-V module whose interface is `layout`.
-    pub fn new(device: &Device, name: &str, spirv: &[u32], entry: &str, layout: &KernelLayout) -> Result<Self> {
+    pub fn new(
+        device: &Device,
+        name: &str,
+        spirv: &[u32],
+        entry: &str,
+        layout: &KernelLayout,
+    ) -> Result<Self> {
         let d = &device.shared.hal;
-        let err = |what: &str, e: String| NativeError::Unsupported(format!("kernel {name}: {what}: {e}"));
+        let err =
+            |what: &str, e: String| NativeError::Unsupported(format!("kernel {name}: {what}: {e}"));
         let desc = wgpu_hal::ShaderModuleDescriptor {
             label: Some(name),
             runtime_checks: wgpu_types::ShaderRuntimeChecks::unchecked(),
@@ -175,7 +182,11 @@ impl Kernel {
             .map(|b| wgpu_hal::BufferBinding::new_unchecked(b.hal(), 0, None))
             .collect();
         let entries: Vec<_> = (0..buffers.len() as u32)
-            .map(|i| wgpu_hal::BindGroupEntry { binding: i, resource_index: i, count: 1 })
+            .map(|i| wgpu_hal::BindGroupEntry {
+                binding: i,
+                resource_index: i,
+                count: 1,
+            })
             .collect();
         let desc = wgpu_hal::BindGroupDescriptor {
             label: Some(&k.name),

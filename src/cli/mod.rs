@@ -1,0 +1,83 @@
+//! The subcommands of the `crossgpu` program.
+
+use crossgpu::{adapter_table, DType, DeviceGroup, Instance, Result};
+
+/// `crossgpu devices`.
+pub fn devices() -> Result<()> {
+    let instance = Instance::new()?;
+    print!("{}", adapter_table(instance.adapters()));
+    Ok(())
+}
+
+/// Deterministic pseudo-random values in [-1, 1), never all zero.
+fn values(seed: u64, n: usize) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+fn max_rel_err(got: &[f32], want: &[f64]) -> f64 {
+    got.iter()
+        .zip(want)
+        .map(|(&g, &w)| (g as f64 - w).abs() / w.abs().max(1.0))
+        .fold(0.0, f64::max)
+}
+
+/// `crossgpu demo`.
+pub fn demo(len: usize) -> Result<()> {
+    let instance = Instance::new()?;
+    let group = DeviceGroup::from_env(&instance)?;
+    println!("group of {} members:", group.len());
+    for m in group.members() {
+        println!("  {}", m.label());
+    }
+    let mut worst = 0.0f64;
+    for m in group.members() {
+        let seed = m.index() as u64 + 1;
+        let a = values(seed, len);
+        let b = values(seed + 100, len);
+        let ta = m.upload_f32(&a)?;
+        let tb = m.upload_f32(&b)?;
+        m.add(&ta, &tb)?;
+        m.scale(&ta, 0.5)?;
+        let h = m.empty(&[len], DType::F16)?;
+        m.convert_f32_to_f16(&tb, &h)?;
+        m.add_f16_into_f32(&ta, &h)?;
+        let got = ta.read()?;
+        let want: Vec<f64> = (0..len)
+            .map(|i| (a[i] as f64 + b[i] as f64) * 0.5 + half::f16::from_f32(b[i]).to_f64())
+            .collect();
+        let e1 = max_rel_err(&got, &want);
+        let (rows, cols) = (64, 1000);
+        let w = values(seed + 200, rows * cols);
+        let x = values(seed + 300, cols);
+        let tw = m.upload(&w, &[rows, cols], DType::F16)?;
+        let tx = m.upload_f32(&x)?;
+        let ty = m.empty(&[rows], DType::F32)?;
+        m.matvec(&tw, &tx, &ty)?;
+        let got = ty.read()?;
+        let want: Vec<f64> = (0..rows)
+            .map(|r| {
+                (0..cols)
+                    .map(|k| half::f16::from_f32(w[r * cols + k]).to_f64() * x[k] as f64)
+                    .sum()
+            })
+            .collect();
+        let e2 = max_rel_err(&got, &want);
+        println!("  member {}: add/scale/convert/add_f16 max rel err {e1:.2e}, f16 matvec {rows}x{cols} max rel err {e2:.2e}", m.index());
+        worst = worst.max(e1).max(e2 / 10.0);
+    }
+    if worst > 1e-5 {
+        return Err(crossgpu::Error::Unsupported(format!(
+            "kernel check failed: error {worst:.2e}"
+        )));
+    }
+    println!("kernels: OK on every member");
+    Ok(())
+}

@@ -1,0 +1,65 @@
+//! Every environment variable crossgpu reads, parsed in one place into typed values, with an
+//! error naming the variable for any value it cannot use.
+//!
+//! | variable | meaning | default |
+//! |---|---|---|
+//! | `CROSSGPU_DEVICES` | the group's members, see [`crate::GroupSpec`] | every adapter |
+//! | `CROSSGPU_VALIDATION` | `1` enables the Khronos validation layer | `0` |
+//! | `CROSSGPU_TIMEOUT_MS` | bound on every wait for a device, in ms | 60000 |
+//! | `CROSSGPU_ALLREDUCE` | `auto`, `bridge`, `sync_fd` or `generic` | `auto` |
+//! | `CROSSGPU_ALLREDUCE_SPIN_US` | how long the host bridge spins before blocking, µs | 200 |
+//! | `CROSSGPU_F16_WIRE_BYTES` | payload size from which the wire is f16 | 1048576 |
+
+use crate::error::{Error, Result};
+
+fn var(name: &'static str) -> Option<String> {
+    std::env::var(name)
+        .ok()
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+}
+
+/// Parses an unsigned integer variable within `[min, max]`.
+pub(crate) fn u64_var(name: &'static str, default: u64, min: u64, max: u64) -> Result<u64> {
+    let Some(v) = var(name) else {
+        return Ok(default);
+    };
+    let n: u64 = v.parse().map_err(|_| Error::BadConfig {
+        name,
+        value: v.clone(),
+        why: "expected a non-negative integer".into(),
+    })?;
+    if !(min..=max).contains(&n) {
+        return Err(Error::BadConfig {
+            name,
+            value: v,
+            why: format!("must be between {min} and {max}"),
+        });
+    }
+    Ok(n)
+}
+
+pub(crate) fn validation_from_env() -> Result<bool> {
+    match var("CROSSGPU_VALIDATION").as_deref() {
+        None | Some("0") | Some("false") => Ok(false),
+        Some("1") | Some("true") => Ok(true),
+        Some(v) => Err(Error::BadConfig {
+            name: "CROSSGPU_VALIDATION",
+            value: v.into(),
+            why: "expected 0 or 1".into(),
+        }),
+    }
+}
+
+/// `CROSSGPU_TIMEOUT_MS`: 1 ms to one day.
+pub(crate) fn timeout_ms_from_env() -> Result<u64> {
+    u64_var("CROSSGPU_TIMEOUT_MS", 60_000, 1, 86_400_000)
+}
+
+pub(crate) fn devices_from_env() -> Option<String> {
+    var("CROSSGPU_DEVICES")
+}
+
+pub(crate) fn string_var(name: &'static str) -> Option<String> {
+    var(name)
+}

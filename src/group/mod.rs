@@ -1,0 +1,301 @@
+//! Device groups: N members, each a queue of a VkDevice with its own stream, opened from an
+//! adapter list. A member is what the rest of crossgpu calls a "device": it owns its tensors,
+//! its stream and its bind groups; members that share a VkDevice (queue stand-ins) share only
+//! the pipelines.
+
+mod selection;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use vk_native::{AdapterInfo, BindGroup, BufferId, Device, GpuBuffer, Recorder};
+
+pub use selection::{AdapterSelector, DeviceSpec, GroupSpec};
+
+use crate::config;
+use crate::error::{Error, Result};
+use crate::instance::Instance;
+use crate::kernels::KernelSet;
+use crate::stream::Stream;
+
+static NEXT_GROUP: AtomicU64 = AtomicU64::new(1);
+
+/// Identity of a group, unique in the process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct GroupId(pub u64);
+
+type BindKey = (&'static str, Vec<BufferId>);
+
+pub(crate) struct MemberShared {
+    pub(crate) index: usize,
+    pub(crate) group: GroupId,
+    pub(crate) device: Device,
+    pub(crate) queue_index: u32,
+    pub(crate) label: String,
+    pub(crate) kernels: Arc<KernelSet>,
+    pub(crate) stream: Mutex<Stream>,
+    pub(crate) binds: Mutex<HashMap<BindKey, BindGroup>>,
+    pub(crate) timeout_ms: u64,
+}
+
+impl MemberShared {
+    pub(crate) fn err(&self, e: vk_native::NativeError) -> Error {
+        Error::native(&self.label, e)
+    }
+
+    pub(crate) fn stream(&self) -> MutexGuard<'_, Stream> {
+        self.stream.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The bind group of `entry` over `buffers`, made once and cached.
+    pub(crate) fn bind(
+        &self,
+        entry: &'static str,
+        buffers: &[&dyn GpuBuffer],
+    ) -> Result<BindGroup> {
+        let key = (entry, buffers.iter().map(|b| b.id()).collect::<Vec<_>>());
+        let mut binds = self.binds.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(g) = binds.get(&key) {
+            return Ok(g.clone());
+        }
+        let kernel = self.kernels.get(entry).map_err(|e| self.err(e))?;
+        let g = kernel.bind(buffers).map_err(|e| self.err(e))?;
+        binds.insert(key, g.clone());
+        Ok(g)
+    }
+
+    /// Drops every cached bind group that holds `id`, so the buffer can be freed.
+    pub(crate) fn forget_buffer(&self, id: BufferId) {
+        self.binds
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|k, _| !k.1.contains(&id));
+    }
+
+    /// Records a dispatch of `entry`: `reads` and `writes` are for hazard tracking.
+    pub(crate) fn dispatch(
+        &self,
+        entry: &'static str,
+        buffers: &[&dyn GpuBuffer],
+        reads: &[BufferId],
+        writes: &[BufferId],
+        immediates: [u32; 4],
+        groups: [u32; 3],
+    ) -> Result<()> {
+        let g = self.bind(entry, buffers)?;
+        let mut s = self.stream();
+        s.access(reads, writes).map_err(|e| self.err(e))?;
+        s.rec
+            .dispatch(&g, &immediates, groups)
+            .map_err(|e| self.err(e))
+    }
+
+    /// Submits the open command buffer and waits for everything submitted so far.
+    pub(crate) fn synchronize(&self) -> Result<()> {
+        let mut s = self.stream();
+        let v = s.flush().map_err(|e| self.err(e))?;
+        self.wait_value(&mut s, v, "the stream to finish")
+    }
+
+    pub(crate) fn wait_value(&self, s: &mut Stream, value: u64, what: &str) -> Result<()> {
+        match s.rec.wait(value, self.timeout_ms.saturating_mul(1_000_000)) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(Error::Timeout {
+                what: format!("{what} on {}", self.label),
+                ms: self.timeout_ms,
+            }),
+            Err(e) => Err(self.err(e)),
+        }
+    }
+}
+
+/// One member of a group: a queue of a VkDevice, with its own stream. Cheap to clone.
+#[derive(Clone)]
+pub struct Member {
+    pub(crate) shared: Arc<MemberShared>,
+}
+
+impl std::fmt::Debug for Member {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.shared.label)
+    }
+}
+
+impl Member {
+    /// Position in the group.
+    pub fn index(&self) -> usize {
+        self.shared.index
+    }
+
+    /// The adapter this member runs on.
+    pub fn adapter(&self) -> &AdapterInfo {
+        self.shared.device.info()
+    }
+
+    /// A label such as `member 1: llvmpipe (VkDevice 2, queue 0)`.
+    pub fn label(&self) -> &str {
+        &self.shared.label
+    }
+
+    /// The group this member belongs to.
+    pub fn group_id(&self) -> GroupId {
+        self.shared.group
+    }
+
+    /// Submits the work recorded so far without waiting.
+    pub fn flush(&self) -> Result<()> {
+        self.shared
+            .stream()
+            .flush()
+            .map(|_| ())
+            .map_err(|e| self.shared.err(e))
+    }
+
+    /// Submits the work recorded so far and waits for all of it (bounded by
+    /// `CROSSGPU_TIMEOUT_MS`).
+    pub fn synchronize(&self) -> Result<()> {
+        self.shared.synchronize()
+    }
+
+    /// Number of queue submits this member has made.
+    pub fn submit_count(&self) -> u64 {
+        self.shared.stream().submits
+    }
+
+    pub(crate) fn device(&self) -> &Device {
+        &self.shared.device
+    }
+}
+
+/// A set of members that compute together. Members are numbered in the order the spec lists
+/// them.
+pub struct DeviceGroup {
+    id: GroupId,
+    members: Vec<Member>,
+    instance: Instance,
+    spec: Vec<(usize, u32)>,
+}
+
+impl std::fmt::Debug for DeviceGroup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceGroup")
+            .field("members", &self.members)
+            .finish()
+    }
+}
+
+impl DeviceGroup {
+    /// Opens the group `CROSSGPU_DEVICES` names (every adapter when unset).
+    pub fn from_env(instance: &Instance) -> Result<Self> {
+        let spec = match config::devices_from_env() {
+            Some(s) => GroupSpec::parse(&s)?,
+            None => GroupSpec::All,
+        };
+        Self::open(instance, &spec)
+    }
+
+    /// Opens the group `spec` describes.
+    pub fn open(instance: &Instance, spec: &GroupSpec) -> Result<Self> {
+        let resolved = spec.resolve(instance.adapters())?;
+        Self::open_resolved(instance, &resolved)
+    }
+
+    /// Opens one VkDevice per `(adapter index, queues)` pair, each queue a member.
+    pub fn open_resolved(instance: &Instance, devices: &[(usize, u32)]) -> Result<Self> {
+        let timeout_ms = config::timeout_ms_from_env()?;
+        let id = GroupId(NEXT_GROUP.fetch_add(1, Ordering::Relaxed));
+        let mut members = Vec::new();
+        for (dev_no, &(adapter, queues)) in devices.iter().enumerate() {
+            let info = instance
+                .adapters()
+                .get(adapter)
+                .ok_or(Error::IndexOutOfRange {
+                    index: adapter,
+                    len: instance.adapters().len(),
+                })?;
+            let device = Device::open(&instance.native, adapter, queues)
+                .map_err(|e| Error::native(&info.name, e))?;
+            let kernels = Arc::new(KernelSet::new(device.clone()));
+            for q in 0..queues {
+                let index = members.len();
+                let label = format!(
+                    "member {index}: {} (VkDevice {dev_no}, queue {q})",
+                    info.name
+                );
+                let rec = Recorder::new(&device, q).map_err(|e| Error::native(&label, e))?;
+                members.push(Member {
+                    shared: Arc::new(MemberShared {
+                        index,
+                        group: id,
+                        device: device.clone(),
+                        queue_index: q,
+                        label,
+                        kernels: kernels.clone(),
+                        stream: Mutex::new(Stream::new(rec)),
+                        binds: Mutex::new(HashMap::new()),
+                        timeout_ms,
+                    }),
+                });
+            }
+        }
+        if members.is_empty() {
+            return Err(Error::Unsupported(
+                "a group needs at least one member".into(),
+            ));
+        }
+        log::info!(
+            "opened group {:?}: {}",
+            id,
+            members
+                .iter()
+                .map(|m| m.label().to_string())
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+        Ok(Self {
+            id,
+            members,
+            instance: instance.clone(),
+            spec: devices.to_vec(),
+        })
+    }
+
+    pub fn id(&self) -> GroupId {
+        self.id
+    }
+
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    /// Member `index`, or [`Error::IndexOutOfRange`].
+    pub fn member(&self, index: usize) -> Result<&Member> {
+        self.members.get(index).ok_or(Error::IndexOutOfRange {
+            index,
+            len: self.members.len(),
+        })
+    }
+
+    pub fn members(&self) -> &[Member] {
+        &self.members
+    }
+
+    pub fn instance(&self) -> &Instance {
+        &self.instance
+    }
+
+    /// `(adapter index, queues)` of each VkDevice, in order.
+    pub fn layout(&self) -> &[(usize, u32)] {
+        &self.spec
+    }
+
+    /// Waits for every member's work.
+    pub fn synchronize(&self) -> Result<()> {
+        self.members.iter().try_for_each(|m| m.synchronize())
+    }
+}

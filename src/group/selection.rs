@@ -1,0 +1,220 @@
+//! Which adapters a group opens, and how: the `CROSSGPU_DEVICES` syntax.
+//!
+//! A comma-separated list; each item opens one VkDevice:
+//! - `N` — adapter number N (as `crossgpu devices` lists them), one member;
+//! - `NAME` — the first adapter whose name, vendor or driver contains NAME (case-insensitive),
+//!   e.g. `nvidia`, `llvmpipe`, `radv`;
+//! - `ITEMxK` — that adapter's VkDevice with K queues, each queue a member standing in for a
+//!   separate device (e.g. `0x2`): members keep their own buffers, semaphores and host-slot
+//!   imports, so they take the same communication path as real devices, without the cost of
+//!   the GPU switching between VkDevices.
+//!
+//! `0,0` is two members on adapter 0 as two VkDevices; `0x2` is two queues of one VkDevice;
+//! `nvidia,llvmpipe` is the NVIDIA GPU beside lavapipe. `all` (the default) opens every adapter
+//! once, or two members when there is only one adapter.
+
+use vk_native::AdapterInfo;
+
+use crate::error::{Error, Result};
+
+/// How one item picks its adapter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AdapterSelector {
+    Index(usize),
+    Name(String),
+}
+
+/// One VkDevice of the group and how many members (queues) it carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceSpec {
+    pub adapter: AdapterSelector,
+    pub queues: u32,
+}
+
+/// What a group opens, parsed from the `CROSSGPU_DEVICES` syntax.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GroupSpec {
+    /// Every adapter once; two members when there is only one.
+    All,
+    Devices(Vec<DeviceSpec>),
+}
+
+impl GroupSpec {
+    /// Parses the `CROSSGPU_DEVICES` syntax.
+    pub fn parse(s: &str) -> Result<Self> {
+        let bad = |why: String| Error::BadConfig {
+            name: "CROSSGPU_DEVICES",
+            value: s.to_string(),
+            why,
+        };
+        let s = s.trim();
+        if s.is_empty() || s.eq_ignore_ascii_case("all") {
+            return Ok(Self::All);
+        }
+        let mut out = Vec::new();
+        for item in s.split(',') {
+            let item = item.trim();
+            if item.is_empty() {
+                return Err(bad("empty item (two commas, or a trailing comma)".into()));
+            }
+            let (sel, queues) = match item.rfind(['x', 'X']) {
+                Some(p)
+                    if p > 0
+                        && p + 1 < item.len()
+                        && item[p + 1..].bytes().all(|b| b.is_ascii_digit()) =>
+                {
+                    let k: u32 = item[p + 1..]
+                        .parse()
+                        .map_err(|_| bad(format!("queue count in '{item}' is too large")))?;
+                    (&item[..p], k)
+                }
+                _ => (item, 1),
+            };
+            if queues == 0 || queues > 64 {
+                return Err(bad(format!("'{item}': the queue count must be 1 to 64")));
+            }
+            let adapter = if sel.bytes().all(|b| b.is_ascii_digit()) {
+                AdapterSelector::Index(
+                    sel.parse()
+                        .map_err(|_| bad(format!("adapter index '{sel}' is too large")))?,
+                )
+            } else if sel
+                .chars()
+                .all(|c| c.is_alphanumeric() || " -_.".contains(c))
+            {
+                AdapterSelector::Name(sel.to_lowercase())
+            } else {
+                return Err(bad(format!(
+                    "'{item}' is neither an adapter index nor a name"
+                )));
+            };
+            out.push(DeviceSpec { adapter, queues });
+        }
+        Ok(Self::Devices(out))
+    }
+
+    /// Resolves to `(adapter index, queues)` per VkDevice against the adapters present.
+    pub fn resolve(&self, adapters: &[AdapterInfo]) -> Result<Vec<(usize, u32)>> {
+        let available = || {
+            adapters
+                .iter()
+                .map(|a| format!("[{}] {}", a.index, a.name))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        match self {
+            Self::All => {
+                if adapters.len() == 1 {
+                    let q = if adapters[0].caps.queue_count >= 2 {
+                        2
+                    } else {
+                        1
+                    };
+                    Ok(if q == 2 {
+                        vec![(0, 2)]
+                    } else {
+                        vec![(0, 1), (0, 1)]
+                    })
+                } else {
+                    Ok(adapters.iter().map(|a| (a.index, 1)).collect())
+                }
+            }
+            Self::Devices(items) => items
+                .iter()
+                .map(|d| {
+                    let index = match &d.adapter {
+                        AdapterSelector::Index(i) => adapters.get(*i).map(|a| a.index),
+                        AdapterSelector::Name(n) => adapters
+                            .iter()
+                            .find(|a| {
+                                a.name.to_lowercase().contains(n)
+                                    || a.vendor_name() == n
+                                    || a.driver_name.to_lowercase().contains(n)
+                                    || a.driver_id.to_lowercase().contains(n)
+                            })
+                            .map(|a| a.index),
+                    };
+                    let selector = match &d.adapter {
+                        AdapterSelector::Index(i) => i.to_string(),
+                        AdapterSelector::Name(n) => n.clone(),
+                    };
+                    index
+                        .map(|i| (i, d.queues))
+                        .ok_or_else(|| Error::NoSuchAdapter {
+                            selector,
+                            available: available(),
+                        })
+                })
+                .collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_documented_forms() {
+        use AdapterSelector::*;
+        assert_eq!(GroupSpec::parse("all").unwrap(), GroupSpec::All);
+        assert_eq!(
+            GroupSpec::parse("0,0").unwrap(),
+            GroupSpec::Devices(vec![
+                DeviceSpec {
+                    adapter: Index(0),
+                    queues: 1
+                },
+                DeviceSpec {
+                    adapter: Index(0),
+                    queues: 1
+                }
+            ])
+        );
+        assert_eq!(
+            GroupSpec::parse("0x2").unwrap(),
+            GroupSpec::Devices(vec![DeviceSpec {
+                adapter: Index(0),
+                queues: 2
+            }])
+        );
+        assert_eq!(
+            GroupSpec::parse("NVIDIA, llvmpipe").unwrap(),
+            GroupSpec::Devices(vec![
+                DeviceSpec {
+                    adapter: Name("nvidia".into()),
+                    queues: 1
+                },
+                DeviceSpec {
+                    adapter: Name("llvmpipe".into()),
+                    queues: 1
+                }
+            ])
+        );
+        assert_eq!(
+            GroupSpec::parse("nvidiax4").unwrap(),
+            GroupSpec::Devices(vec![DeviceSpec {
+                adapter: Name("nvidia".into()),
+                queues: 4
+            }])
+        );
+    }
+
+    #[test]
+    fn rejects_malformed_values() {
+        for bad in [
+            "0,",
+            ",1",
+            "0x0",
+            "0x65",
+            "a/b",
+            "0,,1",
+            "99999999999999999999999",
+        ] {
+            assert!(
+                matches!(GroupSpec::parse(bad), Err(Error::BadConfig { .. })),
+                "{bad} should be rejected"
+            );
+        }
+    }
+}

@@ -1,0 +1,199 @@
+//! The kernels as operations on a member's tensors: each checks its inputs (member, dtype,
+//! length) and returns an error before recording anything, then records one dispatch into the
+//! member's stream.
+
+use vk_native::GpuBuffer;
+
+use crate::error::{Error, Result};
+use crate::group::Member;
+use crate::kernels::{elementwise_groups, row_groups};
+use crate::tensor::{DType, Tensor};
+
+fn same_len(what: &str, a: &Tensor, b: &Tensor) -> Result<()> {
+    if a.len() != b.len() {
+        return Err(Error::LengthMismatch {
+            what: what.into(),
+            expected: a.len(),
+            got: b.len(),
+        });
+    }
+    Ok(())
+}
+
+impl Member {
+    /// Sets every element of `t` to `value` (f16 tensors get `value` rounded to f16).
+    pub fn fill(&self, t: &Tensor, value: f32) -> Result<()> {
+        t.check_on(&self.shared, "fill")?;
+        let (words, bits) = match t.dtype() {
+            DType::F32 => (t.len(), value.to_bits()),
+            DType::F16 => {
+                let h = half::f16::from_f32(value).to_bits() as u32;
+                (t.len().div_ceil(2), h | (h << 16))
+            }
+        };
+        if words == 0 {
+            return Ok(());
+        }
+        self.shared.dispatch(
+            "fill_u32",
+            &[&t.buffer],
+            &[],
+            &[t.id()],
+            [words as u32, bits, 0, 0],
+            elementwise_groups(words),
+        )
+    }
+
+    /// `dst = src` (same dtype and length).
+    pub fn copy(&self, src: &Tensor, dst: &Tensor) -> Result<()> {
+        src.check_on(&self.shared, "copy src")?;
+        dst.check_on(&self.shared, "copy dst")?;
+        dst.check_dtype(src.dtype(), "copy")?;
+        same_len("copy", dst, src)?;
+        let words = src.dtype().storage_bytes(src.len()) / 4;
+        if words == 0 {
+            return Ok(());
+        }
+        let w = words as usize;
+        self.shared.dispatch(
+            "copy_u32",
+            &[&src.buffer, &dst.buffer],
+            &[src.id()],
+            &[dst.id()],
+            [w as u32, 0, 0, 0],
+            elementwise_groups(w),
+        )
+    }
+
+    /// `dst += src`, both f32.
+    pub fn add(&self, dst: &Tensor, src: &Tensor) -> Result<()> {
+        src.check_on(&self.shared, "add src")?;
+        dst.check_on(&self.shared, "add dst")?;
+        dst.check_dtype(DType::F32, "add dst")?;
+        src.check_dtype(DType::F32, "add src")?;
+        same_len("add", dst, src)?;
+        if dst.is_empty() {
+            return Ok(());
+        }
+        let n = dst.len();
+        self.shared.dispatch(
+            "add_f32",
+            &[&src.buffer, &dst.buffer],
+            &[src.id(), dst.id()],
+            &[dst.id()],
+            [n as u32, 0, 0, 0],
+            elementwise_groups(n),
+        )
+    }
+
+    /// `t *= factor`, f32.
+    pub fn scale(&self, t: &Tensor, factor: f32) -> Result<()> {
+        t.check_on(&self.shared, "scale")?;
+        t.check_dtype(DType::F32, "scale")?;
+        if t.is_empty() {
+            return Ok(());
+        }
+        let n = t.len();
+        self.shared.dispatch(
+            "scale_f32",
+            &[&t.buffer],
+            &[t.id()],
+            &[t.id()],
+            [n as u32, factor.to_bits(), 0, 0],
+            elementwise_groups(n),
+        )
+    }
+
+    /// `dst = f16(src)`: f32 → f16, round to nearest; beyond ±65504 saturates.
+    pub fn convert_f32_to_f16(&self, src: &Tensor, dst: &Tensor) -> Result<()> {
+        src.check_on(&self.shared, "convert src")?;
+        dst.check_on(&self.shared, "convert dst")?;
+        src.check_dtype(DType::F32, "convert src")?;
+        dst.check_dtype(DType::F16, "convert dst")?;
+        same_len("convert", dst, src)?;
+        if src.is_empty() {
+            return Ok(());
+        }
+        let n = src.len();
+        self.shared.dispatch(
+            "f32_to_f16",
+            &[&src.buffer, &dst.buffer],
+            &[src.id()],
+            &[dst.id()],
+            [n as u32, 0, 0, 0],
+            elementwise_groups(n.div_ceil(2)),
+        )
+    }
+
+    /// `dst += f32(src)` with `src` f16 and `dst` f32.
+    pub fn add_f16_into_f32(&self, dst: &Tensor, src: &Tensor) -> Result<()> {
+        src.check_on(&self.shared, "add_f16 src")?;
+        dst.check_on(&self.shared, "add_f16 dst")?;
+        src.check_dtype(DType::F16, "add_f16 src")?;
+        dst.check_dtype(DType::F32, "add_f16 dst")?;
+        same_len("add_f16", dst, src)?;
+        if dst.is_empty() {
+            return Ok(());
+        }
+        let n = dst.len();
+        self.shared.dispatch(
+            "add_f16_into_f32",
+            &[&src.buffer, &dst.buffer],
+            &[src.id(), dst.id()],
+            &[dst.id()],
+            [n as u32, 0, 0, 0],
+            elementwise_groups(n),
+        )
+    }
+
+    /// `y = W x` with `w` of shape `[rows, cols]` (f32 or f16, row-major), `x` f32 of `cols`
+    /// elements and `y` f32 of `rows`.
+    pub fn matvec(&self, w: &Tensor, x: &Tensor, y: &Tensor) -> Result<()> {
+        for (t, what) in [(w, "matvec w"), (x, "matvec x"), (y, "matvec y")] {
+            t.check_on(&self.shared, what)?;
+        }
+        x.check_dtype(DType::F32, "matvec x")?;
+        y.check_dtype(DType::F32, "matvec y")?;
+        let &[rows, cols] = w.shape() else {
+            return Err(Error::LengthMismatch {
+                what: "matvec w must be 2-D, dimensions".into(),
+                expected: 2,
+                got: w.shape().len(),
+            });
+        };
+        if x.len() != cols {
+            return Err(Error::LengthMismatch {
+                what: "matvec x vs w columns".into(),
+                expected: cols,
+                got: x.len(),
+            });
+        }
+        if y.len() != rows {
+            return Err(Error::LengthMismatch {
+                what: "matvec y vs w rows".into(),
+                expected: rows,
+                got: y.len(),
+            });
+        }
+        if rows == 0 {
+            return Ok(());
+        }
+        if cols == 0 {
+            return self.fill(y, 0.0);
+        }
+        let entry = match w.dtype() {
+            DType::F32 => "matvec_f32",
+            DType::F16 if cols % 8 == 0 => "matvec_f16_vec8",
+            DType::F16 => "matvec_f16",
+        };
+        let bufs: [&dyn GpuBuffer; 3] = [&w.buffer, &x.buffer, &y.buffer];
+        self.shared.dispatch(
+            entry,
+            &bufs,
+            &[w.id(), x.id()],
+            &[y.id()],
+            [rows as u32, cols as u32, 0, 0],
+            row_groups(rows),
+        )
+    }
+}

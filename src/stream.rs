@@ -1,0 +1,124 @@
+//! A member's stream: everything the member does is recorded into one open command buffer,
+//! with barriers placed by hazard tracking, and submitted once when the caller flushes, reads,
+//! or an all-reduce closes it.
+//!
+//! Hazard rule: a command that reads or writes a buffer written since the last barrier, or
+//! writes a buffer read since the last barrier, gets a global memory barrier before it
+//! (compute and transfer writes → compute and transfer reads and writes). Independent commands
+//! get none. The sets persist across submits, because a barrier's first scope covers every
+//! earlier command on the queue, while consecutive submits on one queue are otherwise unordered.
+
+use std::collections::HashSet;
+
+use vk_native::{Access, BufferId, Recorder, SubmitInfo, SyncFdSemaphore, TimelineSemaphore};
+
+pub(crate) struct Stream {
+    pub(crate) rec: Recorder,
+    written: HashSet<BufferId>,
+    read: HashSet<BufferId>,
+    waits: Vec<(TimelineSemaphore, u64)>,
+    binary_waits: Vec<SyncFdSemaphore>,
+    /// Submits made so far (one counts per vkQueueSubmit).
+    pub(crate) submits: u64,
+}
+
+impl Stream {
+    pub(crate) fn new(rec: Recorder) -> Self {
+        Self {
+            rec,
+            written: HashSet::new(),
+            read: HashSet::new(),
+            waits: Vec::new(),
+            binary_waits: Vec::new(),
+            submits: 0,
+        }
+    }
+
+    /// Places a barrier if the next command, reading `reads` and writing `writes`, conflicts
+    /// with commands since the last barrier; then records its accesses.
+    pub(crate) fn access(
+        &mut self,
+        reads: &[BufferId],
+        writes: &[BufferId],
+    ) -> vk_native::Result<()> {
+        let hazard = reads.iter().any(|b| self.written.contains(b))
+            || writes
+                .iter()
+                .any(|b| self.written.contains(b) || self.read.contains(b));
+        if hazard {
+            self.rec.barrier(
+                Access::COMPUTE_WRITE | Access::TRANSFER_WRITE,
+                Access::DEVICE_ALL,
+            )?;
+            self.written.clear();
+            self.read.clear();
+        }
+        self.read.extend(reads.iter().copied());
+        self.written.extend(writes.iter().copied());
+        Ok(())
+    }
+
+    /// Records a barrier that makes every device write so far visible to the host, and clears
+    /// the write set (what the host may read next is settled; device reads after it need no
+    /// further barrier against those writes... except through the host, handled by submit).
+    pub(crate) fn barrier_to_host(&mut self) -> vk_native::Result<()> {
+        self.rec.barrier(
+            Access::COMPUTE_WRITE | Access::TRANSFER_WRITE,
+            Access::HOST_READ | Access::DEVICE_ALL,
+        )?;
+        self.written.clear();
+        self.read.clear();
+        Ok(())
+    }
+
+    /// Records a barrier that makes host writes (to imported host memory, after a semaphore
+    /// wait that the next submit carries) visible to compute and transfer reads.
+    pub(crate) fn barrier_from_host(&mut self) -> vk_native::Result<()> {
+        self.rec.barrier(Access::HOST_WRITE, Access::DEVICE_ALL)
+    }
+
+    /// Makes the next submit wait for `sem` to reach `value`.
+    pub(crate) fn wait_next_submit(&mut self, sem: &TimelineSemaphore, value: u64) {
+        self.waits.push((sem.clone(), value));
+    }
+
+    /// Makes the next submit wait on a binary semaphore (a SYNC_FD payload imported into it).
+    pub(crate) fn wait_next_submit_binary(&mut self, sem: &SyncFdSemaphore) {
+        self.binary_waits.push(sem.clone());
+    }
+
+    /// Whether a submit would do anything.
+    pub(crate) fn has_work(&self) -> bool {
+        self.rec.recorded_commands() > 0 || !self.waits.is_empty() || !self.binary_waits.is_empty()
+    }
+
+    /// Submits the open command buffer with pending waits and `signals`.
+    pub(crate) fn submit(
+        &mut self,
+        signals: &[(&TimelineSemaphore, u64)],
+        binary_signals: &[&SyncFdSemaphore],
+    ) -> vk_native::Result<u64> {
+        let waits: Vec<(&TimelineSemaphore, u64)> =
+            self.waits.iter().map(|(s, v)| (s, *v)).collect();
+        let bwaits: Vec<&SyncFdSemaphore> = self.binary_waits.iter().collect();
+        let v = self.rec.submit(&SubmitInfo {
+            wait_timeline: &waits,
+            signal_timeline: signals,
+            wait_binary: &bwaits,
+            signal_binary: binary_signals,
+        })?;
+        self.waits.clear();
+        self.binary_waits.clear();
+        self.submits += 1;
+        Ok(v)
+    }
+
+    /// Submits if anything is recorded or waiting; returns the value to wait for.
+    pub(crate) fn flush(&mut self) -> vk_native::Result<u64> {
+        if self.has_work() {
+            self.submit(&[], &[])
+        } else {
+            Ok(self.rec.submitted())
+        }
+    }
+}

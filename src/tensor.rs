@@ -1,0 +1,247 @@
+//! Tensors: device-local storage buffers of f32 or f16 on one member, with a shape.
+//!
+//! f16 tensors are stored packed, two halves per 32-bit word (element 2w in the low half), so
+//! kernels read them with `unpack2x16float` and need neither shaderFloat16 nor 16-bit storage:
+//! the same kernels run on every Vulkan device.
+
+use std::sync::Arc;
+
+use vk_native::{Buffer, BufferId, BufferUsage, GpuBuffer, StagingBuffer};
+
+use crate::error::{Error, Result};
+use crate::group::{Member, MemberShared};
+
+/// Element type of a tensor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DType {
+    F32,
+    F16,
+}
+
+impl std::fmt::Display for DType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::F32 => "f32",
+            Self::F16 => "f16",
+        })
+    }
+}
+
+impl DType {
+    /// Bytes of storage for `len` elements (f16 rounds up to whole words).
+    pub fn storage_bytes(self, len: usize) -> u64 {
+        match self {
+            Self::F32 => len as u64 * 4,
+            Self::F16 => len.div_ceil(2) as u64 * 4,
+        }
+    }
+}
+
+/// A tensor on one member of a group. Not `Clone`: one owner; dropping it frees the buffer
+/// once the work that uses it has finished.
+pub struct Tensor {
+    pub(crate) member: Arc<MemberShared>,
+    pub(crate) buffer: Buffer,
+    dtype: DType,
+    shape: Vec<usize>,
+    len: usize,
+}
+
+impl std::fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tensor")
+            .field("member", &self.member.index)
+            .field("dtype", &self.dtype)
+            .field("shape", &self.shape)
+            .finish()
+    }
+}
+
+impl Drop for Tensor {
+    fn drop(&mut self) {
+        self.member.forget_buffer(self.buffer.id());
+    }
+}
+
+/// The largest element count a tensor may hold: kernels index with 32-bit integers.
+pub const MAX_ELEMENTS: usize = (u32::MAX / 2) as usize;
+
+impl Tensor {
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The member that holds the tensor.
+    pub fn member_index(&self) -> usize {
+        self.member.index
+    }
+
+    pub(crate) fn id(&self) -> BufferId {
+        self.buffer.id()
+    }
+
+    /// Reads the tensor back as f32 (f16 elements are widened exactly). Submits the member's
+    /// pending work and waits for it.
+    pub fn read(&self) -> Result<Vec<f32>> {
+        let m = &self.member;
+        let bytes = self.dtype.storage_bytes(self.len);
+        if self.len == 0 {
+            return Ok(Vec::new());
+        }
+        let staging = StagingBuffer::new(&m.device, bytes, false).map_err(|e| m.err(e))?;
+        {
+            let mut s = m.stream();
+            s.access(&[self.id()], &[staging.id()])
+                .map_err(|e| m.err(e))?;
+            s.rec
+                .copy(&self.buffer, 0, &staging, 0, bytes)
+                .map_err(|e| m.err(e))?;
+            s.barrier_to_host().map_err(|e| m.err(e))?;
+            let v = s.flush().map_err(|e| m.err(e))?;
+            m.wait_value(&mut s, v, "a tensor read-back")?;
+        }
+        let mut raw = vec![0u8; bytes as usize];
+        staging.read(0, &mut raw).map_err(|e| m.err(e))?;
+        Ok(match self.dtype {
+            DType::F32 => bytemuck::pod_collect_to_vec::<u8, f32>(&raw),
+            DType::F16 => raw
+                .chunks_exact(2)
+                .take(self.len)
+                .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
+                .collect(),
+        })
+    }
+
+    /// Checks that the tensor is on member `m`.
+    pub(crate) fn check_on(&self, m: &MemberShared, what: &str) -> Result<()> {
+        if self.member.group != m.group || self.member.index != m.index {
+            return Err(Error::WrongOwner {
+                what: what.to_string(),
+                expected: m.label.clone(),
+                got: format!("{} of group {:?}", self.member.label, self.member.group),
+            });
+        }
+        Ok(())
+    }
+
+    pub(crate) fn check_dtype(&self, dtype: DType, what: &str) -> Result<()> {
+        if self.dtype != dtype {
+            return Err(Error::DtypeMismatch {
+                what: what.to_string(),
+                expected: dtype,
+                got: self.dtype,
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Member {
+    /// A tensor of `shape` whose contents are unspecified until written.
+    pub fn empty(&self, shape: &[usize], dtype: DType) -> Result<Tensor> {
+        let len = shape
+            .iter()
+            .try_fold(1usize, |a, &d| a.checked_mul(d))
+            .filter(|&n| n <= MAX_ELEMENTS);
+        let len = len.ok_or_else(|| {
+            Error::Unsupported(format!(
+                "shape {shape:?} has more than {MAX_ELEMENTS} elements"
+            ))
+        })?;
+        let m = &self.shared;
+        let usage = BufferUsage {
+            copy_src: true,
+            copy_dst: true,
+        };
+        let buffer = Buffer::new(
+            &m.device,
+            dtype.storage_bytes(len),
+            usage,
+            "crossgpu tensor",
+        )
+        .map_err(|e| m.err(e))?;
+        Ok(Tensor {
+            member: m.clone(),
+            buffer,
+            dtype,
+            shape: shape.to_vec(),
+            len,
+        })
+    }
+
+    /// A tensor of `shape` filled with `value`.
+    pub fn full(&self, shape: &[usize], dtype: DType, value: f32) -> Result<Tensor> {
+        let t = self.empty(shape, dtype)?;
+        self.fill(&t, value)?;
+        Ok(t)
+    }
+
+    /// Uploads `data` as a tensor of `shape` (`data.len()` must equal the shape's element
+    /// count). For `DType::F16` values are rounded to nearest f16 on the CPU.
+    pub fn upload(&self, data: &[f32], shape: &[usize], dtype: DType) -> Result<Tensor> {
+        let t = self.empty(shape, dtype)?;
+        if t.len != data.len() {
+            return Err(Error::LengthMismatch {
+                what: "upload: data vs shape".into(),
+                expected: t.len,
+                got: data.len(),
+            });
+        }
+        self.write(&t, data)?;
+        Ok(t)
+    }
+
+    /// Uploads a 1-D f32 tensor.
+    pub fn upload_f32(&self, data: &[f32]) -> Result<Tensor> {
+        self.upload(data, &[data.len()], DType::F32)
+    }
+
+    /// Overwrites all of `t` with `data` (recorded into the stream; the copy happens in order
+    /// with the member's other work).
+    pub fn write(&self, t: &Tensor, data: &[f32]) -> Result<()> {
+        t.check_on(&self.shared, "write")?;
+        if t.len != data.len() {
+            return Err(Error::LengthMismatch {
+                what: "write".into(),
+                expected: t.len,
+                got: data.len(),
+            });
+        }
+        if data.is_empty() {
+            return Ok(());
+        }
+        let m = &self.shared;
+        let bytes: Vec<u8> = match t.dtype {
+            DType::F32 => bytemuck::cast_slice(data).to_vec(),
+            DType::F16 => {
+                let mut b: Vec<u8> = data
+                    .iter()
+                    .flat_map(|&v| half::f16::from_f32(v).to_le_bytes())
+                    .collect();
+                b.resize(t.dtype.storage_bytes(t.len) as usize, 0);
+                b
+            }
+        };
+        let mut staging =
+            StagingBuffer::new(&m.device, bytes.len() as u64, true).map_err(|e| m.err(e))?;
+        staging.write(0, &bytes).map_err(|e| m.err(e))?;
+        let mut s = m.stream();
+        s.access(&[staging.id()], &[t.id()]).map_err(|e| m.err(e))?;
+        s.rec
+            .copy(&staging, 0, &t.buffer, 0, bytes.len() as u64)
+            .map_err(|e| m.err(e))
+    }
+}

@@ -1,0 +1,95 @@
+//! Shared test harness: one instance with the Khronos validation layer on (synchronization
+//! validation included) whenever the layer is installed, random inputs, f64 references, and a
+//! check that fails the test on any validation error.
+#![allow(dead_code)]
+
+use std::sync::OnceLock;
+
+use crossgpu::{DeviceGroup, GroupSpec, Instance};
+use rand::{Rng, SeedableRng};
+
+/// Whether the Khronos layer is installed (the tests then run with it on).
+pub fn layer_installed() -> bool {
+    ["/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json", "/usr/local/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json"]
+        .iter()
+        .any(|p| std::path::Path::new(p).exists())
+}
+
+/// The process-wide instance, validation on where the layer is installed.
+pub fn instance() -> Instance {
+    static INSTANCE: OnceLock<Instance> = OnceLock::new();
+    INSTANCE
+        .get_or_init(|| {
+            let _ = env_logger::builder().is_test(true).try_init();
+            // Synchronization validation (hazards between commands, queues and the host).
+            if std::env::var_os("VK_LAYER_ENABLES").is_none() {
+                std::env::set_var("VK_LAYER_ENABLES", "VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT");
+            }
+            let validation = layer_installed();
+            if !validation {
+                eprintln!("NOTE: VK_LAYER_KHRONOS_validation is not installed: running WITHOUT validation (apt-get install vulkan-validationlayers)");
+            }
+            let inst = Instance::with_validation(validation).expect("a Vulkan driver (lavapipe: apt-get install mesa-vulkan-drivers)");
+            if validation {
+                assert!(inst.validation_enabled(), "the validation layer is installed but did not load");
+            }
+            inst
+        })
+        .clone()
+}
+
+/// Opens `spec` (the CROSSGPU_DEVICES syntax) on the test instance.
+pub fn group(spec: &str) -> DeviceGroup {
+    DeviceGroup::open(&instance(), &GroupSpec::parse(spec).unwrap()).unwrap()
+}
+
+/// `n` logical devices on adapter 0, each its own VkDevice (lavapipe has one queue).
+pub fn logical(n: usize) -> DeviceGroup {
+    group(&vec!["0"; n].join(","))
+}
+
+/// Fails the calling test if the validation layer reported any error so far in this process.
+pub fn assert_no_validation_errors() {
+    let msgs = crossgpu::validation_messages();
+    assert!(
+        msgs.is_empty(),
+        "{} validation error(s):\n{}",
+        msgs.len(),
+        msgs.iter().map(|m| format!("[{}] {}", m.id_name, m.message)).collect::<Vec<_>>().join("\n")
+    );
+}
+
+pub fn rng(seed: u64) -> rand::rngs::StdRng {
+    rand::rngs::StdRng::seed_from_u64(seed)
+}
+
+/// Random values in [-1, 1) with no exact zeros.
+pub fn random(rng: &mut impl Rng, n: usize) -> Vec<f32> {
+    (0..n)
+        .map(|_| {
+            let v: f32 = rng.random_range(-1.0..1.0);
+            if v == 0.0 { 0.5 } else { v }
+        })
+        .collect()
+}
+
+/// f32 → f16 → f64, as the GPU sees an f16 value.
+pub fn f16(v: f32) -> f64 {
+    half::f16::from_f32(v).to_f64()
+}
+
+/// Asserts |got - want| <= atol + rtol * |want| elementwise, reporting the worst element.
+pub fn assert_close(what: &str, got: &[f32], want: &[f64], rtol: f64, atol: f64) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    let mut worst = (0usize, 0.0f64);
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        let excess = (g as f64 - w).abs() - (atol + rtol * w.abs());
+        if excess > worst.1 || (g.is_nan() && !w.is_nan()) {
+            worst = (i, excess.max(f64::MIN_POSITIVE));
+        }
+    }
+    if worst.1 > 0.0 {
+        let i = worst.0;
+        panic!("{what}: element {i}: got {} want {} (rtol {rtol}, atol {atol})", got[i], want[i]);
+    }
+}

@@ -1,0 +1,36 @@
+// f32_to_f16: packs n f32 values (from src[src_offset..]) as f16 pairs into 32-bit words
+// dst[dst_offset + w] (element 2w in the low half, 2w+1 in the high half; a missing last
+// element is 0). f16 is stored packed in u32 words everywhere in crossgpu, so kernels need
+// neither shaderFloat16 nor 16-bit storage.
+//
+// Values beyond the f16 range saturate to +-65504 (so every driver gives the same bits);
+// values below 2^-24 in magnitude flush to zero, as f16 has no smaller subnormals.
+
+struct Params {
+    n: u32,
+    src_offset: u32,
+    dst_offset: u32,
+    _pad: u32,
+}
+
+@group(0) @binding(0) var<storage, read> src: array<f32>;
+@group(0) @binding(1) var<storage, read_write> dst: array<u32>;
+var<immediate> p: Params;
+
+const F16_MAX: f32 = 65504.0;
+
+@compute @workgroup_size(256)
+fn f32_to_f16(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let words = (p.n + 1u) / 2u;
+    let stride = nwg.x * 256u;
+    for (var w = gid.x; w < words; w += stride) {
+        let e = 2u * w;
+        let lo = src[p.src_offset + e];
+        var hi = 0.0;
+        if (e + 1u < p.n) {
+            hi = src[p.src_offset + e + 1u];
+        }
+        let v = clamp(vec2<f32>(lo, hi), vec2<f32>(-F16_MAX), vec2<f32>(F16_MAX));
+        dst[p.dst_offset + w] = pack2x16float(v);
+    }
+}

@@ -1,0 +1,19 @@
+// scale_f32: dst[i] *= factor for i < n.
+
+struct Params {
+    n: u32,
+    factor: f32,
+    _pad0: u32,
+    _pad1: u32,
+}
+
+@group(0) @binding(0) var<storage, read_write> dst: array<f32>;
+var<immediate> p: Params;
+
+@compute @workgroup_size(256)
+fn scale_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let stride = nwg.x * 256u;
+    for (var i = gid.x; i < p.n; i += stride) {
+        dst[i] = dst[i] * p.factor;
+    }
+}
