@@ -34,8 +34,7 @@ fn main() {
         };
         let mut validator = naga::valid::Validator::new(
             naga::valid::ValidationFlags::all(),
-            naga::valid::Capabilities::IMMEDIATES
-                | naga::valid::Capabilities::SHADER_FLOAT16_IN_FLOAT32,
+            naga::valid::Capabilities::IMMEDIATES | naga::valid::Capabilities::SHADER_FLOAT16_IN_FLOAT32,
         );
         let info = match validator.validate(&module) {
             Ok(info) => info,
@@ -93,7 +92,11 @@ fn main() {
             failed = true;
         }
         let read_only: Vec<String> = bindings.iter().map(|b| b.1.to_string()).collect();
-        writeln!(gen, "const SPIRV_{i}: &[u8] = include_bytes!(concat!(env!(\"OUT_DIR\"), \"/kernel{i}.spv\"));").unwrap();
+        writeln!(
+            gen,
+            "const SPIRV_{i}: &[u8] = include_bytes!(concat!(env!(\"OUT_DIR\"), \"/kernel{i}.spv\"));"
+        )
+        .unwrap();
         for ep in &module.entry_points {
             if ep.stage != naga::ShaderStage::Compute {
                 continue;
@@ -114,11 +117,7 @@ fn main() {
         eprintln!("error: a kernel in wgsl/ failed to compile (see above)");
         std::process::exit(1);
     }
-    writeln!(
-        gen,
-        "\n/// Every compute entry point of `wgsl/`, with its resource interface."
-    )
-    .unwrap();
+    writeln!(gen, "\n/// Every compute entry point of `wgsl/`, with its resource interface.").unwrap();
     writeln!(gen, "pub static KERNELS: &[KernelSpec] = &[\n{specs}];").unwrap();
     std::fs::write(Path::new(&out).join("kernels.rs"), gen).expect("write kernels.rs");
 }

@@ -13,10 +13,7 @@
 use crate::error::{Error, Result};
 
 fn var(name: &'static str) -> Option<String> {
-    std::env::var(name)
-        .ok()
-        .map(|v| v.trim().to_string())
-        .filter(|v| !v.is_empty())
+    std::env::var(name).ok().map(|v| v.trim().to_string()).filter(|v| !v.is_empty())
 }
 
 /// Parses an unsigned integer variable within `[min, max]`.
@@ -30,11 +27,7 @@ pub(crate) fn u64_var(name: &'static str, default: u64, min: u64, max: u64) -> R
         why: "expected a non-negative integer".into(),
     })?;
     if !(min..=max).contains(&n) {
-        return Err(Error::BadConfig {
-            name,
-            value: v,
-            why: format!("must be between {min} and {max}"),
-        });
+        return Err(Error::BadConfig { name, value: v, why: format!("must be between {min} and {max}") });
     }
     Ok(n)
 }

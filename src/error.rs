@@ -15,35 +15,19 @@ pub enum Error {
     NoSuchAdapter { selector: String, available: String },
     /// An environment variable or option has a value crossgpu cannot use.
     #[error("bad value '{value}' for {name}: {why}")]
-    BadConfig {
-        name: &'static str,
-        value: String,
-        why: String,
-    },
+    BadConfig { name: &'static str, value: String, why: String },
     /// A member index past the end of the group.
     #[error("member index {index} out of range: the group has {len} members")]
     IndexOutOfRange { index: usize, len: usize },
     /// Element counts or shapes that must agree do not.
     #[error("length mismatch in {what}: expected {expected}, got {got}")]
-    LengthMismatch {
-        what: String,
-        expected: usize,
-        got: usize,
-    },
+    LengthMismatch { what: String, expected: usize, got: usize },
     /// A tensor of the wrong element type.
     #[error("dtype mismatch in {what}: expected {expected}, got {got}")]
-    DtypeMismatch {
-        what: String,
-        expected: DType,
-        got: DType,
-    },
+    DtypeMismatch { what: String, expected: DType, got: DType },
     /// A tensor used with a member, group or communicator it does not belong to.
     #[error("{what}: tensor belongs to {got}, expected {expected}")]
-    WrongOwner {
-        what: String,
-        expected: String,
-        got: String,
-    },
+    WrongOwner { what: String, expected: String, got: String },
     /// Device memory ran out.
     #[error("out of device memory on {device}{detail}")]
     OutOfDeviceMemory { device: String, detail: String },
@@ -78,21 +62,12 @@ impl Error {
         match e {
             NativeError::NoDriver(s) => Self::NoDriver(s),
             NativeError::OutOfHostMemory(s) => Self::OutOfHostMemory(s),
-            NativeError::OutOfDeviceMemory(s) => Self::OutOfDeviceMemory {
-                device: device.into(),
-                detail: s,
-            },
-            NativeError::DeviceLost => Self::DeviceLost {
-                device: device.into(),
-            },
-            NativeError::MissingExtension(w) => Self::MissingExtension {
-                device: device.into(),
-                what: w.into(),
-            },
-            NativeError::Timeout(ms) => Self::Timeout {
-                what: device.into(),
-                ms,
-            },
+            NativeError::OutOfDeviceMemory(s) => Self::OutOfDeviceMemory { device: device.into(), detail: s },
+            NativeError::DeviceLost => Self::DeviceLost { device: device.into() },
+            NativeError::MissingExtension(w) => {
+                Self::MissingExtension { device: device.into(), what: w.into() }
+            }
+            NativeError::Timeout(ms) => Self::Timeout { what: device.into(), ms },
             NativeError::Unsupported(s) => Self::Unsupported(format!("{device}: {s}")),
             e @ NativeError::Vulkan { .. } => Self::Vulkan(format!("{device}: {e}")),
         }

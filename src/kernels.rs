@@ -33,10 +33,7 @@ pub(crate) struct KernelSet {
 
 impl KernelSet {
     pub(crate) fn new(device: Device) -> Self {
-        Self {
-            device,
-            made: Mutex::new(HashMap::new()),
-        }
+        Self { device, made: Mutex::new(HashMap::new()) }
     }
 
     pub(crate) fn get(&self, entry: &'static str) -> vk_native::Result<Kernel> {
@@ -44,18 +41,12 @@ impl KernelSet {
         if let Some(k) = made.get(entry) {
             return Ok(k.clone());
         }
-        let spec = spec(entry).ok_or_else(|| {
-            vk_native::NativeError::Unsupported(format!("no kernel named {entry}"))
-        })?;
-        let words: Vec<u32> = spec
-            .spirv
-            .chunks_exact(4)
-            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect();
-        let layout = KernelLayout {
-            read_only: spec.read_only.to_vec(),
-            immediate_bytes: spec.immediate_bytes,
-        };
+        let spec = spec(entry)
+            .ok_or_else(|| vk_native::NativeError::Unsupported(format!("no kernel named {entry}")))?;
+        let words: Vec<u32> =
+            spec.spirv.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        let layout =
+            KernelLayout { read_only: spec.read_only.to_vec(), immediate_bytes: spec.immediate_bytes };
         let k = Kernel::new(&self.device, entry, &words, entry, &layout)?;
         made.insert(entry, k.clone());
         Ok(k)

@@ -11,6 +11,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod comm;
 mod config;
 mod error;
 mod group;
@@ -20,10 +21,11 @@ mod ops;
 mod stream;
 mod tensor;
 
+pub use comm::{AllReduceOptions, Comm, CommOptions, Mode, ModeRequest, Precision};
 pub use error::{Error, Result};
 pub use group::{AdapterSelector, DeviceGroup, DeviceSpec, GroupId, GroupSpec, Member};
 pub use instance::{adapter_table, Instance};
 pub use tensor::{DType, Tensor, MAX_ELEMENTS};
 pub use vk_native::{
-    validation_messages, AdapterInfo, Capabilities, DeviceType, ValidationMessage,
+    live_objects, validation_messages, AdapterInfo, Capabilities, DeviceType, LiveObjects, ValidationMessage,
 };

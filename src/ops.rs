@@ -11,11 +11,7 @@ use crate::tensor::{DType, Tensor};
 
 fn same_len(what: &str, a: &Tensor, b: &Tensor) -> Result<()> {
     if a.len() != b.len() {
-        return Err(Error::LengthMismatch {
-            what: what.into(),
-            expected: a.len(),
-            got: b.len(),
-        });
+        return Err(Error::LengthMismatch { what: what.into(), expected: a.len(), got: b.len() });
     }
     Ok(())
 }

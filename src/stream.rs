@@ -36,20 +36,11 @@ impl Stream {
 
     /// Places a barrier if the next command, reading `reads` and writing `writes`, conflicts
     /// with commands since the last barrier; then records its accesses.
-    pub(crate) fn access(
-        &mut self,
-        reads: &[BufferId],
-        writes: &[BufferId],
-    ) -> vk_native::Result<()> {
+    pub(crate) fn access(&mut self, reads: &[BufferId], writes: &[BufferId]) -> vk_native::Result<()> {
         let hazard = reads.iter().any(|b| self.written.contains(b))
-            || writes
-                .iter()
-                .any(|b| self.written.contains(b) || self.read.contains(b));
+            || writes.iter().any(|b| self.written.contains(b) || self.read.contains(b));
         if hazard {
-            self.rec.barrier(
-                Access::COMPUTE_WRITE | Access::TRANSFER_WRITE,
-                Access::DEVICE_ALL,
-            )?;
+            self.rec.barrier(Access::COMPUTE_WRITE | Access::TRANSFER_WRITE, Access::DEVICE_ALL)?;
             self.written.clear();
             self.read.clear();
         }
@@ -98,8 +89,7 @@ impl Stream {
         signals: &[(&TimelineSemaphore, u64)],
         binary_signals: &[&SyncFdSemaphore],
     ) -> vk_native::Result<u64> {
-        let waits: Vec<(&TimelineSemaphore, u64)> =
-            self.waits.iter().map(|(s, v)| (s, *v)).collect();
+        let waits: Vec<(&TimelineSemaphore, u64)> = self.waits.iter().map(|(s, v)| (s, *v)).collect();
         let bwaits: Vec<&SyncFdSemaphore> = self.binary_waits.iter().collect();
         let v = self.rec.submit(&SubmitInfo {
             wait_timeline: &waits,

@@ -104,11 +104,8 @@ impl Tensor {
         let staging = StagingBuffer::new(&m.device, bytes, false).map_err(|e| m.err(e))?;
         {
             let mut s = m.stream();
-            s.access(&[self.id()], &[staging.id()])
-                .map_err(|e| m.err(e))?;
-            s.rec
-                .copy(&self.buffer, 0, &staging, 0, bytes)
-                .map_err(|e| m.err(e))?;
+            s.access(&[self.id()], &[staging.id()]).map_err(|e| m.err(e))?;
+            s.rec.copy(&self.buffer, 0, &staging, 0, bytes).map_err(|e| m.err(e))?;
             s.barrier_to_host().map_err(|e| m.err(e))?;
             let v = s.flush().map_err(|e| m.err(e))?;
             m.wait_value(&mut s, v, "a tensor read-back")?;
@@ -139,11 +136,7 @@ impl Tensor {
 
     pub(crate) fn check_dtype(&self, dtype: DType, what: &str) -> Result<()> {
         if self.dtype != dtype {
-            return Err(Error::DtypeMismatch {
-                what: what.to_string(),
-                expected: dtype,
-                got: self.dtype,
-            });
+            return Err(Error::DtypeMismatch { what: what.to_string(), expected: dtype, got: self.dtype });
         }
         Ok(())
     }
@@ -152,34 +145,15 @@ impl Tensor {
 impl Member {
     /// A tensor of `shape` whose contents are unspecified until written.
     pub fn empty(&self, shape: &[usize], dtype: DType) -> Result<Tensor> {
-        let len = shape
-            .iter()
-            .try_fold(1usize, |a, &d| a.checked_mul(d))
-            .filter(|&n| n <= MAX_ELEMENTS);
+        let len = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).filter(|&n| n <= MAX_ELEMENTS);
         let len = len.ok_or_else(|| {
-            Error::Unsupported(format!(
-                "shape {shape:?} has more than {MAX_ELEMENTS} elements"
-            ))
+            Error::Unsupported(format!("shape {shape:?} has more than {MAX_ELEMENTS} elements"))
         })?;
         let m = &self.shared;
-        let usage = BufferUsage {
-            copy_src: true,
-            copy_dst: true,
-        };
-        let buffer = Buffer::new(
-            &m.device,
-            dtype.storage_bytes(len),
-            usage,
-            "crossgpu tensor",
-        )
-        .map_err(|e| m.err(e))?;
-        Ok(Tensor {
-            member: m.clone(),
-            buffer,
-            dtype,
-            shape: shape.to_vec(),
-            len,
-        })
+        let usage = BufferUsage { copy_src: true, copy_dst: true };
+        let buffer = Buffer::new(&m.device, dtype.storage_bytes(len), usage, "crossgpu tensor")
+            .map_err(|e| m.err(e))?;
+        Ok(Tensor { member: m.clone(), buffer, dtype, shape: shape.to_vec(), len })
     }
 
     /// A tensor of `shape` filled with `value`.
@@ -214,11 +188,7 @@ impl Member {
     pub fn write(&self, t: &Tensor, data: &[f32]) -> Result<()> {
         t.check_on(&self.shared, "write")?;
         if t.len != data.len() {
-            return Err(Error::LengthMismatch {
-                what: "write".into(),
-                expected: t.len,
-                got: data.len(),
-            });
+            return Err(Error::LengthMismatch { what: "write".into(), expected: t.len, got: data.len() });
         }
         if data.is_empty() {
             return Ok(());
@@ -227,21 +197,16 @@ impl Member {
         let bytes: Vec<u8> = match t.dtype {
             DType::F32 => bytemuck::cast_slice(data).to_vec(),
             DType::F16 => {
-                let mut b: Vec<u8> = data
-                    .iter()
-                    .flat_map(|&v| half::f16::from_f32(v).to_le_bytes())
-                    .collect();
+                let mut b: Vec<u8> =
+                    data.iter().flat_map(|&v| half::f16::from_f32(v).to_le_bytes()).collect();
                 b.resize(t.dtype.storage_bytes(t.len) as usize, 0);
                 b
             }
         };
-        let mut staging =
-            StagingBuffer::new(&m.device, bytes.len() as u64, true).map_err(|e| m.err(e))?;
+        let mut staging = StagingBuffer::new(&m.device, bytes.len() as u64, true).map_err(|e| m.err(e))?;
         staging.write(0, &bytes).map_err(|e| m.err(e))?;
         let mut s = m.stream();
         s.access(&[staging.id()], &[t.id()]).map_err(|e| m.err(e))?;
-        s.rec
-            .copy(&staging, 0, &t.buffer, 0, bytes.len() as u64)
-            .map_err(|e| m.err(e))
+        s.rec.copy(&staging, 0, &t.buffer, 0, bytes.len() as u64).map_err(|e| m.err(e))
     }
 }

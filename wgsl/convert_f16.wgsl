@@ -3,8 +3,9 @@
 // element is 0). f16 is stored packed in u32 words everywhere in crossgpu, so kernels need
 // neither shaderFloat16 nor 16-bit storage.
 //
-// Values beyond the f16 range saturate to +-65504 (so every driver gives the same bits);
-// values below 2^-24 in magnitude flush to zero, as f16 has no smaller subnormals.
+// Values beyond the f16 range (infinities too) saturate to +-65504, so every driver gives the
+// same bits; NaN stays NaN (WGSL leaves clamp of NaN to the implementation, so it is kept
+// aside explicitly); magnitudes below 2^-25 round to zero.
 
 struct Params {
     n: u32,
@@ -19,6 +20,12 @@ var<immediate> p: Params;
 
 const F16_MAX: f32 = 65504.0;
 
+// Clamps to the f16 range; a NaN lane (x != x) is passed through unchanged.
+fn saturate_f16(v: vec2<f32>) -> vec2<f32> {
+    let c = clamp(v, vec2<f32>(-F16_MAX), vec2<f32>(F16_MAX));
+    return select(c, v, v != v);
+}
+
 @compute @workgroup_size(256)
 fn f32_to_f16(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let words = (p.n + 1u) / 2u;
@@ -30,7 +37,6 @@ fn f32_to_f16(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgr
         if (e + 1u < p.n) {
             hi = src[p.src_offset + e + 1u];
         }
-        let v = clamp(vec2<f32>(lo, hi), vec2<f32>(-F16_MAX), vec2<f32>(F16_MAX));
-        dst[p.dst_offset + w] = pack2x16float(v);
+        dst[p.dst_offset + w] = pack2x16float(saturate_f16(vec2<f32>(lo, hi)));
     }
 }

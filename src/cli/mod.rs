@@ -1,6 +1,6 @@
 //! The subcommands of the `crossgpu` program.
 
-use crossgpu::{adapter_table, DType, DeviceGroup, Instance, Result};
+use crossgpu::{adapter_table, AllReduceOptions, Comm, DType, DeviceGroup, Instance, Precision, Result};
 
 /// `crossgpu devices`.
 pub fn devices() -> Result<()> {
@@ -23,10 +23,7 @@ fn values(seed: u64, n: usize) -> Vec<f32> {
 }
 
 fn max_rel_err(got: &[f32], want: &[f64]) -> f64 {
-    got.iter()
-        .zip(want)
-        .map(|(&g, &w)| (g as f64 - w).abs() / w.abs().max(1.0))
-        .fold(0.0, f64::max)
+    got.iter().zip(want).map(|(&g, &w)| (g as f64 - w).abs() / w.abs().max(1.0)).fold(0.0, f64::max)
 }
 
 /// `crossgpu demo`.
@@ -63,21 +60,48 @@ pub fn demo(len: usize) -> Result<()> {
         m.matvec(&tw, &tx, &ty)?;
         let got = ty.read()?;
         let want: Vec<f64> = (0..rows)
-            .map(|r| {
-                (0..cols)
-                    .map(|k| half::f16::from_f32(w[r * cols + k]).to_f64() * x[k] as f64)
-                    .sum()
-            })
+            .map(|r| (0..cols).map(|k| half::f16::from_f32(w[r * cols + k]).to_f64() * x[k] as f64).sum())
             .collect();
         let e2 = max_rel_err(&got, &want);
         println!("  member {}: add/scale/convert/add_f16 max rel err {e1:.2e}, f16 matvec {rows}x{cols} max rel err {e2:.2e}", m.index());
         worst = worst.max(e1).max(e2 / 10.0);
     }
     if worst > 1e-5 {
-        return Err(crossgpu::Error::Unsupported(format!(
-            "kernel check failed: error {worst:.2e}"
-        )));
+        return Err(crossgpu::Error::Unsupported(format!("kernel check failed: error {worst:.2e}")));
     }
     println!("kernels: OK on every member");
+
+    // All-reduce: every member holds a random partial; every member must end with the sum,
+    // bitwise equal across members, and match the f64 reference within f32 rounding.
+    let mut comm = Comm::new(&group)?;
+    println!("all-reduce mode: {} ({})", comm.mode(), comm.reason());
+    for (len, precision) in [(len, Precision::F32), (len, Precision::F16), (1usize << 20, Precision::Auto)] {
+        let parts: Vec<Vec<f32>> =
+            group.members().iter().map(|m| values(1000 + m.index() as u64, len)).collect();
+        let mut tensors =
+            group.members().iter().zip(&parts).map(|(m, p)| m.upload_f32(p)).collect::<Result<Vec<_>>>()?;
+        comm.all_reduce(&mut tensors, &AllReduceOptions { precision, ..Default::default() })?;
+        let f16_wire = precision == Precision::F16 || (precision == Precision::Auto && len * 4 >= 1 << 20);
+        let want: Vec<f64> = (0..len)
+            .map(|i| {
+                parts
+                    .iter()
+                    .map(|p| if f16_wire { half::f16::from_f32(p[i]).to_f64() } else { p[i] as f64 })
+                    .sum()
+            })
+            .collect();
+        let results = tensors.iter().map(|t| t.read()).collect::<Result<Vec<_>>>()?;
+        let identical =
+            results.iter().all(|r| r.iter().map(|v| v.to_bits()).eq(results[0].iter().map(|v| v.to_bits())));
+        let err = max_rel_err(&results[0], &want);
+        // f32 accumulation of N terms: at most (N-1) roundings of 2^-24 relative to the sum of |terms|.
+        let bound = group.len() as f64 * 2f64.powi(-24) * group.len() as f64;
+        let wire = if f16_wire { "f16" } else { "f32" };
+        println!("  {len} elements, {wire} wire: max rel err {err:.2e} (bound {bound:.1e}), members bitwise equal: {identical}");
+        if !identical || err > bound {
+            return Err(crossgpu::Error::Unsupported("all-reduce check failed".into()));
+        }
+    }
+    println!("all-reduce: OK");
     Ok(())
 }

@@ -31,7 +31,6 @@ pub(crate) struct MemberShared {
     pub(crate) index: usize,
     pub(crate) group: GroupId,
     pub(crate) device: Device,
-    pub(crate) queue_index: u32,
     pub(crate) label: String,
     pub(crate) kernels: Arc<KernelSet>,
     pub(crate) stream: Mutex<Stream>,
@@ -49,11 +48,7 @@ impl MemberShared {
     }
 
     /// The bind group of `entry` over `buffers`, made once and cached.
-    pub(crate) fn bind(
-        &self,
-        entry: &'static str,
-        buffers: &[&dyn GpuBuffer],
-    ) -> Result<BindGroup> {
+    pub(crate) fn bind(&self, entry: &'static str, buffers: &[&dyn GpuBuffer]) -> Result<BindGroup> {
         let key = (entry, buffers.iter().map(|b| b.id()).collect::<Vec<_>>());
         let mut binds = self.binds.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(g) = binds.get(&key) {
@@ -67,10 +62,7 @@ impl MemberShared {
 
     /// Drops every cached bind group that holds `id`, so the buffer can be freed.
     pub(crate) fn forget_buffer(&self, id: BufferId) {
-        self.binds
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .retain(|k, _| !k.1.contains(&id));
+        self.binds.lock().unwrap_or_else(|p| p.into_inner()).retain(|k, _| !k.1.contains(&id));
     }
 
     /// Records a dispatch of `entry`: `reads` and `writes` are for hazard tracking.
@@ -86,9 +78,7 @@ impl MemberShared {
         let g = self.bind(entry, buffers)?;
         let mut s = self.stream();
         s.access(reads, writes).map_err(|e| self.err(e))?;
-        s.rec
-            .dispatch(&g, &immediates, groups)
-            .map_err(|e| self.err(e))
+        s.rec.dispatch(&g, &immediates, groups).map_err(|e| self.err(e))
     }
 
     /// Submits the open command buffer and waits for everything submitted so far.
@@ -101,10 +91,9 @@ impl MemberShared {
     pub(crate) fn wait_value(&self, s: &mut Stream, value: u64, what: &str) -> Result<()> {
         match s.rec.wait(value, self.timeout_ms.saturating_mul(1_000_000)) {
             Ok(true) => Ok(()),
-            Ok(false) => Err(Error::Timeout {
-                what: format!("{what} on {}", self.label),
-                ms: self.timeout_ms,
-            }),
+            Ok(false) => {
+                Err(Error::Timeout { what: format!("{what} on {}", self.label), ms: self.timeout_ms })
+            }
             Err(e) => Err(self.err(e)),
         }
     }
@@ -145,11 +134,7 @@ impl Member {
 
     /// Submits the work recorded so far without waiting.
     pub fn flush(&self) -> Result<()> {
-        self.shared
-            .stream()
-            .flush()
-            .map(|_| ())
-            .map_err(|e| self.shared.err(e))
+        self.shared.stream().flush().map(|_| ()).map_err(|e| self.shared.err(e))
     }
 
     /// Submits the work recorded so far and waits for all of it (bounded by
@@ -179,9 +164,7 @@ pub struct DeviceGroup {
 
 impl std::fmt::Debug for DeviceGroup {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DeviceGroup")
-            .field("members", &self.members)
-            .finish()
+        f.debug_struct("DeviceGroup").field("members", &self.members).finish()
     }
 }
 
@@ -210,26 +193,19 @@ impl DeviceGroup {
             let info = instance
                 .adapters()
                 .get(adapter)
-                .ok_or(Error::IndexOutOfRange {
-                    index: adapter,
-                    len: instance.adapters().len(),
-                })?;
-            let device = Device::open(&instance.native, adapter, queues)
-                .map_err(|e| Error::native(&info.name, e))?;
+                .ok_or(Error::IndexOutOfRange { index: adapter, len: instance.adapters().len() })?;
+            let device =
+                Device::open(&instance.native, adapter, queues).map_err(|e| Error::native(&info.name, e))?;
             let kernels = Arc::new(KernelSet::new(device.clone()));
             for q in 0..queues {
                 let index = members.len();
-                let label = format!(
-                    "member {index}: {} (VkDevice {dev_no}, queue {q})",
-                    info.name
-                );
+                let label = format!("member {index}: {} (VkDevice {dev_no}, queue {q})", info.name);
                 let rec = Recorder::new(&device, q).map_err(|e| Error::native(&label, e))?;
                 members.push(Member {
                     shared: Arc::new(MemberShared {
                         index,
                         group: id,
                         device: device.clone(),
-                        queue_index: q,
                         label,
                         kernels: kernels.clone(),
                         stream: Mutex::new(Stream::new(rec)),
@@ -240,25 +216,14 @@ impl DeviceGroup {
             }
         }
         if members.is_empty() {
-            return Err(Error::Unsupported(
-                "a group needs at least one member".into(),
-            ));
+            return Err(Error::Unsupported("a group needs at least one member".into()));
         }
         log::info!(
             "opened group {:?}: {}",
             id,
-            members
-                .iter()
-                .map(|m| m.label().to_string())
-                .collect::<Vec<_>>()
-                .join("; ")
+            members.iter().map(|m| m.label().to_string()).collect::<Vec<_>>().join("; ")
         );
-        Ok(Self {
-            id,
-            members,
-            instance: instance.clone(),
-            spec: devices.to_vec(),
-        })
+        Ok(Self { id, members, instance: instance.clone(), spec: devices.to_vec() })
     }
 
     pub fn id(&self) -> GroupId {
@@ -275,10 +240,7 @@ impl DeviceGroup {
 
     /// Member `index`, or [`Error::IndexOutOfRange`].
     pub fn member(&self, index: usize) -> Result<&Member> {
-        self.members.get(index).ok_or(Error::IndexOutOfRange {
-            index,
-            len: self.members.len(),
-        })
+        self.members.get(index).ok_or(Error::IndexOutOfRange { index, len: self.members.len() })
     }
 
     pub fn members(&self) -> &[Member] {

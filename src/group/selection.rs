@@ -42,11 +42,7 @@ pub enum GroupSpec {
 impl GroupSpec {
     /// Parses the `CROSSGPU_DEVICES` syntax.
     pub fn parse(s: &str) -> Result<Self> {
-        let bad = |why: String| Error::BadConfig {
-            name: "CROSSGPU_DEVICES",
-            value: s.to_string(),
-            why,
-        };
+        let bad = |why: String| Error::BadConfig { name: "CROSSGPU_DEVICES", value: s.to_string(), why };
         let s = s.trim();
         if s.is_empty() || s.eq_ignore_ascii_case("all") {
             return Ok(Self::All);
@@ -59,9 +55,7 @@ impl GroupSpec {
             }
             let (sel, queues) = match item.rfind(['x', 'X']) {
                 Some(p)
-                    if p > 0
-                        && p + 1 < item.len()
-                        && item[p + 1..].bytes().all(|b| b.is_ascii_digit()) =>
+                    if p > 0 && p + 1 < item.len() && item[p + 1..].bytes().all(|b| b.is_ascii_digit()) =>
                 {
                     let k: u32 = item[p + 1..]
                         .parse()
@@ -75,18 +69,12 @@ impl GroupSpec {
             }
             let adapter = if sel.bytes().all(|b| b.is_ascii_digit()) {
                 AdapterSelector::Index(
-                    sel.parse()
-                        .map_err(|_| bad(format!("adapter index '{sel}' is too large")))?,
+                    sel.parse().map_err(|_| bad(format!("adapter index '{sel}' is too large")))?,
                 )
-            } else if sel
-                .chars()
-                .all(|c| c.is_alphanumeric() || " -_.".contains(c))
-            {
+            } else if sel.chars().all(|c| c.is_alphanumeric() || " -_.".contains(c)) {
                 AdapterSelector::Name(sel.to_lowercase())
             } else {
-                return Err(bad(format!(
-                    "'{item}' is neither an adapter index nor a name"
-                )));
+                return Err(bad(format!("'{item}' is neither an adapter index nor a name")));
             };
             out.push(DeviceSpec { adapter, queues });
         }
@@ -95,26 +83,13 @@ impl GroupSpec {
 
     /// Resolves to `(adapter index, queues)` per VkDevice against the adapters present.
     pub fn resolve(&self, adapters: &[AdapterInfo]) -> Result<Vec<(usize, u32)>> {
-        let available = || {
-            adapters
-                .iter()
-                .map(|a| format!("[{}] {}", a.index, a.name))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
+        let available =
+            || adapters.iter().map(|a| format!("[{}] {}", a.index, a.name)).collect::<Vec<_>>().join(", ");
         match self {
             Self::All => {
                 if adapters.len() == 1 {
-                    let q = if adapters[0].caps.queue_count >= 2 {
-                        2
-                    } else {
-                        1
-                    };
-                    Ok(if q == 2 {
-                        vec![(0, 2)]
-                    } else {
-                        vec![(0, 1), (0, 1)]
-                    })
+                    let q = if adapters[0].caps.queue_count >= 2 { 2 } else { 1 };
+                    Ok(if q == 2 { vec![(0, 2)] } else { vec![(0, 1), (0, 1)] })
                 } else {
                     Ok(adapters.iter().map(|a| (a.index, 1)).collect())
                 }
@@ -140,10 +115,7 @@ impl GroupSpec {
                     };
                     index
                         .map(|i| (i, d.queues))
-                        .ok_or_else(|| Error::NoSuchAdapter {
-                            selector,
-                            available: available(),
-                        })
+                        .ok_or_else(|| Error::NoSuchAdapter { selector, available: available() })
                 })
                 .collect(),
         }
@@ -161,56 +133,30 @@ mod tests {
         assert_eq!(
             GroupSpec::parse("0,0").unwrap(),
             GroupSpec::Devices(vec![
-                DeviceSpec {
-                    adapter: Index(0),
-                    queues: 1
-                },
-                DeviceSpec {
-                    adapter: Index(0),
-                    queues: 1
-                }
+                DeviceSpec { adapter: Index(0), queues: 1 },
+                DeviceSpec { adapter: Index(0), queues: 1 }
             ])
         );
         assert_eq!(
             GroupSpec::parse("0x2").unwrap(),
-            GroupSpec::Devices(vec![DeviceSpec {
-                adapter: Index(0),
-                queues: 2
-            }])
+            GroupSpec::Devices(vec![DeviceSpec { adapter: Index(0), queues: 2 }])
         );
         assert_eq!(
             GroupSpec::parse("NVIDIA, llvmpipe").unwrap(),
             GroupSpec::Devices(vec![
-                DeviceSpec {
-                    adapter: Name("nvidia".into()),
-                    queues: 1
-                },
-                DeviceSpec {
-                    adapter: Name("llvmpipe".into()),
-                    queues: 1
-                }
+                DeviceSpec { adapter: Name("nvidia".into()), queues: 1 },
+                DeviceSpec { adapter: Name("llvmpipe".into()), queues: 1 }
             ])
         );
         assert_eq!(
             GroupSpec::parse("nvidiax4").unwrap(),
-            GroupSpec::Devices(vec![DeviceSpec {
-                adapter: Name("nvidia".into()),
-                queues: 4
-            }])
+            GroupSpec::Devices(vec![DeviceSpec { adapter: Name("nvidia".into()), queues: 4 }])
         );
     }
 
     #[test]
     fn rejects_malformed_values() {
-        for bad in [
-            "0,",
-            ",1",
-            "0x0",
-            "0x65",
-            "a/b",
-            "0,,1",
-            "99999999999999999999999",
-        ] {
+        for bad in ["0,", ",1", "0x0", "0x65", "a/b", "0,,1", "99999999999999999999999"] {
             assert!(
                 matches!(GroupSpec::parse(bad), Err(Error::BadConfig { .. })),
                 "{bad} should be rejected"

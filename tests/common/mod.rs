@@ -10,9 +10,12 @@ use rand::{Rng, SeedableRng};
 
 /// Whether the Khronos layer is installed (the tests then run with it on).
 pub fn layer_installed() -> bool {
-    ["/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json", "/usr/local/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json"]
-        .iter()
-        .any(|p| std::path::Path::new(p).exists())
+    [
+        "/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json",
+        "/usr/local/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json",
+    ]
+    .iter()
+    .any(|p| std::path::Path::new(p).exists())
 }
 
 /// The process-wide instance, validation on where the layer is installed.
@@ -48,9 +51,24 @@ pub fn logical(n: usize) -> DeviceGroup {
     group(&vec!["0"; n].join(","))
 }
 
+/// The one message the tests suppress: the layer's own diagnostic that *its* bookkeeping of a
+/// timeline semaphore did not catch up within its internal timeout ("This is most likely a
+/// validation bug", KhronosGroup/Vulkan-ValidationLayers issues 4968 and 8461). It fires on
+/// queue submissions that wait on a timeline value the host signals later from another
+/// thread — the bridge's `go[i]` — which the spec allows: a timeline semaphore wait may be
+/// submitted before the signal operation it waits for ("wait-before-signal", Vulkan spec
+/// §7.4.4 Semaphore Waiting; VkSemaphoreSignalInfo only requires the value to exceed the
+/// current and pending values, VUID-VkSemaphoreSignalInfo-value-03258). It reports no
+/// hazard and no misuse, and every test checks the data of every round independently.
+const LAYER_SELF_DIAGNOSIS: &str = "UNASSIGNED-VkSemaphore-state-timeout";
+
 /// Fails the calling test if the validation layer reported any error so far in this process.
 pub fn assert_no_validation_errors() {
-    let msgs = crossgpu::validation_messages();
+    let (suppressed, msgs): (Vec<_>, Vec<_>) =
+        crossgpu::validation_messages().into_iter().partition(|m| m.id_name == LAYER_SELF_DIAGNOSIS);
+    for m in &suppressed {
+        eprintln!("suppressed layer self-diagnosis [{}]: {}", m.id_name, m.message);
+    }
     assert!(
         msgs.is_empty(),
         "{} validation error(s):\n{}",
@@ -68,7 +86,11 @@ pub fn random(rng: &mut impl Rng, n: usize) -> Vec<f32> {
     (0..n)
         .map(|_| {
             let v: f32 = rng.random_range(-1.0..1.0);
-            if v == 0.0 { 0.5 } else { v }
+            if v == 0.0 {
+                0.5
+            } else {
+                v
+            }
         })
         .collect()
 }

@@ -34,8 +34,16 @@ pub(crate) struct BufferInner {
     id: BufferId,
 }
 
+impl BufferInner {
+    fn new(device: &Device, hal: wgpu_hal::vulkan::Buffer, size: u64) -> Self {
+        crate::live::inc(&crate::live::BUFFERS);
+        Self { device: device.clone(), hal: Some(hal), size, id: next_buffer_id() }
+    }
+}
+
 impl Drop for BufferInner {
     fn drop(&mut self) {
+        crate::live::dec(&crate::live::BUFFERS);
         if let Some(b) = self.hal.take() {
             // SAFETY: the last reference is gone; every command buffer that used the buffer holds
             // a reference until its submission completed (see `Recorder`), so the GPU is done.
@@ -51,10 +59,7 @@ pub struct Buffer(pub(crate) Arc<BufferInner>);
 
 impl std::fmt::Debug for Buffer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Buffer")
-            .field("id", &self.0.id)
-            .field("size", &self.0.size)
-            .finish()
+        f.debug_struct("Buffer").field("id", &self.0.id).field("size", &self.0.size).finish()
     }
 }
 
@@ -62,8 +67,7 @@ impl Buffer {
     /// Allocates `size` bytes (at least 4) of device-local memory usable as a storage buffer.
     pub fn new(device: &Device, size: u64, usage: BufferUsage, label: &str) -> Result<Self> {
         let size = size.max(4).next_multiple_of(4);
-        let mut uses =
-            wgpu_types::BufferUses::STORAGE_READ_WRITE | wgpu_types::BufferUses::STORAGE_READ_ONLY;
+        let mut uses = wgpu_types::BufferUses::STORAGE_READ_WRITE | wgpu_types::BufferUses::STORAGE_READ_ONLY;
         if usage.copy_src {
             uses |= wgpu_types::BufferUses::COPY_SRC;
         }
@@ -85,12 +89,7 @@ impl Buffer {
                 }
                 e => e,
             })?;
-        Ok(Self(Arc::new(BufferInner {
-            device: device.clone(),
-            hal: Some(hal),
-            size,
-            id: next_buffer_id(),
-        })))
+        Ok(Self(Arc::new(BufferInner::new(device, hal, size))))
     }
 }
 
@@ -135,11 +134,7 @@ impl StagingBuffer {
             wgpu_types::BufferUses::MAP_READ | wgpu_types::BufferUses::COPY_DST
         };
         let desc = wgpu_hal::BufferDescriptor {
-            label: Some(if upload {
-                "crossgpu upload"
-            } else {
-                "crossgpu readback"
-            }),
+            label: Some(if upload { "crossgpu upload" } else { "crossgpu readback" }),
             size,
             usage,
             memory_flags: wgpu_hal::MemoryFlags::PREFER_COHERENT,
@@ -149,15 +144,9 @@ impl StagingBuffer {
         let hal = unsafe { dev.create_buffer(&desc) }.map_err(map_hal_device("vkCreateBuffer"))?;
         // SAFETY: the buffer was created with a MAP usage and is not mapped yet; it stays mapped
         // until destruction (wgpu-hal's destroy frees the allocation with its mapping).
-        let mapping =
-            unsafe { dev.map_buffer(&hal, 0..size) }.map_err(map_hal_device("vkMapMemory"))?;
+        let mapping = unsafe { dev.map_buffer(&hal, 0..size) }.map_err(map_hal_device("vkMapMemory"))?;
         Ok(Self {
-            inner: Arc::new(BufferInner {
-                device: device.clone(),
-                hal: Some(hal),
-                size,
-                id: next_buffer_id(),
-            }),
+            inner: Arc::new(BufferInner::new(device, hal, size)),
             ptr: mapping.ptr,
             coherent: mapping.is_coherent,
         })
@@ -165,27 +154,16 @@ impl StagingBuffer {
 
     /// Copies `data` into the buffer at `offset` and makes it visible to the device.
     pub fn write(&mut self, offset: u64, data: &[u8]) -> Result<()> {
-        let end = offset
-            .checked_add(data.len() as u64)
-            .filter(|&e| e <= self.inner.size);
-        let end =
-            end.ok_or_else(|| NativeError::Unsupported("staging write out of range".into()))?;
+        let end = offset.checked_add(data.len() as u64).filter(|&e| e <= self.inner.size);
+        let end = end.ok_or_else(|| NativeError::Unsupported("staging write out of range".into()))?;
         // SAFETY: the range is inside the mapping (checked above); `&mut self` excludes readers.
         unsafe {
-            std::ptr::copy_nonoverlapping(
-                data.as_ptr(),
-                self.ptr.as_ptr().add(offset as usize),
-                data.len(),
-            )
+            std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.as_ptr().add(offset as usize), data.len())
         };
         if !self.coherent {
             // SAFETY: the range is mapped.
             unsafe {
-                self.inner
-                    .device
-                    .shared
-                    .hal
-                    .flush_mapped_ranges(self.hal(), std::iter::once(offset..end))
+                self.inner.device.shared.hal.flush_mapped_ranges(self.hal(), std::iter::once(offset..end))
             };
         }
         Ok(())
@@ -193,11 +171,8 @@ impl StagingBuffer {
 
     /// Copies bytes at `offset` out of the buffer.
     pub fn read(&self, offset: u64, out: &mut [u8]) -> Result<()> {
-        let end = offset
-            .checked_add(out.len() as u64)
-            .filter(|&e| e <= self.inner.size);
-        let end =
-            end.ok_or_else(|| NativeError::Unsupported("staging read out of range".into()))?;
+        let end = offset.checked_add(out.len() as u64).filter(|&e| e <= self.inner.size);
+        let end = end.ok_or_else(|| NativeError::Unsupported("staging read out of range".into()))?;
         if !self.coherent {
             // SAFETY: the range is mapped.
             unsafe {
@@ -211,11 +186,7 @@ impl StagingBuffer {
         // SAFETY: the range is inside the mapping; the device finished writing it (caller's
         // contract, documented on the type) so nothing writes it concurrently.
         unsafe {
-            std::ptr::copy_nonoverlapping(
-                self.ptr.as_ptr().add(offset as usize),
-                out.as_mut_ptr(),
-                out.len(),
-            )
+            std::ptr::copy_nonoverlapping(self.ptr.as_ptr().add(offset as usize), out.as_mut_ptr(), out.len())
         };
         Ok(())
     }

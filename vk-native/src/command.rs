@@ -109,10 +109,12 @@ impl Recorder {
                 device.queue_count()
             )));
         }
+        let progress = TimelineSemaphore::new(device, 0)?;
+        crate::live::inc(&crate::live::RECORDERS);
         Ok(Self {
             device: device.clone(),
             queue_index,
-            progress: TimelineSemaphore::new(device, 0)?,
+            progress,
             submitted: 0,
             idle: Vec::new(),
             pending: VecDeque::new(),
@@ -190,28 +192,17 @@ impl Recorder {
             // SAFETY: the encoder is idle (new or recycled after its work completed).
             unsafe { encoder.begin_encoding(Some("crossgpu stream")) }
                 .map_err(map_hal_device("vkBeginCommandBuffer"))?;
-            self.active = Some(Active {
-                encoder,
-                keep: Vec::new(),
-            });
+            self.active = Some(Active { encoder, keep: Vec::new() });
         }
         Ok(self.active.as_mut().expect("opened above"))
     }
 
     /// Records a dispatch of `group`'s kernel with `immediates` (as many words as the kernel's
     /// layout declares) over `workgroups`.
-    pub fn dispatch(
-        &mut self,
-        group: &BindGroup,
-        immediates: &[u32],
-        workgroups: [u32; 3],
-    ) -> Result<()> {
+    pub fn dispatch(&mut self, group: &BindGroup, immediates: &[u32], workgroups: [u32; 3]) -> Result<()> {
         let k = group.kernel().clone();
         if k.device_id() != self.device.id() {
-            return Err(NativeError::Unsupported(format!(
-                "kernel {} is of another device",
-                k.name()
-            )));
+            return Err(NativeError::Unsupported(format!("kernel {} is of another device", k.name())));
         }
         if immediates.len() * 4 != k.layout().immediate_bytes as usize {
             return Err(NativeError::Unsupported(format!(
@@ -229,13 +220,9 @@ impl Recorder {
         // command buffer; the immediates match the layout's size (checked above).
         unsafe {
             a.encoder
-                .begin_compute_pass(&wgpu_hal::ComputePassDescriptor {
-                    label: None,
-                    timestamp_writes: None,
-                });
+                .begin_compute_pass(&wgpu_hal::ComputePassDescriptor { label: None, timestamp_writes: None });
             a.encoder.set_compute_pipeline(k.hal_pipeline());
-            a.encoder
-                .set_bind_group(k.hal_layout(), 0, group.hal(), &[]);
+            a.encoder.set_bind_group(k.hal_layout(), 0, group.hal(), &[]);
             if !immediates.is_empty() {
                 a.encoder.set_immediates(k.hal_layout(), 0, immediates);
             }
@@ -258,12 +245,9 @@ impl Recorder {
     ) -> Result<()> {
         let dev = self.device.id();
         if src.device_id() != dev || dst.device_id() != dev {
-            return Err(NativeError::Unsupported(
-                "copy between buffers of another device".into(),
-            ));
+            return Err(NativeError::Unsupported("copy between buffers of another device".into()));
         }
-        let in_range =
-            |off: u64, b: &dyn GpuBuffer| off.checked_add(size).is_some_and(|e| e <= b.size());
+        let in_range = |off: u64, b: &dyn GpuBuffer| off.checked_add(size).is_some_and(|e| e <= b.size());
         if size % 4 != 0
             || src_offset % 4 != 0
             || dst_offset % 4 != 0
@@ -278,16 +262,9 @@ impl Recorder {
             return Ok(());
         };
         let a = self.open()?;
-        let region = wgpu_hal::BufferCopy {
-            src_offset,
-            dst_offset,
-            size,
-        };
+        let region = wgpu_hal::BufferCopy { src_offset, dst_offset, size };
         // SAFETY: both buffers are of this device, alive (kept below), and the range is checked.
-        unsafe {
-            a.encoder
-                .copy_buffer_to_buffer(src.hal(), dst.hal(), std::iter::once(region))
-        };
+        unsafe { a.encoder.copy_buffer_to_buffer(src.hal(), dst.hal(), std::iter::once(region)) };
         a.keep.push(src.keep_alive());
         a.keep.push(dst.keep_alive());
         self.commands += 1;
@@ -295,21 +272,13 @@ impl Recorder {
     }
 
     /// Records `vkCmdFillBuffer` of `size` bytes (a multiple of 4) at `offset` with `value`.
-    pub fn fill_u32(
-        &mut self,
-        dst: &dyn GpuBuffer,
-        offset: u64,
-        size: u64,
-        value: u32,
-    ) -> Result<()> {
+    pub fn fill_u32(&mut self, dst: &dyn GpuBuffer, offset: u64, size: u64, value: u32) -> Result<()> {
         if dst.device_id() != self.device.id()
             || size % 4 != 0
             || offset % 4 != 0
             || offset + size > dst.size()
         {
-            return Err(NativeError::Unsupported(
-                "fill out of range or of another device".into(),
-            ));
+            return Err(NativeError::Unsupported("fill out of range or of another device".into()));
         }
         if size == 0 {
             return Ok(());
@@ -317,15 +286,7 @@ impl Recorder {
         let raw = self.device.raw().clone();
         let a = self.open()?;
         // SAFETY: recording state; the buffer is of this device, alive (kept), range checked.
-        unsafe {
-            raw.cmd_fill_buffer(
-                a.encoder.raw_handle(),
-                dst.hal().raw_handle(),
-                offset,
-                size,
-                value,
-            )
-        };
+        unsafe { raw.cmd_fill_buffer(a.encoder.raw_handle(), dst.hal().raw_handle(), offset, size, value) };
         a.keep.push(dst.keep_alive());
         self.commands += 1;
         Ok(())
@@ -336,21 +297,11 @@ impl Recorder {
     pub fn barrier(&mut self, src: Access, dst: Access) -> Result<()> {
         let (src_stage, src_access) = crate::conv::access_to_vk(src);
         let (dst_stage, dst_access) = crate::conv::access_to_vk(dst);
-        let src_stage = if src_stage.is_empty() {
-            vk::PipelineStageFlags::TOP_OF_PIPE
-        } else {
-            src_stage
-        };
-        let dst_stage = if dst_stage.is_empty() {
-            vk::PipelineStageFlags::BOTTOM_OF_PIPE
-        } else {
-            dst_stage
-        };
+        let src_stage = if src_stage.is_empty() { vk::PipelineStageFlags::TOP_OF_PIPE } else { src_stage };
+        let dst_stage = if dst_stage.is_empty() { vk::PipelineStageFlags::BOTTOM_OF_PIPE } else { dst_stage };
         let raw = self.device.raw().clone();
         let a = self.open()?;
-        let mb = [vk::MemoryBarrier::default()
-            .src_access_mask(src_access)
-            .dst_access_mask(dst_access)];
+        let mb = [vk::MemoryBarrier::default().src_access_mask(src_access).dst_access_mask(dst_access)];
         // SAFETY: recording state; a plain memory barrier outside any render pass.
         unsafe {
             raw.cmd_pipeline_barrier(
@@ -378,8 +329,8 @@ impl Recorder {
                 // SAFETY: the encoder is recording; the handle stays valid until its pool is reset.
                 cmds.push(unsafe { a.encoder.raw_handle() });
                 // SAFETY: the encoder is recording.
-                let cmd = unsafe { a.encoder.end_encoding() }
-                    .map_err(map_hal_device("vkEndCommandBuffer"))?;
+                let cmd =
+                    unsafe { a.encoder.end_encoding() }.map_err(map_hal_device("vkEndCommandBuffer"))?;
                 keep.append(&mut a.keep);
                 (Some(a.encoder), Some(cmd))
             }
@@ -429,11 +380,7 @@ impl Recorder {
                 .unwrap_or_else(|p| p.into_inner());
             // SAFETY: the queue is locked (external synchronisation); the command buffer is
             // executable; every semaphore is alive and kept until completion.
-            unsafe {
-                self.device
-                    .raw()
-                    .queue_submit(*queue, &[submit], vk::Fence::null())
-            }
+            unsafe { self.device.raw().queue_submit(*queue, &[submit], vk::Fence::null()) }
         };
         if let Err(e) = result {
             let e = self.device.note(map_vk("vkQueueSubmit")(e));
@@ -446,12 +393,7 @@ impl Recorder {
         }
         self.submitted = value;
         match encoder {
-            Some(encoder) => self.pending.push_back(Pending {
-                encoder,
-                cmd,
-                value,
-                _keep: keep,
-            }),
+            Some(encoder) => self.pending.push_back(Pending { encoder, cmd, value, _keep: keep }),
             None => self.pending.push_back(Pending {
                 encoder: match self.idle.pop() {
                     Some(e) => e,
@@ -491,6 +433,7 @@ impl Recorder {
 
 impl Drop for Recorder {
     fn drop(&mut self) {
+        crate::live::dec(&crate::live::RECORDERS);
         // Wait for pending work so command buffers are not freed while the GPU runs them. A lost
         // device completes nothing, and its submissions are then treated as finished.
         if !self.device.is_lost() && self.submitted > 0 {

@@ -39,6 +39,12 @@ pub struct Device {
     pub(crate) shared: Arc<DeviceShared>,
 }
 
+impl Drop for DeviceShared {
+    fn drop(&mut self) {
+        crate::live::dec(&crate::live::DEVICES);
+    }
+}
+
 impl std::fmt::Debug for Device {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Device")
@@ -65,21 +71,13 @@ impl Device {
             return Err(NativeError::Unsupported(format!(
                 "adapter {} ({}) has {} queue(s) in its compute family; {} requested \
                  (use separate VkDevices instead, e.g. CROSSGPU_DEVICES={},{})",
-                adapter_index,
-                info.name,
-                info.caps.queue_count,
-                queue_count,
-                adapter_index,
-                adapter_index
+                adapter_index, info.name, info.caps.queue_count, queue_count, adapter_index, adapter_index
             )));
         }
         let adapter = &shared.adapters[adapter_index];
         let (features, limits) = &shared.features[adapter_index];
         let mut want = wgpu_types::Features::empty();
-        for f in [
-            wgpu_types::Features::SHADER_F16,
-            wgpu_types::Features::IMMEDIATES,
-        ] {
+        for f in [wgpu_types::Features::SHADER_F16, wgpu_types::Features::IMMEDIATES] {
             if features.contains(f) {
                 want |= f;
             }
@@ -102,12 +100,7 @@ impl Device {
         // SAFETY: the callback only adds extensions the adapter exposes and raises the queue
         // count of family 0 within its queueCount (and at most 64).
         let open = unsafe {
-            adapter.open_with_callback(
-                want,
-                limits,
-                &wgpu_types::MemoryHints::Performance,
-                Some(callback),
-            )
+            adapter.open_with_callback(want, limits, &wgpu_types::MemoryHints::Performance, Some(callback))
         }
         .map_err(crate::error::map_hal_device("vkCreateDevice"))?;
         let raw = open.device.raw_device().clone();
@@ -118,6 +111,7 @@ impl Device {
         let inst = shared.hal.shared_instance().raw_instance();
         let host_memory = host_ext.then(|| ext::external_memory_host::Device::new(inst, &raw));
         let semaphore_fd = fd_ext.then(|| khr::external_semaphore_fd::Device::new(inst, &raw));
+        crate::live::inc(&crate::live::DEVICES);
         Ok(Self {
             shared: Arc::new(DeviceShared {
                 hal_queue: open.queue,
@@ -175,8 +169,7 @@ impl Device {
     pub fn wait_idle_queues(&self) -> Result<()> {
         let _guards: Vec<_> = self.shared.queues.iter().map(|q| q.lock()).collect();
         // SAFETY: every queue of the device is locked, as vkDeviceWaitIdle requires.
-        unsafe { self.raw().device_wait_idle() }
-            .map_err(|e| self.note(map_vk("vkDeviceWaitIdle")(e)))
+        unsafe { self.raw().device_wait_idle() }.map_err(|e| self.note(map_vk("vkDeviceWaitIdle")(e)))
     }
 
     pub(crate) fn raw(&self) -> &ash::Device {

@@ -38,14 +38,9 @@ pub type Result<T, E = NativeError> = std::result::Result<T, E>;
 pub(crate) fn map_vk(call: &'static str) -> impl Fn(vk::Result) -> NativeError {
     move |code| match code {
         vk::Result::ERROR_OUT_OF_HOST_MEMORY => NativeError::OutOfHostMemory(format!(" in {call}")),
-        vk::Result::ERROR_OUT_OF_DEVICE_MEMORY => {
-            NativeError::OutOfDeviceMemory(format!(" in {call}"))
-        }
+        vk::Result::ERROR_OUT_OF_DEVICE_MEMORY => NativeError::OutOfDeviceMemory(format!(" in {call}")),
         vk::Result::ERROR_DEVICE_LOST => NativeError::DeviceLost,
-        other => NativeError::Vulkan {
-            call,
-            code: format!("{other:?}"),
-        },
+        other => NativeError::Vulkan { call, code: format!("{other:?}") },
     }
 }
 
@@ -54,9 +49,6 @@ pub(crate) fn map_hal_device(call: &'static str) -> impl Fn(wgpu_hal::DeviceErro
     move |e| match e {
         wgpu_hal::DeviceError::OutOfMemory => NativeError::OutOfDeviceMemory(format!(" in {call}")),
         wgpu_hal::DeviceError::Lost => NativeError::DeviceLost,
-        other => NativeError::Vulkan {
-            call,
-            code: format!("{other}"),
-        },
+        other => NativeError::Vulkan { call, code: format!("{other}") },
     }
 }

@@ -31,9 +31,7 @@ unsafe impl Sync for HostAllocation {}
 
 impl std::fmt::Debug for HostAllocation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HostAllocation")
-            .field("len", &self.layout.size())
-            .finish()
+        f.debug_struct("HostAllocation").field("len", &self.layout.size()).finish()
     }
 }
 
@@ -48,6 +46,7 @@ impl HostAllocation {
         let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
         let ptr = NonNull::new(ptr)
             .ok_or_else(|| NativeError::OutOfHostMemory(format!(": {size} bytes of host slots")))?;
+        crate::live::inc(&crate::live::HOST_ALLOCATIONS);
         Ok(Self { ptr, layout })
     }
 
@@ -61,40 +60,27 @@ impl HostAllocation {
 
     /// Copies bytes out at `offset`.
     pub fn read(&self, offset: u64, out: &mut [u8]) {
-        assert!(
-            offset as usize + out.len() <= self.layout.size(),
-            "host read out of range"
-        );
+        assert!(offset as usize + out.len() <= self.layout.size(), "host read out of range");
         // SAFETY: in range (asserted); devices that write this range have signalled completion
         // before the caller reads (the caller's protocol).
         unsafe {
-            std::ptr::copy_nonoverlapping(
-                self.ptr.as_ptr().add(offset as usize),
-                out.as_mut_ptr(),
-                out.len(),
-            )
+            std::ptr::copy_nonoverlapping(self.ptr.as_ptr().add(offset as usize), out.as_mut_ptr(), out.len())
         }
     }
 
     /// Copies bytes in at `offset`.
     pub fn write(&self, offset: u64, data: &[u8]) {
-        assert!(
-            offset as usize + data.len() <= self.layout.size(),
-            "host write out of range"
-        );
+        assert!(offset as usize + data.len() <= self.layout.size(), "host write out of range");
         // SAFETY: in range (asserted); no device reads this range until the caller signals it.
         unsafe {
-            std::ptr::copy_nonoverlapping(
-                data.as_ptr(),
-                self.ptr.as_ptr().add(offset as usize),
-                data.len(),
-            )
+            std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.as_ptr().add(offset as usize), data.len())
         }
     }
 }
 
 impl Drop for HostAllocation {
     fn drop(&mut self) {
+        crate::live::dec(&crate::live::HOST_ALLOCATIONS);
         // SAFETY: allocated in `new` with this layout; every ImportedBuffer over it holds an Arc
         // to this value, so none is alive.
         unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) }
@@ -114,6 +100,7 @@ struct ImportedInner {
 
 impl Drop for ImportedInner {
     fn drop(&mut self) {
+        crate::live::dec(&crate::live::IMPORTS);
         self.hal.take();
         // SAFETY: no command buffer that uses the buffer is pending (they hold this value alive);
         // the buffer is destroyed before the memory it is bound to.
@@ -138,11 +125,7 @@ impl ImportedBuffer {
             .host_memory
             .as_ref()
             .ok_or(NativeError::MissingExtension("VK_EXT_external_memory_host"))?;
-        let align = device
-            .info()
-            .caps
-            .min_imported_host_pointer_alignment
-            .max(1);
+        let align = device.info().caps.min_imported_host_pointer_alignment.max(1);
         let addr = host.ptr.as_ptr() as u64;
         if addr % align != 0 || host.len() % align != 0 {
             return Err(NativeError::Unsupported(format!(
@@ -181,17 +164,12 @@ impl ImportedBuffer {
         let mem_props = {
             let inst = device.shared.hal.shared_instance().raw_instance();
             // SAFETY: live physical device of this instance.
-            unsafe {
-                inst.get_physical_device_memory_properties(device.shared.hal.raw_physical_device())
-            }
+            unsafe { inst.get_physical_device_memory_properties(device.shared.hal.raw_physical_device()) }
         };
         let bits = reqs.memory_type_bits & ptr_props.memory_type_bits;
         let want = vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT;
         let type_index = (0..mem_props.memory_type_count).find(|&i| {
-            bits & (1 << i) != 0
-                && mem_props.memory_types[i as usize]
-                    .property_flags
-                    .contains(want)
+            bits & (1 << i) != 0 && mem_props.memory_types[i as usize].property_flags.contains(want)
         });
         let Some(type_index) = type_index else {
             // SAFETY: created above, unused.
@@ -228,6 +206,7 @@ impl ImportedBuffer {
         // SAFETY: wgpu-hal only reads the handle for bindings and copies; we destroy it ourselves
         // and never pass it to wgpu-hal's destroy_buffer.
         let hal = unsafe { HalBuffer::from_raw(buffer) };
+        crate::live::inc(&crate::live::IMPORTS);
         Ok(Self(Arc::new(ImportedInner {
             device: device.clone(),
             hal: Some(hal),

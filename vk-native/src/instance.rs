@@ -126,9 +126,7 @@ pub struct Instance {
 
 impl std::fmt::Debug for Instance {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Instance")
-            .field("adapters", &self.shared.infos.len())
-            .finish()
+        f.debug_struct("Instance").field("adapters", &self.shared.infos.len()).finish()
     }
 }
 
@@ -151,17 +149,12 @@ impl Instance {
         // VkInstance it creates until `hal` is dropped, after every adapter and device.
         let hal = unsafe { <VkApi as wgpu_hal::Api>::Instance::init(&desc) }
             .map_err(|e| NativeError::NoDriver(e.to_string()))?;
-        let messenger = if options.validation {
-            ValidationMessenger::new(hal.shared_instance())
-        } else {
-            None
-        };
+        let messenger =
+            if options.validation { ValidationMessenger::new(hal.shared_instance()) } else { None };
         // SAFETY: no surface hint; the adapters borrow nothing from the call.
         let exposed = unsafe { hal.enumerate_adapters(None) };
         if exposed.is_empty() {
-            return Err(NativeError::NoDriver(
-                "the Vulkan loader found no physical device".into(),
-            ));
+            return Err(NativeError::NoDriver("the Vulkan loader found no physical device".into()));
         }
         let mut adapters = Vec::new();
         let mut infos = Vec::new();
@@ -174,13 +167,7 @@ impl Instance {
             adapters.push(e.adapter);
         }
         Ok(Self {
-            shared: Arc::new(InstanceShared {
-                _messenger: messenger,
-                infos,
-                adapters,
-                features,
-                hal,
-            }),
+            shared: Arc::new(InstanceShared { _messenger: messenger, infos, adapters, features, hal }),
         })
     }
 
@@ -206,20 +193,9 @@ fn driver_id_name(id: vk::DriverId) -> String {
 
 fn decode_driver_version(vendor: u32, v: u32) -> String {
     if vendor == 0x10de {
-        format!(
-            "{}.{}.{}.{}",
-            v >> 22,
-            (v >> 14) & 0xff,
-            (v >> 6) & 0xff,
-            v & 0x3f
-        )
+        format!("{}.{}.{}.{}", v >> 22, (v >> 14) & 0xff, (v >> 6) & 0xff, v & 0x3f)
     } else {
-        format!(
-            "{}.{}.{}",
-            vk::api_version_major(v),
-            vk::api_version_minor(v),
-            vk::api_version_patch(v)
-        )
+        format!("{}.{}.{}", vk::api_version_major(v), vk::api_version_minor(v), vk::api_version_patch(v))
     }
 }
 
@@ -231,12 +207,7 @@ unsafe fn query_adapter(
     index: usize,
 ) -> AdapterInfo {
     let phd = exposed.adapter.raw_physical_device();
-    let has = |name: &CStr| {
-        exposed
-            .adapter
-            .physical_device_capabilities()
-            .supports_extension(name)
-    };
+    let has = |name: &CStr| exposed.adapter.physical_device_capabilities().supports_extension(name);
     let host_ext = has(ext::external_memory_host::NAME);
     let sem_fd_ext = has(khr::external_semaphore_fd::NAME);
 
@@ -252,9 +223,7 @@ unsafe fn query_adapter(
 
     let mut f12 = vk::PhysicalDeviceVulkan12Features::default();
     let mut f16bit = vk::PhysicalDevice16BitStorageFeatures::default();
-    let mut feats2 = vk::PhysicalDeviceFeatures2::default()
-        .push_next(&mut f12)
-        .push_next(&mut f16bit);
+    let mut feats2 = vk::PhysicalDeviceFeatures2::default().push_next(&mut f12).push_next(&mut f16bit);
     // SAFETY: as above; both structs are core in Vulkan 1.2, which wgpu-hal requires for them.
     unsafe { instance.get_physical_device_features2(phd, &mut feats2) };
 
@@ -265,27 +234,17 @@ unsafe fn query_adapter(
         let mut out = vk::ExternalSemaphoreProperties::default();
         // SAFETY: core 1.1 query on a live physical device.
         unsafe { instance.get_physical_device_external_semaphore_properties(phd, &info, &mut out) };
-        export = out
-            .external_semaphore_features
-            .contains(vk::ExternalSemaphoreFeatureFlags::EXPORTABLE);
-        import = out
-            .external_semaphore_features
-            .contains(vk::ExternalSemaphoreFeatureFlags::IMPORTABLE);
+        export = out.external_semaphore_features.contains(vk::ExternalSemaphoreFeatureFlags::EXPORTABLE);
+        import = out.external_semaphore_features.contains(vk::ExternalSemaphoreFeatureFlags::IMPORTABLE);
     }
     // SAFETY: live physical device.
     let families = unsafe { instance.get_physical_device_queue_family_properties(phd) };
     let fam0 = families.first().copied().unwrap_or_default();
-    let timestamp_period_ns = if fam0.timestamp_valid_bits > 0 {
-        props.limits.timestamp_period
-    } else {
-        0.0
-    };
+    let timestamp_period_ns = if fam0.timestamp_valid_bits > 0 { props.limits.timestamp_period } else { 0.0 };
 
     let cstr = |s: &[std::ffi::c_char]| {
         // SAFETY: Vulkan fills these fixed arrays with NUL-terminated strings.
-        unsafe { CStr::from_ptr(s.as_ptr()) }
-            .to_string_lossy()
-            .into_owned()
+        unsafe { CStr::from_ptr(s.as_ptr()) }.to_string_lossy().into_owned()
     };
     AdapterInfo {
         index,

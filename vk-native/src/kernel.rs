@@ -34,6 +34,7 @@ struct KernelInner {
 
 impl Drop for KernelInner {
     fn drop(&mut self) {
+        crate::live::dec(&crate::live::KERNELS);
         let d = &self.device.shared.hal;
         // SAFETY: bind groups and pending command buffers that use these hold this value alive,
         // so nothing uses them now; destroyed in reverse order of creation.
@@ -74,12 +75,12 @@ impl Kernel {
         layout: &KernelLayout,
     ) -> Result<Self> {
         let d = &device.shared.hal;
-        let err =
-            |what: &str, e: String| NativeError::Unsupported(format!("kernel {name}: {what}: {e}"));
+        let err = |what: &str, e: String| NativeError::Unsupported(format!("kernel {name}: {what}: {e}"));
         let desc = wgpu_hal::ShaderModuleDescriptor {
             label: Some(name),
             runtime_checks: wgpu_types::ShaderRuntimeChecks::unchecked(),
         };
+        crate::live::inc(&crate::live::KERNELS);
         let mut inner = KernelInner {
             device: device.clone(),
             name: name.to_string(),
@@ -177,16 +178,10 @@ impl Kernel {
                 k.name
             )));
         }
-        let bindings: Vec<_> = buffers
-            .iter()
-            .map(|b| wgpu_hal::BufferBinding::new_unchecked(b.hal(), 0, None))
-            .collect();
+        let bindings: Vec<_> =
+            buffers.iter().map(|b| wgpu_hal::BufferBinding::new_unchecked(b.hal(), 0, None)).collect();
         let entries: Vec<_> = (0..buffers.len() as u32)
-            .map(|i| wgpu_hal::BindGroupEntry {
-                binding: i,
-                resource_index: i,
-                count: 1,
-            })
+            .map(|i| wgpu_hal::BindGroupEntry { binding: i, resource_index: i, count: 1 })
             .collect();
         let desc = wgpu_hal::BindGroupDescriptor {
             label: Some(&k.name),
@@ -202,6 +197,7 @@ impl Kernel {
         // and the kernel alive.
         let hal = unsafe { k.device.shared.hal.create_bind_group(&desc) }
             .map_err(map_hal_device("vkAllocateDescriptorSets"))?;
+        crate::live::inc(&crate::live::BIND_GROUPS);
         Ok(BindGroup(Arc::new(BindGroupInner {
             hal: Some(hal),
             kernel: self.clone(),
@@ -228,6 +224,7 @@ struct BindGroupInner {
 
 impl Drop for BindGroupInner {
     fn drop(&mut self) {
+        crate::live::dec(&crate::live::BIND_GROUPS);
         if let Some(g) = self.hal.take() {
             // SAFETY: pending command buffers that use the group hold this value alive.
             unsafe { self.kernel.0.device.shared.hal.destroy_bind_group(g) };

@@ -24,6 +24,7 @@ mod error;
 mod host;
 mod instance;
 mod kernel;
+mod live;
 mod semaphore;
 mod validation;
 
@@ -34,6 +35,7 @@ pub use error::{NativeError, Result};
 pub use host::{HostAllocation, ImportedBuffer};
 pub use instance::{AdapterInfo, Capabilities, DeviceType, Instance, InstanceOptions};
 pub use kernel::{BindGroup, Kernel, KernelLayout};
+pub use live::{live_objects, LiveObjects};
 pub use semaphore::{SyncFd, SyncFdSemaphore, TimelineSemaphore};
 pub use validation::{validation_messages, ValidationMessage};
 

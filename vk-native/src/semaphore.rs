@@ -16,6 +16,7 @@ struct TimelineInner {
 
 impl Drop for TimelineInner {
     fn drop(&mut self) {
+        crate::live::dec(&crate::live::SEMAPHORES);
         // SAFETY: every pending submission that waits on or signals this semaphore holds a clone
         // (see `Recorder`), so none is pending now.
         unsafe { self.device.raw().destroy_semaphore(self.raw, None) };
@@ -28,9 +29,7 @@ pub struct TimelineSemaphore(Arc<TimelineInner>);
 
 impl std::fmt::Debug for TimelineSemaphore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("TimelineSemaphore")
-            .field(&self.0.raw)
-            .finish()
+        f.debug_tuple("TimelineSemaphore").field(&self.0.raw).finish()
     }
 }
 
@@ -44,12 +43,10 @@ impl TimelineSemaphore {
             .initial_value(initial);
         let info = vk::SemaphoreCreateInfo::default().push_next(&mut ty);
         // SAFETY: timeline semaphores are enabled (wgpu-hal enables the feature where present).
-        let raw = unsafe { device.raw().create_semaphore(&info, None) }
-            .map_err(map_vk("vkCreateSemaphore"))?;
-        Ok(Self(Arc::new(TimelineInner {
-            device: device.clone(),
-            raw,
-        })))
+        let raw =
+            unsafe { device.raw().create_semaphore(&info, None) }.map_err(map_vk("vkCreateSemaphore"))?;
+        crate::live::inc(&crate::live::SEMAPHORES);
+        Ok(Self(Arc::new(TimelineInner { device: device.clone(), raw })))
     }
 
     /// The current counter value.
@@ -63,9 +60,7 @@ impl TimelineSemaphore {
     /// value a pending signal operation will set (Vulkan's rule); violating that is reported by
     /// the validation layer, not checked here.
     pub fn signal(&self, value: u64) -> Result<()> {
-        let info = vk::SemaphoreSignalInfo::default()
-            .semaphore(self.0.raw)
-            .value(value);
+        let info = vk::SemaphoreSignalInfo::default().semaphore(self.0.raw).value(value);
         // SAFETY: live timeline semaphore.
         unsafe { self.0.device.raw().signal_semaphore(&info) }
             .map_err(|e| self.0.device.note(map_vk("vkSignalSemaphore")(e)))
@@ -75,9 +70,7 @@ impl TimelineSemaphore {
     pub fn wait(&self, value: u64, timeout_ns: u64) -> Result<bool> {
         let sems = [self.0.raw];
         let values = [value];
-        let info = vk::SemaphoreWaitInfo::default()
-            .semaphores(&sems)
-            .values(&values);
+        let info = vk::SemaphoreWaitInfo::default().semaphores(&sems).values(&values);
         // SAFETY: live timeline semaphore.
         match unsafe { self.0.device.raw().wait_semaphores(&info, timeout_ns) } {
             Ok(()) => Ok(true),
@@ -120,6 +113,7 @@ struct BinaryInner {
 
 impl Drop for BinaryInner {
     fn drop(&mut self) {
+        crate::live::dec(&crate::live::SEMAPHORES);
         // SAFETY: pending submissions hold a clone, so none uses it now.
         unsafe { self.device.raw().destroy_semaphore(self.raw, None) };
     }
@@ -141,50 +135,41 @@ impl SyncFdSemaphore {
             .handle_types(vk::ExternalSemaphoreHandleTypeFlags::SYNC_FD);
         let info = vk::SemaphoreCreateInfo::default().push_next(&mut export);
         // SAFETY: the extension is enabled on this device.
-        let raw = unsafe { device.raw().create_semaphore(&info, None) }
-            .map_err(map_vk("vkCreateSemaphore"))?;
-        Ok(Self(Arc::new(BinaryInner {
-            device: device.clone(),
-            raw,
-        })))
+        let raw =
+            unsafe { device.raw().create_semaphore(&info, None) }.map_err(map_vk("vkCreateSemaphore"))?;
+        crate::live::inc(&crate::live::SEMAPHORES);
+        Ok(Self(Arc::new(BinaryInner { device: device.clone(), raw })))
     }
 
     /// Exports the payload of a signal operation that has been submitted (Vulkan requires the
     /// signal to be pending or done). The semaphore is unsignalled again afterwards.
     pub fn export(&self) -> Result<SyncFd> {
-        let loader =
-            self.0
-                .device
-                .shared
-                .semaphore_fd
-                .as_ref()
-                .ok_or(NativeError::MissingExtension(
-                    "VK_KHR_external_semaphore_fd",
-                ))?;
+        let loader = self
+            .0
+            .device
+            .shared
+            .semaphore_fd
+            .as_ref()
+            .ok_or(NativeError::MissingExtension("VK_KHR_external_semaphore_fd"))?;
         let info = vk::SemaphoreGetFdInfoKHR::default()
             .semaphore(self.0.raw)
             .handle_type(vk::ExternalSemaphoreHandleTypeFlags::SYNC_FD);
         // SAFETY: the semaphore was created exportable as SYNC_FD; the caller submitted its signal.
-        let fd =
-            unsafe { loader.get_semaphore_fd(&info) }.map_err(map_vk("vkGetSemaphoreFdKHR"))?;
+        let fd = unsafe { loader.get_semaphore_fd(&info) }.map_err(map_vk("vkGetSemaphoreFdKHR"))?;
         // SAFETY: a non-negative fd returned by the driver is owned by us from now on.
-        Ok(SyncFd(
-            (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) }),
-        ))
+        Ok(SyncFd((fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })))
     }
 
     /// Imports `fd` temporarily; the next submission that waits on this semaphore waits for it.
     /// Ownership of the fd passes to the driver on success.
     pub fn import(&self, fd: SyncFd) -> Result<()> {
-        let loader =
-            self.0
-                .device
-                .shared
-                .semaphore_fd
-                .as_ref()
-                .ok_or(NativeError::MissingExtension(
-                    "VK_KHR_external_semaphore_fd",
-                ))?;
+        let loader = self
+            .0
+            .device
+            .shared
+            .semaphore_fd
+            .as_ref()
+            .ok_or(NativeError::MissingExtension("VK_KHR_external_semaphore_fd"))?;
         let raw_fd = fd.0.as_ref().map_or(-1, |f| f.as_raw_fd());
         let info = vk::ImportSemaphoreFdInfoKHR::default()
             .semaphore(self.0.raw)

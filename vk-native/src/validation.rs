@@ -66,16 +66,15 @@ impl ValidationMessenger {
     /// `InstanceFlags::DEBUG`); `None` otherwise.
     pub(crate) fn new(shared: &wgpu_hal::vulkan::InstanceShared) -> Option<Self> {
         if !shared.extensions().contains(&ext::debug_utils::NAME) {
-            log::warn!("validation requested but VK_EXT_debug_utils is not enabled: errors are not collected");
+            log::warn!(
+                "validation requested but VK_EXT_debug_utils is not enabled: errors are not collected"
+            );
             return None;
         }
         let has_layer = {
             // SAFETY: plain enumeration through the loaded entry.
-            let layers =
-                unsafe { shared.entry().enumerate_instance_layer_properties() }.unwrap_or_default();
-            layers
-                .iter()
-                .any(|l| l.layer_name_as_c_str() == Ok(c"VK_LAYER_KHRONOS_validation"))
+            let layers = unsafe { shared.entry().enumerate_instance_layer_properties() }.unwrap_or_default();
+            layers.iter().any(|l| l.layer_name_as_c_str() == Ok(c"VK_LAYER_KHRONOS_validation"))
         };
         if !has_layer {
             log::warn!("validation requested but VK_LAYER_KHRONOS_validation is not installed (apt-get install vulkan-validationlayers)");
@@ -85,8 +84,7 @@ impl ValidationMessenger {
         let info = vk::DebugUtilsMessengerCreateInfoEXT::default()
             .message_severity(vk::DebugUtilsMessageSeverityFlagsEXT::ERROR)
             .message_type(
-                vk::DebugUtilsMessageTypeFlagsEXT::VALIDATION
-                    | vk::DebugUtilsMessageTypeFlagsEXT::GENERAL,
+                vk::DebugUtilsMessageTypeFlagsEXT::VALIDATION | vk::DebugUtilsMessageTypeFlagsEXT::GENERAL,
             )
             .pfn_user_callback(Some(on_message));
         // SAFETY: the callback is a plain function with no user data; the messenger is destroyed

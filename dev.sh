@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# Set-up and day-to-day commands for crossgpu (see README.md, "Set-up: two commands").
+#
+#   ./dev.sh demo [ARGS...]     install what is missing, then: cargo run --release -- demo ARGS
+#   ./dev.sh test [ARGS...]     install what is missing, then: cargo test --workspace ARGS
+#   ./dev.sh devices [ARGS...]  install what is missing, then: cargo run --release -- devices ARGS
+#
+# "What is missing" (Debian/Ubuntu, checked with dpkg -s, installed with apt-get only if absent):
+#   libvulkan1               the Vulkan loader
+#   mesa-vulkan-drivers      lavapipe, the CPU Vulkan driver (so everything runs without a GPU)
+#   vulkan-validationlayers  VK_LAYER_KHRONOS_validation, which the tests turn on
+#   vulkan-tools             vulkaninfo, to look at the drivers by hand
+#   gcc, libc6-dev           only when no C linker (cc) is present: rustc links through it
+# Rust itself is not installed from apt (Debian's rustc is too old); install it with rustup.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")"
+
+say() { printf '==> %s\n' "$*"; }
+die() {
+    printf 'dev.sh: error: %s\n' "$*" >&2
+    exit 1
+}
+
+usage() {
+    cat <<'EOF'
+usage: ./dev.sh COMMAND [ARGS...]
+
+commands:
+  demo      run every kernel on every member of a group and check it against the CPU
+            (cargo run --release -- demo ARGS; e.g. ./dev.sh demo --len 1000)
+  test      run the test suite with the Khronos validation layer on
+            (cargo test --workspace ARGS; e.g. ./dev.sh test -- --nocapture)
+  devices   list the Vulkan adapters and the capabilities crossgpu uses
+            (cargo run --release -- devices)
+
+Each first installs the Vulkan packages that are missing (apt-get) and checks for cargo.
+Environment: CROSSGPU_DEVICES, CROSSGPU_VALIDATION, CROSSGPU_TIMEOUT_MS, ... (see README.md).
+EOF
+}
+
+# Installs the Debian packages crossgpu needs that dpkg does not report as installed.
+ensure_packages() {
+    local wanted=(libvulkan1 mesa-vulkan-drivers vulkan-validationlayers vulkan-tools)
+    if ! command -v cc >/dev/null 2>&1; then
+        wanted+=(gcc libc6-dev)
+    fi
+    if ! command -v dpkg >/dev/null 2>&1; then
+        say "no dpkg (not Debian/Ubuntu): skipping package checks; make sure a Vulkan loader," \
+            "driver (e.g. Mesa lavapipe) and the Khronos validation layer are installed"
+        return 0
+    fi
+    local missing=() p status
+    for p in "${wanted[@]}"; do
+        # dpkg -s also succeeds for a removed package whose config files remain: check Status.
+        status="$(dpkg -s "$p" 2>/dev/null || true)"
+        if ! grep -q '^Status: install ok installed' <<<"$status"; then
+            missing+=("$p")
+        fi
+    done
+    if [ "${#missing[@]}" -eq 0 ]; then
+        say "system packages present: ${wanted[*]}"
+        return 0
+    fi
+    local sudo=()
+    if [ "$(id -u)" -ne 0 ]; then
+        if command -v sudo >/dev/null 2>&1; then
+            sudo=(sudo)
+        else
+            die "missing packages: ${missing[*]}; you are not root and sudo is not installed." \
+                "Install them as root: apt-get install -y ${missing[*]}"
+        fi
+    fi
+    say "installing missing packages: ${missing[*]}"
+    ${sudo[@]+"${sudo[@]}"} apt-get update
+    ${sudo[@]+"${sudo[@]}"} env DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}"
+}
+
+ensure_cargo() {
+    if ! command -v cargo >/dev/null 2>&1 && [ -x "$HOME/.cargo/bin/cargo" ]; then
+        # rustup installed, but this shell has not sourced ~/.cargo/env.
+        export PATH="$HOME/.cargo/bin:$PATH"
+    fi
+    if ! command -v cargo >/dev/null 2>&1; then
+        cat >&2 <<'EOF'
+dev.sh: error: cargo is not installed.
+crossgpu needs a recent Rust (see rust-version in Cargo.toml); Debian's rustc package is too old.
+Install Rust with rustup:
+
+    curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y
+    . "$HOME/.cargo/env"
+
+then run this command again.
+EOF
+        exit 1
+    fi
+    say "using $(cargo --version)"
+}
+
+# Mesa's drivers (lavapipe) warn when XDG_RUNTIME_DIR is unset: give them a private directory.
+ensure_runtime_dir() {
+    if [ -z "${XDG_RUNTIME_DIR:-}" ]; then
+        XDG_RUNTIME_DIR="$(mktemp -d "${TMPDIR:-/tmp}/crossgpu-xdg.XXXXXX")"
+        chmod 700 "$XDG_RUNTIME_DIR"
+        export XDG_RUNTIME_DIR
+        # Removed when this script exits (cargo runs as a child, not through exec).
+        trap 'rm -rf -- "$XDG_RUNTIME_DIR"' EXIT
+        say "XDG_RUNTIME_DIR was unset: using $XDG_RUNTIME_DIR"
+    fi
+}
+
+setup() {
+    ensure_packages
+    ensure_cargo
+    ensure_runtime_dir
+}
+
+run() {
+    say "running: $*"
+    "$@"
+}
+
+cmd="${1:-}"
+if [ $# -gt 0 ]; then
+    shift
+fi
+
+case "$cmd" in
+    demo)
+        setup
+        run cargo run --release -- demo "$@"
+        ;;
+    test)
+        setup
+        run cargo test --workspace "$@"
+        ;;
+    devices)
+        setup
+        run cargo run --release -- devices "$@"
+        ;;
+    -h | --help | help)
+        usage
+        ;;
+    "")
+        usage >&2
+        exit 2
+        ;;
+    *)
+        printf 'dev.sh: unknown command: %s\n\n' "$cmd" >&2
+        usage >&2
+        exit 2
+        ;;
+esac

@@ -1,0 +1,219 @@
+//! The host bridge: one named thread per `Comm` that releases each member's phase B once its
+//! peers' phase A has completed.
+//!
+//! For round r it polls every `done[j]` (a timeline semaphore the member's GPU signals at the
+//! end of phase A) with `vkGetSemaphoreCounterValue`, spinning up to the spin time, then blocks
+//! in `vkWaitSemaphores` in short slices that check for stop and for the timeout; as soon as
+//! every peer of member i is done it signals `go[i] = r` from the host. Rounds are released in
+//! order. Between bursts it sleeps on a condition variable, burning no CPU.
+
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use vk_native::TimelineSemaphore;
+
+#[derive(Default)]
+pub(crate) struct BridgeState {
+    /// Highest round whose phase A every member has submitted.
+    pub(crate) submitted: u64,
+    /// Highest round released to every member.
+    pub(crate) released: u64,
+    pub(crate) stop: bool,
+    /// Set when the bridge failed; the Comm is poisoned with it.
+    pub(crate) error: Option<String>,
+    /// Test hook: never release this member (simulates a withheld signal).
+    pub(crate) withhold: Option<usize>,
+}
+
+pub(crate) struct Shared {
+    pub(crate) state: Mutex<BridgeState>,
+    pub(crate) wake: Condvar,
+}
+
+impl Shared {
+    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, BridgeState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+pub(crate) struct HostBridge {
+    pub(crate) shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+pub(crate) struct BridgeConfig {
+    pub(crate) done: Vec<TimelineSemaphore>,
+    pub(crate) go: Vec<TimelineSemaphore>,
+    pub(crate) labels: Vec<String>,
+    pub(crate) spin: Duration,
+    pub(crate) timeout: Duration,
+}
+
+impl HostBridge {
+    pub(crate) fn start(name: String, cfg: BridgeConfig) -> std::io::Result<Self> {
+        let shared = Arc::new(Shared { state: Mutex::new(BridgeState::default()), wake: Condvar::new() });
+        let s = shared.clone();
+        let thread = std::thread::Builder::new().name(name).spawn(move || run(&s, &cfg))?;
+        Ok(Self { shared, thread: Some(thread) })
+    }
+
+    /// Announces that every member submitted phase A of `round`.
+    pub(crate) fn submitted(&self, round: u64) {
+        let mut st = self.shared.lock();
+        st.submitted = st.submitted.max(round);
+        self.shared.wake.notify_all();
+    }
+
+    pub(crate) fn error(&self) -> Option<String> {
+        self.shared.lock().error.clone()
+    }
+
+    /// Waits until `round` is released, the bridge failed, or `timeout` passed.
+    pub(crate) fn wait_released(&self, round: u64, timeout: Duration) -> Result<(), String> {
+        let deadline = Instant::now() + timeout;
+        let mut st = self.shared.lock();
+        loop {
+            if let Some(e) = &st.error {
+                return Err(e.clone());
+            }
+            if st.released >= round {
+                return Ok(());
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(format!(
+                    "host bridge did not release round {round} within {} ms",
+                    timeout.as_millis()
+                ));
+            }
+            st = self.shared.wake.wait_timeout(st, deadline - now).unwrap_or_else(|p| p.into_inner()).0;
+        }
+    }
+
+    /// Stops the thread and joins it.
+    pub(crate) fn stop(&mut self) {
+        self.shared.lock().stop = true;
+        self.shared.wake.notify_all();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for HostBridge {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn run(shared: &Shared, cfg: &BridgeConfig) {
+    let n = cfg.done.len();
+    loop {
+        // Sleep until there is a round to release.
+        let (round, withhold) = {
+            let mut st = shared.lock();
+            while !st.stop && st.submitted <= st.released {
+                st = shared.wake.wait(st).unwrap_or_else(|p| p.into_inner());
+            }
+            if st.stop {
+                return;
+            }
+            (st.released + 1, st.withhold)
+        };
+        match release_round(shared, cfg, round, n, withhold) {
+            Ok(()) => {
+                let mut st = shared.lock();
+                st.released = round;
+                shared.wake.notify_all();
+            }
+            Err(Stop) => return,
+        }
+    }
+}
+
+struct Stop;
+
+/// Releases every member for `round`; returns Err(Stop) when asked to stop or on failure
+/// (recorded in the shared error).
+fn release_round(
+    shared: &Shared,
+    cfg: &BridgeConfig,
+    round: u64,
+    n: usize,
+    withhold: Option<usize>,
+) -> Result<(), Stop> {
+    let start = Instant::now();
+    let mut is_done = vec![false; n];
+    let mut released = vec![false; n];
+    let fail = |msg: String| {
+        log::error!("{msg}");
+        let mut st = shared.lock();
+        st.error = Some(msg);
+        shared.wake.notify_all();
+        Stop
+    };
+    loop {
+        let mut progressed = false;
+        for j in 0..n {
+            if !is_done[j] {
+                match cfg.done[j].value() {
+                    Ok(v) if v >= round => {
+                        is_done[j] = true;
+                        progressed = true;
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        return Err(fail(format!("host bridge: reading done[{j}] of {}: {e}", cfg.labels[j])))
+                    }
+                }
+            }
+        }
+        if progressed {
+            // Release every member whose peers are all done.
+            for i in 0..n {
+                if !released[i] && Some(i) != withhold && (0..n).all(|j| j == i || is_done[j]) {
+                    if let Err(e) = cfg.go[i].signal(round) {
+                        return Err(fail(format!(
+                            "host bridge: signalling go[{i}] = {round} on {}: {e}",
+                            cfg.labels[i]
+                        )));
+                    }
+                    released[i] = true;
+                }
+            }
+        }
+        if (0..n).all(|i| released[i] || Some(i) == withhold) && withhold.is_none() {
+            return Ok(());
+        }
+        let elapsed = start.elapsed();
+        if elapsed >= cfg.timeout {
+            let waiting: Vec<String> = (0..n)
+                .filter(|&j| !is_done[j])
+                .map(|j| cfg.labels[j].clone())
+                .chain(withhold.map(|w| format!("{} (signal withheld by test hook)", cfg.labels[w])))
+                .collect();
+            return Err(fail(format!(
+                "all-reduce round {round} timed out after {} ms waiting for {}",
+                cfg.timeout.as_millis(),
+                waiting.join(", ")
+            )));
+        }
+        if shared.lock().stop {
+            return Err(Stop);
+        }
+        if elapsed < cfg.spin {
+            std::hint::spin_loop();
+            continue;
+        }
+        // Past the spin time: block on the first member not done, in short slices.
+        match (0..n).find(|&j| !is_done[j]) {
+            Some(j) => {
+                if let Err(e) = cfg.done[j].wait(round, 2_000_000) {
+                    return Err(fail(format!("host bridge: waiting on done[{j}] of {}: {e}", cfg.labels[j])));
+                }
+            }
+            None => std::thread::sleep(Duration::from_millis(2)),
+        }
+    }
+}

@@ -1,0 +1,640 @@
+//! The all-reduce communicator: sums one f32 tensor per member, in place, so every member ends
+//! with bitwise the same sum.
+//!
+//! Layering (after NCCL): [`Comm::all_reduce`] validates and plans (mode, wire precision, round,
+//! slot half), then one of three transports runs it:
+//! - **HostBridge**: two phases through [`slots::HostSlots`] in imported host memory, members
+//!   released by the [`bridge::HostBridge`] thread through host-signalled timeline semaphores.
+//! - **SyncFd**: the same two phases, members released by SYNC_FD payloads exchanged between
+//!   devices ([`sync_fd::SyncFdExchange`]), no host thread on the path.
+//! - **Generic**: read back, sum on the CPU, write back; works on any devices.
+//!
+//! ## The two phases, per member i, round k (slot half h = k mod 2)
+//! A: copy (f32 wire) or convert (f16 wire) the partial into slot (i, h); barrier from shader
+//!    and transfer writes to host reads; submit, signalling `done[i] = k`. This closes the
+//!    member's open command buffer: the caller's earlier work rides in the same submit.
+//! B: recorded at the start of the next command buffer, whose submit waits for `go[i] = k`:
+//!    barrier from host writes to shader reads, then `reduce_slots` sums slot (j, h) for
+//!    j = 0..N-1 **in that order** into the tensor. Every member adds the same wire values in
+//!    the same order, its own included, so all end with the same bits. f32-wire rounds ride
+//!    with the caller's next submit; f16-wire (large) rounds are submitted at once.
+//!
+//! ## Why no member overwrites a half a peer still reads (any N)
+//! Member i writes half h again in round k+2, in phase A(k+2). That command is later in i's
+//! submission order than i's wait for `go[i] = k+1`, so it runs after that wait (a semaphore
+//! wait's second scope is every later command on the queue). The bridge signals `go[i] = k+1`
+//! only after every peer j signalled `done[j] = k+1`, and that signal's first scope is every
+//! earlier command on j's queue, which includes j's phase B(k), the last reader of half h of
+//! round k. So every read of round k's half h completes before any write of round k+2 into it.
+//! (The reference design released a device when *its* partner was done, which with three
+//! devices let a fast pair lap the slow one.) SyncFd gives the same chain: phase B(k+1) of i
+//! waits on every peer's phase-A(k+1) payload.
+//!
+//! ## Wire precision
+//! f32 below `f16_threshold_bytes` of payload (default 1 MiB, `CROSSGPU_F16_WIRE_BYTES`), f16
+//! from there unless [`AllReduceOptions::precision`] says otherwise. On the f16 wire each
+//! partial is rounded to f16 (relative error ≤ 2^-11) and **values beyond ±65504 saturate to
+//! ±65504**; the sum is then accumulated in f32. Use `Precision::F32` for data that may exceed
+//! the f16 range.
+
+mod bridge;
+mod slots;
+mod sync_fd;
+
+use std::borrow::Borrow;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use vk_native::{GpuBuffer, TimelineSemaphore};
+
+use crate::config;
+use crate::error::{Error, Result};
+use crate::group::{DeviceGroup, GroupId, Member};
+use crate::kernels::elementwise_groups;
+use crate::tensor::{DType, Tensor};
+
+use bridge::{BridgeConfig, HostBridge};
+use slots::HostSlots;
+use sync_fd::SyncFdExchange;
+
+/// How the members synchronise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    HostBridge,
+    SyncFd,
+    Generic,
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::HostBridge => "HostBridge",
+            Self::SyncFd => "SyncFd",
+            Self::Generic => "Generic",
+        })
+    }
+}
+
+/// Which mode to use: `CROSSGPU_ALLREDUCE=auto|bridge|sync_fd|generic`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ModeRequest {
+    #[default]
+    Auto,
+    Forced(Mode),
+}
+
+impl ModeRequest {
+    /// Parses the `CROSSGPU_ALLREDUCE` syntax.
+    pub fn parse(s: &str) -> Result<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "" | "auto" => Ok(Self::Auto),
+            "bridge" | "hostbridge" | "host_bridge" => Ok(Self::Forced(Mode::HostBridge)),
+            "sync_fd" | "syncfd" => Ok(Self::Forced(Mode::SyncFd)),
+            "generic" => Ok(Self::Forced(Mode::Generic)),
+            _ => Err(Error::BadConfig {
+                name: "CROSSGPU_ALLREDUCE",
+                value: s.to_string(),
+                why: "expected auto, bridge, sync_fd or generic".into(),
+            }),
+        }
+    }
+}
+
+/// Precision of the values exchanged between members.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Precision {
+    /// f32 below the threshold, f16 from it.
+    #[default]
+    Auto,
+    F32,
+    F16,
+}
+
+/// Options of one all-reduce.
+#[derive(Debug, Clone, Default)]
+pub struct AllReduceOptions {
+    pub precision: Precision,
+    /// Payload bytes from which `Precision::Auto` uses the f16 wire; `None`: the Comm's
+    /// (`CROSSGPU_F16_WIRE_BYTES`, default 1 MiB).
+    pub f16_threshold_bytes: Option<u64>,
+    /// Members whose part is empty: their tensor is zeroed first, so they contribute zeros
+    /// (and receive the sum like everyone else).
+    pub zero_contribution: Vec<usize>,
+}
+
+/// Options of a communicator, by default from the environment.
+#[derive(Debug, Clone)]
+pub struct CommOptions {
+    pub mode: ModeRequest,
+    /// How long the bridge spins on `done[]` before blocking (`CROSSGPU_ALLREDUCE_SPIN_US`).
+    pub spin: Duration,
+    /// Default f16-wire threshold (`CROSSGPU_F16_WIRE_BYTES`).
+    pub f16_threshold_bytes: u64,
+    /// Bound on every wait (`CROSSGPU_TIMEOUT_MS`).
+    pub timeout: Duration,
+}
+
+impl CommOptions {
+    /// Reads `CROSSGPU_ALLREDUCE`, `CROSSGPU_ALLREDUCE_SPIN_US`, `CROSSGPU_F16_WIRE_BYTES` and
+    /// `CROSSGPU_TIMEOUT_MS`; a bad value is an error naming the variable.
+    pub fn from_env() -> Result<Self> {
+        let mode = match config::string_var("CROSSGPU_ALLREDUCE") {
+            Some(s) => ModeRequest::parse(&s)?,
+            None => ModeRequest::Auto,
+        };
+        Ok(Self {
+            mode,
+            spin: Duration::from_micros(config::u64_var("CROSSGPU_ALLREDUCE_SPIN_US", 200, 0, 1_000_000)?),
+            f16_threshold_bytes: config::u64_var("CROSSGPU_F16_WIRE_BYTES", 1 << 20, 0, u64::MAX / 2)?,
+            timeout: Duration::from_millis(config::timeout_ms_from_env()?),
+        })
+    }
+}
+
+/// Test-only fault injection (used by the reliability tests; no effect unless armed).
+#[doc(hidden)]
+#[derive(Debug, Default)]
+pub struct FaultHooks {
+    alloc: AtomicBool,
+    import: AtomicBool,
+}
+
+impl FaultHooks {
+    fn take_alloc_failure(&self) -> bool {
+        self.alloc.swap(false, Ordering::Relaxed)
+    }
+    fn take_import_failure(&self) -> bool {
+        self.import.swap(false, Ordering::Relaxed)
+    }
+}
+
+/// Per-member semaphores of the fast modes.
+struct Fast {
+    slots: Option<HostSlots>,
+    done: Vec<TimelineSemaphore>,
+    go: Vec<TimelineSemaphore>,
+    bridge: Option<HostBridge>,
+    exchange: Option<SyncFdExchange>,
+}
+
+/// An all-reduce communicator over a group's members.
+pub struct Comm {
+    group: GroupId,
+    members: Vec<Member>,
+    mode: Mode,
+    reason: String,
+    opts: CommOptions,
+    fast: Option<Fast>,
+    round: u64,
+    poisoned: Option<String>,
+    hooks: Arc<FaultHooks>,
+    all_reduces: u64,
+}
+
+impl std::fmt::Debug for Comm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Comm")
+            .field("mode", &self.mode)
+            .field("members", &self.members.len())
+            .field("round", &self.round)
+            .finish()
+    }
+}
+
+/// Why the fast modes cannot run on these members, or `None` if they can.
+fn host_bridge_blocker(members: &[Member]) -> Option<String> {
+    members.iter().find_map(|m| {
+        let c = &m.adapter().caps;
+        if !m.device().has_host_import() {
+            Some(format!("{} lacks VK_EXT_external_memory_host", m.label()))
+        } else if !c.timeline_semaphore {
+            Some(format!("{} lacks timeline semaphores", m.label()))
+        } else {
+            None
+        }
+    })
+}
+
+fn sync_fd_blocker(members: &[Member]) -> Option<String> {
+    if members.len() < 2 {
+        return Some("SyncFd needs at least two members".into());
+    }
+    host_bridge_blocker(members).or_else(|| {
+        members.iter().find(|m| !m.device().has_sync_fd()).map(|m| {
+            format!("{} lacks VK_KHR_external_semaphore_fd with SYNC_FD export and import", m.label())
+        })
+    })
+}
+
+impl Comm {
+    /// A communicator over every member of `group`, options from the environment.
+    pub fn new(group: &DeviceGroup) -> Result<Self> {
+        Self::with_options(group, CommOptions::from_env()?)
+    }
+
+    /// A communicator with explicit options.
+    pub fn with_options(group: &DeviceGroup, opts: CommOptions) -> Result<Self> {
+        Self::build(group, opts, Arc::new(FaultHooks::default()))
+    }
+
+    /// Like [`Comm::with_options`], with fault hooks armed before creation (tests).
+    #[doc(hidden)]
+    pub fn with_faults(
+        group: &DeviceGroup,
+        opts: CommOptions,
+        fail_alloc: bool,
+        fail_import: bool,
+    ) -> Result<Self> {
+        let hooks = Arc::new(FaultHooks::default());
+        hooks.alloc.store(fail_alloc, Ordering::Relaxed);
+        hooks.import.store(fail_import, Ordering::Relaxed);
+        Self::build(group, opts, hooks)
+    }
+
+    fn build(group: &DeviceGroup, opts: CommOptions, hooks: Arc<FaultHooks>) -> Result<Self> {
+        let members = group.members().to_vec();
+        let all_mesa_fd =
+            members.iter().all(|m| m.adapter().is_mesa()) && sync_fd_blocker(&members).is_none();
+        let (mode, reason) = match opts.mode {
+            ModeRequest::Forced(Mode::Generic) => {
+                (Mode::Generic, "forced by CROSSGPU_ALLREDUCE=generic".to_string())
+            }
+            ModeRequest::Forced(Mode::HostBridge) => match host_bridge_blocker(&members) {
+                None => (Mode::HostBridge, "forced by CROSSGPU_ALLREDUCE=bridge".to_string()),
+                Some(why) => return Err(Error::Unsupported(format!("CROSSGPU_ALLREDUCE=bridge: {why}"))),
+            },
+            ModeRequest::Forced(Mode::SyncFd) => match sync_fd_blocker(&members) {
+                None => (Mode::SyncFd, "forced by CROSSGPU_ALLREDUCE=sync_fd".to_string()),
+                Some(why) => return Err(Error::Unsupported(format!("CROSSGPU_ALLREDUCE=sync_fd: {why}"))),
+            },
+            ModeRequest::Auto if members.len() < 2 => (Mode::Generic, "fewer than two members".to_string()),
+            ModeRequest::Auto if all_mesa_fd => {
+                (Mode::SyncFd, "every member is on a Mesa driver with SYNC_FD export and import".to_string())
+            }
+            ModeRequest::Auto => match host_bridge_blocker(&members) {
+                None => (
+                    Mode::HostBridge,
+                    "every member has VK_EXT_external_memory_host and timeline semaphores".to_string(),
+                ),
+                Some(why) => (Mode::Generic, why),
+            },
+        };
+        let mut comm = Self {
+            group: group.id(),
+            members,
+            mode,
+            reason,
+            opts,
+            fast: None,
+            round: 0,
+            poisoned: None,
+            hooks,
+            all_reduces: 0,
+        };
+        if mode != Mode::Generic {
+            if let Err(why) = comm.start_fast(4096) {
+                comm.fall_back(why);
+            }
+        }
+        log::info!("all-reduce over {} members: {} ({})", comm.members.len(), comm.mode, comm.reason);
+        Ok(comm)
+    }
+
+    /// Semaphores, slots and the bridge thread or SYNC_FD exchange for the fast modes.
+    fn start_fast(&mut self, capacity: u64) -> Result<(), String> {
+        let sem =
+            |m: &Member| TimelineSemaphore::new(m.device(), 0).map_err(|e| format!("{}: {e}", m.label()));
+        let done = self.members.iter().map(sem).collect::<Result<Vec<_>, _>>()?;
+        let go = self.members.iter().map(sem).collect::<Result<Vec<_>, _>>()?;
+        let slots = HostSlots::new(&self.members, capacity, &self.hooks)?;
+        let (bridge, exchange) = match self.mode {
+            Mode::HostBridge => {
+                let cfg = BridgeConfig {
+                    done: done.clone(),
+                    go: go.clone(),
+                    labels: self.members.iter().map(|m| m.label().to_string()).collect(),
+                    spin: self.opts.spin,
+                    timeout: self.opts.timeout,
+                };
+                let name = format!("crossgpu-bridge-{}", self.group.0);
+                (
+                    Some(
+                        HostBridge::start(name, cfg)
+                            .map_err(|e| format!("starting the bridge thread: {e}"))?,
+                    ),
+                    None,
+                )
+            }
+            Mode::SyncFd => (None, Some(SyncFdExchange::new(&self.members).map_err(|e| e.to_string())?)),
+            Mode::Generic => (None, None),
+        };
+        self.fast = Some(Fast { slots: Some(slots), done, go, bridge, exchange });
+        Ok(())
+    }
+
+    fn fall_back(&mut self, why: String) {
+        log::warn!("all-reduce falls back to Generic: {why}");
+        if let Some(mut f) = self.fast.take() {
+            if let Some(b) = f.bridge.as_mut() {
+                b.stop();
+            }
+        }
+        self.mode = Mode::Generic;
+        self.reason = format!("fallback: {why}");
+    }
+
+    /// The mode in use.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// Why this mode was chosen.
+    pub fn reason(&self) -> &str {
+        &self.reason
+    }
+
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    /// All-reduces performed.
+    pub fn all_reduce_count(&self) -> u64 {
+        self.all_reduces
+    }
+
+    /// Current slot capacity per member and half, in f32 elements (0 in Generic mode).
+    pub fn slot_capacity(&self) -> u64 {
+        self.fast.as_ref().and_then(|f| f.slots.as_ref()).map_or(0, |s| s.capacity)
+    }
+
+    /// Test hook: the bridge never releases `member` again (simulates a lost signal).
+    #[doc(hidden)]
+    pub fn withhold_release(&self, member: usize) {
+        if let Some(b) = self.fast.as_ref().and_then(|f| f.bridge.as_ref()) {
+            b.shared.lock().withhold = Some(member);
+        }
+    }
+
+    /// Test hook: the next slot growth fails to allocate (`alloc`) or to import (`import`).
+    #[doc(hidden)]
+    pub fn inject_growth_failure(&self, alloc: bool, import: bool) {
+        self.hooks.alloc.store(alloc, Ordering::Relaxed);
+        self.hooks.import.store(import, Ordering::Relaxed);
+    }
+
+    fn validate<T: Borrow<Tensor>>(&self, tensors: &[T], opts: &AllReduceOptions) -> Result<usize> {
+        if let Some(p) = &self.poisoned {
+            return Err(Error::Poisoned("the communicator".into(), p.clone()));
+        }
+        if tensors.len() != self.members.len() {
+            return Err(Error::LengthMismatch {
+                what: "all_reduce: one tensor per member".into(),
+                expected: self.members.len(),
+                got: tensors.len(),
+            });
+        }
+        let n = tensors[0].borrow().len();
+        for (i, t) in tensors.iter().enumerate() {
+            let t = t.borrow();
+            if t.member.group != self.group {
+                return Err(Error::WrongOwner {
+                    what: format!("all_reduce tensor {i}"),
+                    expected: format!("group {:?}", self.group),
+                    got: format!("group {:?}", t.member.group),
+                });
+            }
+            t.check_on(&self.members[i].shared, &format!("all_reduce tensor {i}"))?;
+            t.check_dtype(DType::F32, &format!("all_reduce tensor {i}"))?;
+            if t.len() != n {
+                return Err(Error::LengthMismatch {
+                    what: format!("all_reduce tensor {i}"),
+                    expected: n,
+                    got: t.len(),
+                });
+            }
+        }
+        if let Some(&z) = opts.zero_contribution.iter().find(|&&z| z >= self.members.len()) {
+            return Err(Error::IndexOutOfRange { index: z, len: self.members.len() });
+        }
+        Ok(n)
+    }
+
+    /// Sums `tensors` (one f32 tensor per member, in group order, same length) in place: every
+    /// member ends with bitwise the same sum. The work is recorded into each member's stream in
+    /// order with the caller's other work; it costs one submit per member (phase A).
+    ///
+    /// Invalid input (count, length, dtype, owner) returns an error and modifies nothing. An
+    /// error after work was submitted poisons the communicator: later calls return
+    /// [`Error::Poisoned`].
+    pub fn all_reduce<T: Borrow<Tensor>>(
+        &mut self,
+        tensors: &mut [T],
+        opts: &AllReduceOptions,
+    ) -> Result<()> {
+        let n = self.validate(tensors, opts)?;
+        if n == 0 {
+            return Ok(());
+        }
+        for &z in &opts.zero_contribution {
+            self.members[z].fill(tensors[z].borrow(), 0.0)?;
+        }
+        let threshold = opts.f16_threshold_bytes.unwrap_or(self.opts.f16_threshold_bytes);
+        let f16_wire = match opts.precision {
+            Precision::F32 => false,
+            Precision::F16 => true,
+            Precision::Auto => n as u64 * 4 >= threshold,
+        };
+        let words = if f16_wire { n.div_ceil(2) } else { n } as u64;
+        if self.mode != Mode::Generic {
+            match self.ensure_capacity(words) {
+                Ok(Ok(())) => {}
+                // The new slots could not be made; nothing was recorded for this call, and the
+                // old slots were drained first: fall back and lose no data.
+                Ok(Err(why)) => self.fall_back(why),
+                Err(e) => {
+                    self.poisoned = Some(e.to_string());
+                    return Err(e);
+                }
+            }
+        }
+        let result = match self.mode {
+            Mode::Generic => self.generic(tensors, n),
+            _ => self.two_phase(tensors, n, f16_wire),
+        };
+        match result {
+            Ok(()) => {
+                self.all_reduces += 1;
+                Ok(())
+            }
+            Err(e) => {
+                self.poisoned = Some(e.to_string());
+                Err(e)
+            }
+        }
+    }
+
+    /// Grows the slots to `words` per half; first waits for every member so no slot is in use.
+    /// The inner error says why new slots could not be made (the caller falls back).
+    fn ensure_capacity(&mut self, words: u64) -> Result<Result<(), String>> {
+        let cap = self.slot_capacity();
+        if words <= cap {
+            return Ok(Ok(()));
+        }
+        let new_cap = words.max(cap * 2).next_multiple_of(1024);
+        self.quiesce()?;
+        let fast = self.fast.as_mut().expect("fast mode has state");
+        if let Some(old) = fast.slots.take() {
+            for (m, b) in self.members.iter().zip(&old.imports) {
+                m.shared.forget_buffer(b.id());
+            }
+        }
+        match HostSlots::new(&self.members, new_cap, &self.hooks) {
+            Ok(slots) => {
+                log::debug!("all-reduce slots grown to {new_cap} words per half");
+                self.fast.as_mut().expect("checked").slots = Some(slots);
+                Ok(Ok(()))
+            }
+            Err(why) => Ok(Err(why)),
+        }
+    }
+
+    /// Submits every member's pending work and waits for all of it, and for the bridge to have
+    /// released every round.
+    fn quiesce(&mut self) -> Result<()> {
+        if let Some(b) = self.fast.as_ref().and_then(|f| f.bridge.as_ref()) {
+            b.wait_released(self.round, self.opts.timeout)
+                .map_err(|e| Error::Timeout { what: e, ms: self.opts.timeout.as_millis() as u64 })?;
+        }
+        for m in &self.members {
+            m.synchronize()?;
+        }
+        Ok(())
+    }
+
+    fn generic<T: Borrow<Tensor>>(&mut self, tensors: &mut [T], n: usize) -> Result<()> {
+        // Read every partial (each read submits and waits), sum in member order in f32 — the
+        // same additions the GPU does on the f32 wire — and write the sum back to every member.
+        let parts = tensors.iter().map(|t| t.borrow().read()).collect::<Result<Vec<_>>>()?;
+        let mut sum = parts[0].clone();
+        for p in &parts[1..] {
+            for (s, v) in sum.iter_mut().zip(p) {
+                *s += *v;
+            }
+        }
+        debug_assert_eq!(sum.len(), n);
+        for (m, t) in self.members.iter().zip(tensors.iter()) {
+            m.write(t.borrow(), &sum)?;
+        }
+        Ok(())
+    }
+
+    fn two_phase<T: Borrow<Tensor>>(&mut self, tensors: &mut [T], n: usize, f16_wire: bool) -> Result<()> {
+        let round = self.round + 1;
+        let half = round % 2;
+        let fast = self.fast.as_mut().expect("fast mode has state");
+        let slots = fast.slots.as_ref().expect("slots exist in fast mode");
+        let words = if f16_wire { n.div_ceil(2) } else { n } as u64;
+        let nm = self.members.len();
+
+        // Phase A on every member.
+        for (i, (m, t)) in self.members.iter().zip(tensors.iter()).enumerate() {
+            let t = t.borrow();
+            let sh = &m.shared;
+            let slot = &slots.imports[i];
+            let dst = slots.offset(i, half);
+            if f16_wire {
+                let g = sh.bind("f32_to_f16", &[&t.buffer, slot])?;
+                let mut s = sh.stream();
+                s.access(&[t.id()], &[slot.id()]).map_err(|e| sh.err(e))?;
+                s.rec
+                    .dispatch(&g, &[n as u32, 0, dst as u32, 0], elementwise_groups(words as usize))
+                    .map_err(|e| sh.err(e))?;
+            } else {
+                let mut s = sh.stream();
+                s.access(&[t.id()], &[slot.id()]).map_err(|e| sh.err(e))?;
+                s.rec.copy(&t.buffer, 0, slot, dst * 4, words * 4).map_err(|e| sh.err(e))?;
+            }
+            let mut s = sh.stream();
+            s.barrier_to_host().map_err(|e| sh.err(e))?;
+            match fast.exchange.as_mut() {
+                Some(x) => {
+                    let sig = x.phase_a_signal(i, m, &s)?;
+                    s.submit(&[(&fast.done[i], round)], &[&sig]).map_err(|e| sh.err(e))?;
+                }
+                None => {
+                    s.submit(&[(&fast.done[i], round)], &[]).map_err(|e| sh.err(e))?;
+                }
+            }
+        }
+        self.round = round;
+        match (fast.bridge.as_ref(), fast.exchange.as_mut()) {
+            (Some(b), _) => b.submitted(round),
+            (None, Some(x)) => x.exchange(&self.members)?,
+            (None, None) => unreachable!("a fast mode has a bridge or an exchange"),
+        }
+
+        // Phase B on every member, at the start of its next command buffer.
+        for (i, (m, t)) in self.members.iter().zip(tensors.iter()).enumerate() {
+            let t = t.borrow();
+            let sh = &m.shared;
+            let slot = &slots.imports[i];
+            let entry = if f16_wire { "reduce_slots_f16" } else { "reduce_slots_f32" };
+            let g = sh.bind(entry, &[slot, &t.buffer])?;
+            let mut s = sh.stream();
+            match fast.exchange.as_mut() {
+                Some(x) => x.phase_b_waits(i, &mut s),
+                None => s.wait_next_submit(&fast.go[i], round),
+            }
+            s.barrier_from_host().map_err(|e| sh.err(e))?;
+            s.access(&[slot.id()], &[t.id()]).map_err(|e| sh.err(e))?;
+            let imm = [n as u32, nm as u32, slots.stride as u32, (half * slots.capacity) as u32];
+            s.rec.dispatch(&g, &imm, elementwise_groups(words as usize)).map_err(|e| sh.err(e))?;
+            if f16_wire {
+                // Large rounds go out at once, so the GPU starts as soon as it is released.
+                s.submit(&[], &[]).map_err(|e| sh.err(e))?;
+            }
+        }
+        if let Some(b) = fast.bridge.as_ref() {
+            if let Some(e) = b.error() {
+                return Err(Error::Timeout { what: e, ms: self.opts.timeout.as_millis() as u64 });
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Comm {
+    fn drop(&mut self) {
+        // Submit every member's pending phase B, let the bridge release what it can, then make
+        // sure no GPU stays blocked on a `go` that will never come (a poisoned Comm): signal
+        // the last round from the host so the queues drain, and wait for the members.
+        for m in &self.members {
+            let _ = m.flush();
+        }
+        if let Some(f) = self.fast.as_mut() {
+            if let Some(b) = f.bridge.as_ref() {
+                if self.poisoned.is_none() {
+                    let _ = b.wait_released(self.round, self.opts.timeout);
+                }
+            }
+            if let Some(b) = f.bridge.as_mut() {
+                b.stop();
+            }
+            for g in &f.go {
+                if g.value().is_ok_and(|v| v < self.round) {
+                    let _ = g.signal(self.round);
+                }
+            }
+        }
+        for m in &self.members {
+            if let Err(e) = m.synchronize() {
+                log::warn!("dropping the communicator: {e}");
+            }
+        }
+    }
+}

@@ -1,0 +1,279 @@
+//! The all-reduce against an f64 CPU reference on lavapipe: several logical devices (each its
+//! own VkDevice), every mode that the device can do, both wire precisions, awkward sizes, long
+//! runs with growth, and teardown. The validation layer (with synchronization validation) is on
+//! and any error it reports fails the test.
+
+mod common;
+
+use crossgpu::{
+    AllReduceOptions, Comm, CommOptions, DeviceGroup, Error, Mode, ModeRequest, Precision, Tensor,
+};
+use rand::Rng;
+
+/// f32 values for the f16 wire reference: what each member puts on the wire.
+fn wire(v: f32, f16_wire: bool) -> f64 {
+    if f16_wire {
+        common::f16(v.clamp(-65504.0, 65504.0))
+    } else {
+        v as f64
+    }
+}
+
+fn options(mode: ModeRequest) -> CommOptions {
+    CommOptions { mode, ..CommOptions::from_env().unwrap() }
+}
+
+/// Uploads `parts`, all-reduces them and checks every member's result against the reference:
+/// the wire values summed in f64. The GPU sums N wire values in f32 in member order, so the
+/// error is at most (N-1) roundings, each ≤ 2^-24 of the running sum's magnitude, itself
+/// ≤ Σ|wire values|: |got - want| ≤ (N-1)·2^-24·Σ|x_j|. Also checks that all members hold the
+/// same bits. Returns member 0's result.
+fn check_round(
+    group: &DeviceGroup,
+    comm: &mut Comm,
+    parts: &[Vec<f32>],
+    opts: &AllReduceOptions,
+    f16_wire: bool,
+) -> Vec<f32> {
+    let mut tensors: Vec<Tensor> =
+        group.members().iter().zip(parts).map(|(m, p)| m.upload_f32(p).unwrap()).collect();
+    comm.all_reduce(&mut tensors, opts).unwrap();
+    let results: Vec<Vec<f32>> = tensors.iter().map(|t| t.read().unwrap()).collect();
+    let n = parts[0].len();
+    let nm = parts.len() as f64;
+    for (j, r) in results.iter().enumerate() {
+        assert_eq!(r.len(), n);
+        for i in 0..n {
+            let want: f64 = parts.iter().map(|p| wire(p[i], f16_wire)).sum();
+            let mag: f64 = parts.iter().map(|p| wire(p[i], f16_wire).abs()).sum();
+            let bound = (nm - 1.0) * 2f64.powi(-24) * mag;
+            assert!(
+                (r[i] as f64 - want).abs() <= bound,
+                "member {j} element {i} of {n}: got {} want {want} (bound {bound:e}, mode {}, f16 wire {f16_wire})",
+                r[i],
+                comm.mode()
+            );
+        }
+        assert!(
+            r.iter().map(|v| v.to_bits()).eq(results[0].iter().map(|v| v.to_bits())),
+            "member {j} differs bitwise from member 0 ({} elements, mode {})",
+            n,
+            comm.mode()
+        );
+    }
+    results[0].clone()
+}
+
+const THRESHOLD_ELEMS: usize = (1 << 20) / 4;
+
+#[test]
+fn sums_match_reference_for_2_3_4_members_at_awkward_sizes() {
+    let mut rng = common::rng(1);
+    for members in [2, 3, 4] {
+        let group = common::logical(members);
+        let mut comm = Comm::with_options(&group, options(ModeRequest::Auto)).unwrap();
+        assert_eq!(
+            comm.mode(),
+            Mode::HostBridge,
+            "lavapipe has host import and timelines: {}",
+            comm.reason()
+        );
+        for n in [1, 7, 1000, THRESHOLD_ELEMS - 1, THRESHOLD_ELEMS, (1 << 20) + 3] {
+            let parts: Vec<Vec<f32>> = (0..members).map(|_| common::random(&mut rng, n)).collect();
+            let auto_f16 = n * 4 >= 1 << 20;
+            check_round(&group, &mut comm, &parts, &AllReduceOptions::default(), auto_f16);
+            if n < 5000 {
+                let f16 = AllReduceOptions { precision: Precision::F16, ..Default::default() };
+                check_round(&group, &mut comm, &parts, &f16, true);
+            } else if auto_f16 {
+                let f32 = AllReduceOptions { precision: Precision::F32, ..Default::default() };
+                check_round(&group, &mut comm, &parts, &f32, false);
+            }
+        }
+    }
+    common::assert_no_validation_errors();
+}
+
+#[test]
+fn zero_elements_return_at_once() {
+    let group = common::logical(2);
+    let mut comm = Comm::with_options(&group, options(ModeRequest::Auto)).unwrap();
+    let mut t: Vec<Tensor> = group.members().iter().map(|m| m.upload_f32(&[]).unwrap()).collect();
+    comm.all_reduce(&mut t, &AllReduceOptions::default()).unwrap();
+    assert_eq!(comm.all_reduce_count(), 0, "an empty all-reduce does no work");
+    common::assert_no_validation_errors();
+}
+
+#[test]
+fn thousand_back_to_back_rounds_with_growth_are_all_correct() {
+    let mut rng = common::rng(2);
+    let group = common::logical(3);
+    let mut comm = Comm::with_options(&group, options(ModeRequest::Forced(Mode::HostBridge))).unwrap();
+    let mut max_words = 0usize;
+    for round in 0..1000 {
+        // Mostly small sizes with occasional larger ones, so the slots grow mid-stream (from
+        // 4096 words) several times, with both wires.
+        let n = match round % 100 {
+            17 => 5_000 + round as usize * 40,
+            53 => 300_000 + round as usize * 100,
+            _ => rng.random_range(1..3000),
+        };
+        let f16_wire = n * 4 >= 1 << 20;
+        max_words = max_words.max(if f16_wire { n.div_ceil(2) } else { n });
+        let parts: Vec<Vec<f32>> = (0..3).map(|_| common::random(&mut rng, n)).collect();
+        check_round(&group, &mut comm, &parts, &AllReduceOptions::default(), f16_wire);
+    }
+    assert_eq!(comm.mode(), Mode::HostBridge, "no fallback happened");
+    assert!(comm.slot_capacity() as usize >= max_words, "the slots grew to the largest round");
+    common::assert_no_validation_errors();
+}
+
+#[test]
+fn pipelined_rounds_without_reads_in_between() {
+    // The decode pattern: many all-reduces and kernels recorded back to back, one read at the
+    // end. Each round adds the sum to an accumulator, so every round's result matters.
+    let mut rng = common::rng(3);
+    let group = common::logical(3);
+    let mut comm = Comm::with_options(&group, options(ModeRequest::Forced(Mode::HostBridge))).unwrap();
+    let n = 777;
+    let mut acc_ref = vec![0f64; n];
+    let accs: Vec<Tensor> =
+        group.members().iter().map(|m| m.full(&[n], crossgpu::DType::F32, 0.0).unwrap()).collect();
+    for _ in 0..60 {
+        let parts: Vec<Vec<f32>> = (0..3).map(|_| common::random(&mut rng, n)).collect();
+        let mut t: Vec<Tensor> =
+            group.members().iter().zip(&parts).map(|(m, p)| m.upload_f32(p).unwrap()).collect();
+        comm.all_reduce(&mut t, &AllReduceOptions::default()).unwrap();
+        for (m, (a, x)) in group.members().iter().zip(accs.iter().zip(&t)) {
+            m.add(a, x).unwrap();
+        }
+        for i in 0..n {
+            // The GPU's f32 round sum, then the f32 accumulation, as the GPU does them.
+            let s = parts[0][i] + parts[1][i] + parts[2][i];
+            acc_ref[i] = (acc_ref[i] as f32 + s) as f64;
+        }
+    }
+    let results: Vec<Vec<f32>> = accs.iter().map(|t| t.read().unwrap()).collect();
+    for r in &results {
+        for i in 0..n {
+            assert_eq!(r[i], acc_ref[i] as f32, "element {i}");
+        }
+    }
+    common::assert_no_validation_errors();
+}
+
+#[test]
+fn generic_agrees_bitwise_with_host_bridge_on_the_f32_wire() {
+    let mut rng = common::rng(4);
+    let group = common::logical(3);
+    let mut bridge = Comm::with_options(&group, options(ModeRequest::Forced(Mode::HostBridge))).unwrap();
+    let mut generic = Comm::with_options(&group, options(ModeRequest::Forced(Mode::Generic))).unwrap();
+    assert_eq!(generic.mode(), Mode::Generic);
+    let f32 = AllReduceOptions { precision: Precision::F32, ..Default::default() };
+    for n in [1, 999, 70_001] {
+        let parts: Vec<Vec<f32>> = (0..3).map(|_| common::random(&mut rng, n)).collect();
+        let a = check_round(&group, &mut bridge, &parts, &f32, false);
+        let b = check_round(&group, &mut generic, &parts, &f32, false);
+        assert!(
+            a.iter().map(|v| v.to_bits()).eq(b.iter().map(|v| v.to_bits())),
+            "Generic and HostBridge differ at n = {n}"
+        );
+    }
+    common::assert_no_validation_errors();
+}
+
+#[test]
+fn sync_fd_is_refused_where_the_driver_lacks_it() {
+    let group = common::logical(2);
+    let has =
+        group.members().iter().all(|m| m.adapter().caps.sync_fd_export && m.adapter().caps.sync_fd_import);
+    match Comm::with_options(&group, options(ModeRequest::Forced(Mode::SyncFd))) {
+        Ok(mut comm) => {
+            assert!(has, "SyncFd was granted on a device without SYNC_FD");
+            let mut rng = common::rng(5);
+            for n in [1, 1001, 300_000] {
+                let parts: Vec<Vec<f32>> = (0..2).map(|_| common::random(&mut rng, n)).collect();
+                check_round(&group, &mut comm, &parts, &AllReduceOptions::default(), n * 4 >= 1 << 20);
+            }
+        }
+        Err(e) => {
+            assert!(!has, "SyncFd refused on a device that has it: {e}");
+            assert!(matches!(e, Error::Unsupported(_)), "{e:?}");
+            eprintln!("SKIPPED SyncFd data path: {} has no SYNC_FD semaphore export/import ({e}); it runs on the H200 (docs/DEVICES.md)", group.members()[0].adapter().driver_info);
+        }
+    }
+    common::assert_no_validation_errors();
+}
+
+#[test]
+fn a_single_member_falls_back_to_generic_and_loopback_bridge_works() {
+    let group = common::logical(1);
+    let comm = Comm::with_options(&group, options(ModeRequest::Auto)).unwrap();
+    assert_eq!(comm.mode(), Mode::Generic, "auto with one member");
+    drop(comm);
+    let mut comm = Comm::with_options(&group, options(ModeRequest::Forced(Mode::HostBridge))).unwrap();
+    let parts = vec![common::random(&mut common::rng(6), 513)];
+    let got = check_round(
+        &group,
+        &mut comm,
+        &parts,
+        &AllReduceOptions { precision: Precision::F32, ..Default::default() },
+        false,
+    );
+    assert_eq!(got, parts[0], "a one-member sum is the identity");
+    common::assert_no_validation_errors();
+}
+
+#[test]
+fn zero_contribution_members_contribute_zeros() {
+    let mut rng = common::rng(7);
+    let group = common::logical(3);
+    let mut comm = Comm::with_options(&group, options(ModeRequest::Auto)).unwrap();
+    let n = 1234;
+    let parts: Vec<Vec<f32>> = (0..3).map(|_| common::random(&mut rng, n)).collect();
+    let mut t: Vec<Tensor> =
+        group.members().iter().zip(&parts).map(|(m, p)| m.upload_f32(p).unwrap()).collect();
+    comm.all_reduce(&mut t, &AllReduceOptions { zero_contribution: vec![1], ..Default::default() }).unwrap();
+    for r in t.iter().map(|t| t.read().unwrap()) {
+        for i in 0..n {
+            assert_eq!(r[i], parts[0][i] + parts[2][i], "element {i}");
+        }
+    }
+    common::assert_no_validation_errors();
+}
+
+#[test]
+fn bad_input_is_an_error_and_modifies_nothing() {
+    let mut rng = common::rng(8);
+    let group = common::logical(2);
+    let other = common::logical(2);
+    let mut comm = Comm::with_options(&group, options(ModeRequest::Auto)).unwrap();
+    let a = common::random(&mut rng, 100);
+    let b = common::random(&mut rng, 100);
+    let ta = group.member(0).unwrap().upload_f32(&a).unwrap();
+    let tb = group.member(1).unwrap().upload_f32(&b).unwrap();
+    let short = group.member(1).unwrap().upload_f32(&b[..99]).unwrap();
+    let half = group.member(1).unwrap().upload(&b, &[100], crossgpu::DType::F16).unwrap();
+    let foreign = other.member(1).unwrap().upload_f32(&b).unwrap();
+    let swapped_0 = group.member(1).unwrap().upload_f32(&b).unwrap();
+    let swapped_1 = group.member(0).unwrap().upload_f32(&a).unwrap();
+    let opts = AllReduceOptions::default();
+
+    assert!(matches!(comm.all_reduce(&mut [&ta], &opts), Err(Error::LengthMismatch { .. })));
+    assert!(matches!(comm.all_reduce(&mut [&ta, &tb, &tb], &opts), Err(Error::LengthMismatch { .. })));
+    assert!(matches!(comm.all_reduce(&mut [&ta, &short], &opts), Err(Error::LengthMismatch { .. })));
+    assert!(matches!(comm.all_reduce(&mut [&ta, &half], &opts), Err(Error::DtypeMismatch { .. })));
+    assert!(matches!(comm.all_reduce(&mut [&ta, &foreign], &opts), Err(Error::WrongOwner { .. })));
+    assert!(matches!(comm.all_reduce(&mut [&swapped_0, &swapped_1], &opts), Err(Error::WrongOwner { .. })));
+    let bad_zero = AllReduceOptions { zero_contribution: vec![5], ..Default::default() };
+    assert!(matches!(comm.all_reduce(&mut [&ta, &tb], &bad_zero), Err(Error::IndexOutOfRange { .. })));
+
+    assert_eq!(ta.read().unwrap(), a, "a rejected all-reduce left the tensor as it was");
+    assert_eq!(tb.read().unwrap(), b);
+    assert_eq!(comm.all_reduce_count(), 0);
+    // The communicator is still usable.
+    comm.all_reduce(&mut [&ta, &tb], &opts).unwrap();
+    let sum: Vec<f32> = a.iter().zip(&b).map(|(x, y)| x + y).collect();
+    assert_eq!(ta.read().unwrap(), sum);
+    common::assert_no_validation_errors();
+}
