@@ -58,8 +58,8 @@ pub fn adapter_table(adapters: &[AdapterInfo]) -> String {
         );
         let _ = writeln!(
             s,
-            "    driver            {} / {} {} (id {}, version {}), Vulkan {}",
-            a.driver_name, a.driver_info, "", a.driver_id, a.driver_version, a.api_version
+            "    driver            {} / {}  (id {}, version {}), Vulkan {}",
+            a.driver_name, a.driver_info, a.driver_id, a.driver_version, a.api_version
         );
         let _ = writeln!(
             s,
@@ -85,6 +85,11 @@ pub fn adapter_table(adapters: &[AdapterInfo]) -> String {
             s,
             "    compute queues     {} (family 0), timestamp period {} ns",
             c.queue_count, c.timestamp_period_ns
+        );
+        let _ = writeln!(
+            s,
+            "    storage binding    maxStorageBufferRange {} bytes, minStorageBufferOffsetAlignment {}",
+            c.max_storage_buffer_range, c.min_storage_buffer_offset_alignment
         );
     }
     s

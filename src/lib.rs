@@ -20,12 +20,14 @@ pub mod kernels;
 mod ops;
 mod stream;
 mod tensor;
+pub mod tp;
 
 pub use comm::{AllReduceOptions, Comm, CommOptions, Mode, ModeRequest, Precision};
 pub use error::{Error, Result};
 pub use group::{AdapterSelector, DeviceGroup, DeviceSpec, GroupId, GroupSpec, Member};
 pub use instance::{adapter_table, Instance};
-pub use tensor::{DType, Tensor, MAX_ELEMENTS};
+pub use ops::AttentionShape;
+pub use tensor::{f16_saturating, DType, Tensor, MAX_ELEMENTS};
 pub use vk_native::{
     live_objects, validation_messages, AdapterInfo, Capabilities, DeviceType, LiveObjects, ValidationMessage,
 };

@@ -27,6 +27,9 @@ enum Command {
         #[arg(long, default_value_t = 100_003)]
         len: usize,
     },
+    /// Greedy decoding of a tensor-parallel decoder across the group (random weights from a
+    /// seed): tokens/s, all-reduces and submits per token, `--check` against one member.
+    Decode(cli::decode::DecodeArgs),
 }
 
 fn main() {
@@ -35,6 +38,7 @@ fn main() {
     let result = match args.command {
         Command::Devices => cli::devices(),
         Command::Demo { len } => cli::demo(len),
+        Command::Decode(args) => cli::decode::decode(&args),
     };
     if let Err(e) = result {
         eprintln!("error: {e}");

@@ -16,6 +16,8 @@ use crate::group::{Member, MemberShared};
 pub enum DType {
     F32,
     F16,
+    /// 32-bit unsigned integers (token ids).
+    U32,
 }
 
 impl std::fmt::Display for DType {
@@ -23,6 +25,7 @@ impl std::fmt::Display for DType {
         f.write_str(match self {
             Self::F32 => "f32",
             Self::F16 => "f16",
+            Self::U32 => "u32",
         })
     }
 }
@@ -31,7 +34,7 @@ impl DType {
     /// Bytes of storage for `len` elements (f16 rounds up to whole words).
     pub fn storage_bytes(self, len: usize) -> u64 {
         match self {
-            Self::F32 => len as u64 * 4,
+            Self::F32 | Self::U32 => len as u64 * 4,
             Self::F16 => len.div_ceil(2) as u64 * 4,
         }
     }
@@ -60,6 +63,17 @@ impl std::fmt::Debug for Tensor {
 impl Drop for Tensor {
     fn drop(&mut self) {
         self.member.forget_buffer(self.buffer.id());
+    }
+}
+
+/// f32 → f16 as everywhere in crossgpu: round to nearest, values beyond ±65504 (infinities
+/// too) saturate to ±65504, NaN stays NaN. The GPU conversion (`wgsl/convert_f16.wgsl`) does
+/// the same.
+pub fn f16_saturating(v: f32) -> half::f16 {
+    if v.is_nan() {
+        half::f16::from_f32(v)
+    } else {
+        half::f16::from_f32(v.clamp(-65504.0, 65504.0))
     }
 }
 
@@ -93,9 +107,30 @@ impl Tensor {
         self.buffer.id()
     }
 
-    /// Reads the tensor back as f32 (f16 elements are widened exactly). Submits the member's
-    /// pending work and waits for it.
+    /// Reads the tensor back as f32 (f16 elements are widened exactly; u32 elements are
+    /// converted, exact below 2^24). Submits the member's pending work and waits for it.
     pub fn read(&self) -> Result<Vec<f32>> {
+        let raw = self.read_bytes()?;
+        Ok(match self.dtype {
+            DType::F32 => bytemuck::pod_collect_to_vec::<u8, f32>(&raw),
+            DType::U32 => {
+                bytemuck::pod_collect_to_vec::<u8, u32>(&raw).into_iter().map(|v| v as f32).collect()
+            }
+            DType::F16 => raw
+                .chunks_exact(2)
+                .take(self.len)
+                .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
+                .collect(),
+        })
+    }
+
+    /// Reads a u32 tensor back exactly.
+    pub fn read_u32(&self) -> Result<Vec<u32>> {
+        self.check_dtype(DType::U32, "read_u32")?;
+        Ok(bytemuck::pod_collect_to_vec::<u8, u32>(&self.read_bytes()?))
+    }
+
+    fn read_bytes(&self) -> Result<Vec<u8>> {
         let m = &self.member;
         let bytes = self.dtype.storage_bytes(self.len);
         if self.len == 0 {
@@ -112,14 +147,7 @@ impl Tensor {
         }
         let mut raw = vec![0u8; bytes as usize];
         staging.read(0, &mut raw).map_err(|e| m.err(e))?;
-        Ok(match self.dtype {
-            DType::F32 => bytemuck::pod_collect_to_vec::<u8, f32>(&raw),
-            DType::F16 => raw
-                .chunks_exact(2)
-                .take(self.len)
-                .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
-                .collect(),
-        })
+        Ok(raw)
     }
 
     /// Checks that the tensor is on member `m`.
@@ -150,6 +178,14 @@ impl Member {
             Error::Unsupported(format!("shape {shape:?} has more than {MAX_ELEMENTS} elements"))
         })?;
         let m = &self.shared;
+        let bytes = dtype.storage_bytes(len);
+        let limit = m.device.info().caps.max_storage_buffer_range;
+        if bytes > limit {
+            return Err(Error::Unsupported(format!(
+                "a {dtype} tensor of shape {shape:?} needs {bytes} bytes, more than {}'s maxStorageBufferRange ({limit} bytes) that one kernel binding may cover; split it across tensors",
+                m.label
+            )));
+        }
         let usage = BufferUsage { copy_src: true, copy_dst: true };
         let buffer = Buffer::new(&m.device, dtype.storage_bytes(len), usage, "crossgpu tensor")
             .map_err(|e| m.err(e))?;
@@ -166,6 +202,14 @@ impl Member {
     /// Uploads `data` as a tensor of `shape` (`data.len()` must equal the shape's element
     /// count). For `DType::F16` values are rounded to nearest f16 on the CPU.
     pub fn upload(&self, data: &[f32], shape: &[usize], dtype: DType) -> Result<Tensor> {
+        let len = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+        if len != Some(data.len()) {
+            return Err(Error::LengthMismatch {
+                what: format!("upload: data vs shape {shape:?}"),
+                expected: len.unwrap_or(usize::MAX),
+                got: data.len(),
+            });
+        }
         let t = self.empty(shape, dtype)?;
         if t.len != data.len() {
             return Err(Error::LengthMismatch {
@@ -175,6 +219,13 @@ impl Member {
             });
         }
         self.write(&t, data)?;
+        Ok(t)
+    }
+
+    /// Uploads a 1-D u32 tensor (token ids).
+    pub fn upload_u32(&self, data: &[u32]) -> Result<Tensor> {
+        let t = self.empty(&[data.len()], DType::U32)?;
+        self.write_bytes(&t, bytemuck::cast_slice(data))?;
         Ok(t)
     }
 
@@ -193,18 +244,25 @@ impl Member {
         if data.is_empty() {
             return Ok(());
         }
-        let m = &self.shared;
         let bytes: Vec<u8> = match t.dtype {
             DType::F32 => bytemuck::cast_slice(data).to_vec(),
+            DType::U32 => data.iter().flat_map(|&v| (v as u32).to_le_bytes()).collect(),
             DType::F16 => {
-                let mut b: Vec<u8> =
-                    data.iter().flat_map(|&v| half::f16::from_f32(v).to_le_bytes()).collect();
+                let mut b: Vec<u8> = data.iter().flat_map(|&v| f16_saturating(v).to_le_bytes()).collect();
                 b.resize(t.dtype.storage_bytes(t.len) as usize, 0);
                 b
             }
         };
+        self.write_bytes(t, &bytes)
+    }
+
+    fn write_bytes(&self, t: &Tensor, bytes: &[u8]) -> Result<()> {
+        let m = &self.shared;
+        if bytes.is_empty() {
+            return Ok(());
+        }
         let mut staging = StagingBuffer::new(&m.device, bytes.len() as u64, true).map_err(|e| m.err(e))?;
-        staging.write(0, &bytes).map_err(|e| m.err(e))?;
+        staging.write(0, bytes).map_err(|e| m.err(e))?;
         let mut s = m.stream();
         s.access(&[staging.id()], &[t.id()]).map_err(|e| m.err(e))?;
         s.rec.copy(&staging, 0, &t.buffer, 0, bytes.len() as u64).map_err(|e| m.err(e))

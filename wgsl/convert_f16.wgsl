@@ -4,8 +4,8 @@
 // neither shaderFloat16 nor 16-bit storage.
 //
 // Values beyond the f16 range (infinities too) saturate to +-65504, so every driver gives the
-// same bits; NaN stays NaN (WGSL leaves clamp of NaN to the implementation, so it is kept
-// aside explicitly); magnitudes below 2^-25 round to zero.
+// same bits; NaN stays NaN (WGSL leaves clamp of NaN to the implementation, so NaN is handled
+// apart); magnitudes below 2^-25 round to zero.
 
 struct Params {
     n: u32,
@@ -20,10 +20,15 @@ var<immediate> p: Params;
 
 const F16_MAX: f32 = 65504.0;
 
-// Clamps to the f16 range; a NaN lane (x != x) is passed through unchanged.
-fn saturate_f16(v: vec2<f32>) -> vec2<f32> {
-    let c = clamp(v, vec2<f32>(-F16_MAX), vec2<f32>(F16_MAX));
-    return select(c, v, v != v);
+// One f32 as f16 bits: clamped to the f16 range and rounded by pack2x16float; a NaN (found
+// from its bits: comparisons with NaN are not reliable across compilers) becomes the quiet
+// f16 NaN 0x7e00 with the input's sign.
+fn to_f16_bits(v: f32) -> u32 {
+    let bits = bitcast<u32>(v);
+    if ((bits & 0x7fffffffu) > 0x7f800000u) {
+        return 0x7e00u | ((bits >> 16u) & 0x8000u);
+    }
+    return pack2x16float(vec2<f32>(clamp(v, -F16_MAX, F16_MAX), 0.0)) & 0xffffu;
 }
 
 @compute @workgroup_size(256)
@@ -37,6 +42,6 @@ fn f32_to_f16(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgr
         if (e + 1u < p.n) {
             hi = src[p.src_offset + e + 1u];
         }
-        dst[p.dst_offset + w] = pack2x16float(saturate_f16(vec2<f32>(lo, hi)));
+        dst[p.dst_offset + w] = to_f16_bits(lo) | (to_f16_bits(hi) << 16u);
     }
 }

@@ -1,6 +1,6 @@
-// reduce_slots_f32: phase B of the all-reduce for the f32 wire. dst[i] = sum over members
-// j = 0..members-1, in that order, of slots[j * stride + offset + i], read straight from the
-// imported host memory. Every device runs the same additions in the same order on the same
+// reduce_slots_f32: phase B of the all-reduce for the f32 wire. dst[dst_offset + i] = the sum
+// over members j = 0..members-1, in that order, of slots[j * stride + offset + i], read straight
+// from the imported host memory (the binding covers the slots of the round's half). Every device runs the same additions in the same order on the same
 // wire values (its own included), so every device ends with bitwise the same sum.
 
 struct Params {
@@ -8,6 +8,10 @@ struct Params {
     members: u32,
     stride: u32,
     offset: u32,
+    dst_offset: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 @group(0) @binding(0) var<storage, read> slots: array<f32>;
@@ -22,6 +26,6 @@ fn reduce_slots_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_
         for (var j = 1u; j < p.members; j++) {
             acc += slots[j * p.stride + p.offset + i];
         }
-        dst[i] = acc;
+        dst[p.dst_offset + i] = acc;
     }
 }

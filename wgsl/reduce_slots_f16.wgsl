@@ -7,6 +7,10 @@ struct Params {
     members: u32,
     stride: u32,
     offset: u32,
+    dst_offset: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 @group(0) @binding(0) var<storage, read> slots: array<u32>;
@@ -23,9 +27,9 @@ fn reduce_slots_f16(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_
             acc += unpack2x16float(slots[j * p.stride + p.offset + w]);
         }
         let e = 2u * w;
-        dst[e] = acc.x;
+        dst[p.dst_offset + e] = acc.x;
         if (e + 1u < p.n) {
-            dst[e + 1u] = acc.y;
+            dst[p.dst_offset + e + 1u] = acc.y;
         }
     }
 }

@@ -1,5 +1,7 @@
 //! The subcommands of the `crossgpu` program.
 
+pub mod decode;
+
 use crossgpu::{adapter_table, AllReduceOptions, Comm, DType, DeviceGroup, Instance, Precision, Result};
 
 /// `crossgpu devices`.

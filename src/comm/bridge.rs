@@ -155,31 +155,29 @@ fn release_round(
     };
     loop {
         let mut progressed = false;
-        for j in 0..n {
-            if !is_done[j] {
-                match cfg.done[j].value() {
-                    Ok(v) if v >= round => {
-                        is_done[j] = true;
-                        progressed = true;
-                    }
-                    Ok(_) => {}
-                    Err(e) => {
-                        return Err(fail(format!("host bridge: reading done[{j}] of {}: {e}", cfg.labels[j])))
-                    }
+        for (j, done) in is_done.iter_mut().enumerate().filter(|(_, d)| !**d) {
+            match cfg.done[j].value() {
+                Ok(v) if v >= round => {
+                    *done = true;
+                    progressed = true;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    return Err(fail(format!("host bridge: reading done[{j}] of {}: {e}", cfg.labels[j])))
                 }
             }
         }
         if progressed {
             // Release every member whose peers are all done.
-            for i in 0..n {
-                if !released[i] && Some(i) != withhold && (0..n).all(|j| j == i || is_done[j]) {
+            for (i, rel) in released.iter_mut().enumerate() {
+                if !*rel && Some(i) != withhold && is_done.iter().enumerate().all(|(j, &d)| j == i || d) {
                     if let Err(e) = cfg.go[i].signal(round) {
                         return Err(fail(format!(
                             "host bridge: signalling go[{i}] = {round} on {}: {e}",
                             cfg.labels[i]
                         )));
                     }
-                    released[i] = true;
+                    *rel = true;
                 }
             }
         }

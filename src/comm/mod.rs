@@ -10,11 +10,11 @@
 //! - **Generic**: read back, sum on the CPU, write back; works on any devices.
 //!
 //! ## The two phases, per member i, round k (slot half h = k mod 2)
-//! A: copy (f32 wire) or convert (f16 wire) the partial into slot (i, h); barrier from shader
+//! A: copy (f32 wire) or convert (f16 wire) the partial into slot (h, i); barrier from shader
 //!    and transfer writes to host reads; submit, signalling `done[i] = k`. This closes the
 //!    member's open command buffer: the caller's earlier work rides in the same submit.
 //! B: recorded at the start of the next command buffer, whose submit waits for `go[i] = k`:
-//!    barrier from host writes to shader reads, then `reduce_slots` sums slot (j, h) for
+//!    barrier from host writes to shader reads, then `reduce_slots` sums slot (h, j) for
 //!    j = 0..N-1 **in that order** into the tensor. Every member adds the same wire values in
 //!    the same order, its own included, so all end with the same bits. f32-wire rounds ride
 //!    with the caller's next submit; f16-wire (large) rounds are submitted at once.
@@ -46,7 +46,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use vk_native::{GpuBuffer, TimelineSemaphore};
+use vk_native::{BindRange, GpuBuffer, TimelineSemaphore};
 
 use crate::config;
 use crate::error::{Error, Result};
@@ -451,7 +451,14 @@ impl Comm {
         };
         let words = if f16_wire { n.div_ceil(2) } else { n } as u64;
         if self.mode != Mode::Generic {
-            match self.ensure_capacity(words) {
+            // Slots hold at most what one binding may cover; larger all-reduces run in chunks.
+            let max_cap = HostSlots::max_capacity(&self.members);
+            let grow = if max_cap == 0 {
+                Ok(Err("the devices' maxStorageBufferRange leaves no room for host slots".to_string()))
+            } else {
+                self.ensure_capacity(words.min(max_cap), max_cap)
+            };
+            match grow {
                 Ok(Ok(())) => {}
                 // The new slots could not be made; nothing was recorded for this call, and the
                 // old slots were drained first: fall back and lose no data.
@@ -464,7 +471,13 @@ impl Comm {
         }
         let result = match self.mode {
             Mode::Generic => self.generic(tensors, n),
-            _ => self.two_phase(tensors, n, f16_wire),
+            _ => {
+                let cap = self.slot_capacity() as usize;
+                let chunk = if f16_wire { 2 * cap } else { cap };
+                (0..n)
+                    .step_by(chunk)
+                    .try_for_each(|c0| self.two_phase(tensors, c0, chunk.min(n - c0), f16_wire))
+            }
         };
         match result {
             Ok(()) => {
@@ -480,12 +493,12 @@ impl Comm {
 
     /// Grows the slots to `words` per half; first waits for every member so no slot is in use.
     /// The inner error says why new slots could not be made (the caller falls back).
-    fn ensure_capacity(&mut self, words: u64) -> Result<Result<(), String>> {
+    fn ensure_capacity(&mut self, words: u64, max_cap: u64) -> Result<Result<(), String>> {
         let cap = self.slot_capacity();
         if words <= cap {
             return Ok(Ok(()));
         }
-        let new_cap = words.max(cap * 2).next_multiple_of(1024);
+        let new_cap = words.max(cap * 2).next_multiple_of(1024).min(max_cap);
         self.quiesce()?;
         let fast = self.fast.as_mut().expect("fast mode has state");
         if let Some(old) = fast.slots.take() {
@@ -533,7 +546,14 @@ impl Comm {
         Ok(())
     }
 
-    fn two_phase<T: Borrow<Tensor>>(&mut self, tensors: &mut [T], n: usize, f16_wire: bool) -> Result<()> {
+    /// One round over elements `c0..c0 + n` of every tensor.
+    fn two_phase<T: Borrow<Tensor>>(
+        &mut self,
+        tensors: &mut [T],
+        c0: usize,
+        n: usize,
+        f16_wire: bool,
+    ) -> Result<()> {
         let round = self.round + 1;
         let half = round % 2;
         let fast = self.fast.as_mut().expect("fast mode has state");
@@ -541,23 +561,25 @@ impl Comm {
         let words = if f16_wire { n.div_ceil(2) } else { n } as u64;
         let nm = self.members.len();
 
-        // Phase A on every member.
+        // Phase A on every member: its partial into its own region of this round's half.
         for (i, (m, t)) in self.members.iter().zip(tensors.iter()).enumerate() {
             let t = t.borrow();
             let sh = &m.shared;
             let slot = &slots.imports[i];
-            let dst = slots.offset(i, half);
             if f16_wire {
-                let g = sh.bind("f32_to_f16", &[&t.buffer, slot])?;
+                let g =
+                    sh.bind_ranges("f32_to_f16", &[BindRange::whole(&t.buffer), slots.region(i, i, half)])?;
                 let mut s = sh.stream();
                 s.access(&[t.id()], &[slot.id()]).map_err(|e| sh.err(e))?;
                 s.rec
-                    .dispatch(&g, &[n as u32, 0, dst as u32, 0], elementwise_groups(words as usize))
+                    .dispatch(&g, &[n as u32, c0 as u32, 0, 0], elementwise_groups(words as usize))
                     .map_err(|e| sh.err(e))?;
             } else {
                 let mut s = sh.stream();
                 s.access(&[t.id()], &[slot.id()]).map_err(|e| sh.err(e))?;
-                s.rec.copy(&t.buffer, 0, slot, dst * 4, words * 4).map_err(|e| sh.err(e))?;
+                s.rec
+                    .copy(&t.buffer, c0 as u64 * 4, slot, slots.region_bytes(i, half), words * 4)
+                    .map_err(|e| sh.err(e))?;
             }
             let mut s = sh.stream();
             s.barrier_to_host().map_err(|e| sh.err(e))?;
@@ -584,7 +606,7 @@ impl Comm {
             let sh = &m.shared;
             let slot = &slots.imports[i];
             let entry = if f16_wire { "reduce_slots_f16" } else { "reduce_slots_f32" };
-            let g = sh.bind(entry, &[slot, &t.buffer])?;
+            let g = sh.bind_ranges(entry, &[slots.half(i, half), BindRange::whole(&t.buffer)])?;
             let mut s = sh.stream();
             match fast.exchange.as_mut() {
                 Some(x) => x.phase_b_waits(i, &mut s),
@@ -592,7 +614,7 @@ impl Comm {
             }
             s.barrier_from_host().map_err(|e| sh.err(e))?;
             s.access(&[slot.id()], &[t.id()]).map_err(|e| sh.err(e))?;
-            let imm = [n as u32, nm as u32, slots.stride as u32, (half * slots.capacity) as u32];
+            let imm = [n as u32, nm as u32, slots.stride as u32, 0, c0 as u32, 0, 0, 0];
             s.rec.dispatch(&g, &imm, elementwise_groups(words as usize)).map_err(|e| sh.err(e))?;
             if f16_wire {
                 // Large rounds go out at once, so the GPU starts as soon as it is released.

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use vk_native::{AdapterInfo, BindGroup, BufferId, Device, GpuBuffer, Recorder};
+use vk_native::{AdapterInfo, BindGroup, BindRange, BufferId, Device, GpuBuffer, Recorder};
 
 pub use selection::{AdapterSelector, DeviceSpec, GroupSpec};
 
@@ -25,7 +25,7 @@ static NEXT_GROUP: AtomicU64 = AtomicU64::new(1);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct GroupId(pub u64);
 
-type BindKey = (&'static str, Vec<BufferId>);
+type BindKey = (&'static str, Vec<(BufferId, u64, u64)>);
 
 pub(crate) struct MemberShared {
     pub(crate) index: usize,
@@ -47,22 +47,28 @@ impl MemberShared {
         self.stream.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The bind group of `entry` over `buffers`, made once and cached.
+    /// The bind group of `entry` over whole `buffers`, made once and cached.
     pub(crate) fn bind(&self, entry: &'static str, buffers: &[&dyn GpuBuffer]) -> Result<BindGroup> {
-        let key = (entry, buffers.iter().map(|b| b.id()).collect::<Vec<_>>());
+        let ranges: Vec<BindRange<'_>> = buffers.iter().map(|b| BindRange::whole(*b)).collect();
+        self.bind_ranges(entry, &ranges)
+    }
+
+    /// The bind group of `entry` over buffer ranges, made once and cached.
+    pub(crate) fn bind_ranges(&self, entry: &'static str, ranges: &[BindRange<'_>]) -> Result<BindGroup> {
+        let key = (entry, ranges.iter().map(|r| (r.buffer.id(), r.offset, r.size)).collect::<Vec<_>>());
         let mut binds = self.binds.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(g) = binds.get(&key) {
             return Ok(g.clone());
         }
         let kernel = self.kernels.get(entry).map_err(|e| self.err(e))?;
-        let g = kernel.bind(buffers).map_err(|e| self.err(e))?;
+        let g = kernel.bind_ranges(ranges).map_err(|e| self.err(e))?;
         binds.insert(key, g.clone());
         Ok(g)
     }
 
     /// Drops every cached bind group that holds `id`, so the buffer can be freed.
     pub(crate) fn forget_buffer(&self, id: BufferId) {
-        self.binds.lock().unwrap_or_else(|p| p.into_inner()).retain(|k, _| !k.1.contains(&id));
+        self.binds.lock().unwrap_or_else(|p| p.into_inner()).retain(|k, _| !k.1.iter().any(|r| r.0 == id));
     }
 
     /// Records a dispatch of `entry`: `reads` and `writes` are for hazard tracking.
@@ -72,13 +78,13 @@ impl MemberShared {
         buffers: &[&dyn GpuBuffer],
         reads: &[BufferId],
         writes: &[BufferId],
-        immediates: [u32; 4],
+        immediates: &[u32],
         groups: [u32; 3],
     ) -> Result<()> {
         let g = self.bind(entry, buffers)?;
         let mut s = self.stream();
         s.access(reads, writes).map_err(|e| self.err(e))?;
-        s.rec.dispatch(&g, &immediates, groups).map_err(|e| self.err(e))
+        s.rec.dispatch(&g, immediates, groups).map_err(|e| self.err(e))
     }
 
     /// Submits the open command buffer and waits for everything submitted so far.
@@ -141,6 +147,17 @@ impl Member {
     /// `CROSSGPU_TIMEOUT_MS`).
     pub fn synchronize(&self) -> Result<()> {
         self.shared.synchronize()
+    }
+
+    /// The value of the latest submit, to wait for later with [`Member::wait_mark`].
+    pub(crate) fn mark(&self) -> u64 {
+        self.shared.stream().rec.submitted()
+    }
+
+    /// Waits until the submit that [`Member::mark`] returned `mark` for has finished.
+    pub(crate) fn wait_mark(&self, mark: u64, what: &str) -> Result<()> {
+        let mut s = self.shared.stream();
+        self.shared.wait_value(&mut s, mark, what)
     }
 
     /// Number of queue submits this member has made.

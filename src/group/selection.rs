@@ -4,10 +4,11 @@
 //! - `N` — adapter number N (as `crossgpu devices` lists them), one member;
 //! - `NAME` — the first adapter whose name, vendor or driver contains NAME (case-insensitive),
 //!   e.g. `nvidia`, `llvmpipe`, `radv`;
-//! - `ITEMxK` — that adapter's VkDevice with K queues, each queue a member standing in for a
-//!   separate device (e.g. `0x2`): members keep their own buffers, semaphores and host-slot
-//!   imports, so they take the same communication path as real devices, without the cost of
-//!   the GPU switching between VkDevices.
+//! - `Nx K` written `NxK` (e.g. `0x2`), or `ITEM*K` for any item (e.g. `nvidia*4`) — that
+//!   adapter's VkDevice with K queues, each queue a member standing in for a separate device:
+//!   members keep their own buffers, semaphores and host-slot imports, so they take the same
+//!   communication path as real devices, without the cost of the GPU switching between
+//!   VkDevices. (`x` counts only after an index, so names such as `rx7900` stay names.)
 //!
 //! `0,0` is two members on adapter 0 as two VkDevices; `0x2` is two queues of one VkDevice;
 //! `nvidia,llvmpipe` is the NVIDIA GPU beside lavapipe. `all` (the default) opens every adapter
@@ -53,7 +54,14 @@ impl GroupSpec {
             if item.is_empty() {
                 return Err(bad("empty item (two commas, or a trailing comma)".into()));
             }
-            let (sel, queues) = match item.rfind(['x', 'X']) {
+            // `ITEM*K` for any item; `NxK` only after an index, so names like `rx7900` stay names.
+            let count_at = match item.rfind('*') {
+                Some(p) => Some(p),
+                None => {
+                    item.rfind(['x', 'X']).filter(|&p| p > 0 && item[..p].bytes().all(|b| b.is_ascii_digit()))
+                }
+            };
+            let (sel, queues) = match count_at {
                 Some(p)
                     if p > 0 && p + 1 < item.len() && item[p + 1..].bytes().all(|b| b.is_ascii_digit()) =>
                 {
@@ -62,7 +70,8 @@ impl GroupSpec {
                         .map_err(|_| bad(format!("queue count in '{item}' is too large")))?;
                     (&item[..p], k)
                 }
-                _ => (item, 1),
+                Some(_) => return Err(bad(format!("'{item}': expected ITEM*COUNT or NxCOUNT"))),
+                None => (item, 1),
             };
             if queues == 0 || queues > 64 {
                 return Err(bad(format!("'{item}': the queue count must be 1 to 64")));
@@ -149,14 +158,24 @@ mod tests {
             ])
         );
         assert_eq!(
-            GroupSpec::parse("nvidiax4").unwrap(),
+            GroupSpec::parse("nvidia*4").unwrap(),
             GroupSpec::Devices(vec![DeviceSpec { adapter: Name("nvidia".into()), queues: 4 }])
+        );
+        assert_eq!(
+            GroupSpec::parse("rx7900").unwrap(),
+            GroupSpec::Devices(vec![DeviceSpec { adapter: Name("rx7900".into()), queues: 1 }])
+        );
+        assert_eq!(
+            GroupSpec::parse("1*3").unwrap(),
+            GroupSpec::Devices(vec![DeviceSpec { adapter: Index(1), queues: 3 }])
         );
     }
 
     #[test]
     fn rejects_malformed_values() {
-        for bad in ["0,", ",1", "0x0", "0x65", "a/b", "0,,1", "99999999999999999999999"] {
+        for bad in
+            ["0,", ",1", "0x0", "0x65", "a/b", "0,,1", "99999999999999999999999", "nvidia*", "*2", "a*b"]
+        {
             assert!(
                 matches!(GroupSpec::parse(bad), Err(Error::BadConfig { .. })),
                 "{bad} should be rejected"

@@ -46,9 +46,17 @@ pub fn group(spec: &str) -> DeviceGroup {
     DeviceGroup::open(&instance(), &GroupSpec::parse(spec).unwrap()).unwrap()
 }
 
-/// `n` logical devices on adapter 0, each its own VkDevice (lavapipe has one queue).
+/// `n` logical devices on one adapter: each its own VkDevice (lavapipe has one queue), or, with
+/// `CROSSGPU_TEST_STANDINS=1`, `n` queues of one VkDevice standing in for `n` devices. The
+/// adapter is `CROSSGPU_TEST_ADAPTER` (an index or a name, default 0), so the same tests run on
+/// the GPU machine's NVIDIA adapter.
 pub fn logical(n: usize) -> DeviceGroup {
-    group(&vec!["0"; n].join(","))
+    let adapter = std::env::var("CROSSGPU_TEST_ADAPTER").unwrap_or_else(|_| "0".into());
+    if std::env::var("CROSSGPU_TEST_STANDINS").as_deref() == Ok("1") {
+        group(&format!("{adapter}x{n}"))
+    } else {
+        group(&vec![adapter.as_str(); n].join(","))
+    }
 }
 
 /// The one message the tests suppress: the layer's own diagnostic that *its* bookkeeping of a

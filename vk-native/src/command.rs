@@ -248,9 +248,9 @@ impl Recorder {
             return Err(NativeError::Unsupported("copy between buffers of another device".into()));
         }
         let in_range = |off: u64, b: &dyn GpuBuffer| off.checked_add(size).is_some_and(|e| e <= b.size());
-        if size % 4 != 0
-            || src_offset % 4 != 0
-            || dst_offset % 4 != 0
+        if !size.is_multiple_of(4)
+            || !src_offset.is_multiple_of(4)
+            || !dst_offset.is_multiple_of(4)
             || !in_range(src_offset, src)
             || !in_range(dst_offset, dst)
         {
@@ -274,8 +274,8 @@ impl Recorder {
     /// Records `vkCmdFillBuffer` of `size` bytes (a multiple of 4) at `offset` with `value`.
     pub fn fill_u32(&mut self, dst: &dyn GpuBuffer, offset: u64, size: u64, value: u32) -> Result<()> {
         if dst.device_id() != self.device.id()
-            || size % 4 != 0
-            || offset % 4 != 0
+            || !size.is_multiple_of(4)
+            || !offset.is_multiple_of(4)
             || offset + size > dst.size()
         {
             return Err(NativeError::Unsupported("fill out of range or of another device".into()));

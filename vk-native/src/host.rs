@@ -127,7 +127,7 @@ impl ImportedBuffer {
             .ok_or(NativeError::MissingExtension("VK_EXT_external_memory_host"))?;
         let align = device.info().caps.min_imported_host_pointer_alignment.max(1);
         let addr = host.ptr.as_ptr() as u64;
-        if addr % align != 0 || host.len() % align != 0 {
+        if !addr.is_multiple_of(align) || !host.len().is_multiple_of(align) {
             return Err(NativeError::Unsupported(format!(
                 "host allocation not aligned to minImportedHostPointerAlignment {align}"
             )));

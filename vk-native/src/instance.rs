@@ -64,6 +64,10 @@ pub struct Capabilities {
     pub queue_count: u32,
     /// Nanoseconds per timestamp tick, 0 when the queue has no timestamps.
     pub timestamp_period_ns: f32,
+    /// `maxStorageBufferRange`: the most bytes one storage-buffer binding may cover.
+    pub max_storage_buffer_range: u64,
+    /// `minStorageBufferOffsetAlignment`.
+    pub min_storage_buffer_offset_alignment: u64,
 }
 
 /// One physical device as crossgpu sees it.
@@ -287,6 +291,8 @@ unsafe fn query_adapter(
                 0
             },
             timestamp_period_ns,
+            max_storage_buffer_range: props.limits.max_storage_buffer_range as u64,
+            min_storage_buffer_offset_alignment: props.limits.min_storage_buffer_offset_alignment,
         },
     }
 }

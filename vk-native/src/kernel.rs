@@ -3,6 +3,7 @@
 //! Every kernel binds storage buffers at group 0, bindings 0..n, and takes its small parameters
 //! as immediates (push constants): a kernel's bind group is made once per buffer set and reused.
 
+use std::num::NonZeroU64;
 use std::sync::Arc;
 
 use wgpu_hal::Device as _;
@@ -11,6 +12,21 @@ use crate::buffer::BufferId;
 use crate::device::{Device, DeviceId};
 use crate::error::{map_hal_device, NativeError, Result};
 use crate::GpuBuffer;
+
+/// A byte range of a buffer bound as one storage buffer.
+#[derive(Clone, Copy)]
+pub struct BindRange<'a> {
+    pub buffer: &'a dyn GpuBuffer,
+    pub offset: u64,
+    pub size: u64,
+}
+
+impl<'a> BindRange<'a> {
+    /// All of `buffer`.
+    pub fn whole(buffer: &'a dyn GpuBuffer) -> Self {
+        Self { buffer, offset: 0, size: buffer.size() }
+    }
+}
 
 /// The resource interface of a kernel.
 #[derive(Debug, Clone)]
@@ -160,27 +176,63 @@ impl Kernel {
         self.0.device.id()
     }
 
-    /// Makes a bind group over `buffers` (whole buffers, bindings 0..n in order).
+    /// Makes a bind group over whole `buffers` (bindings 0..n in order).
     pub fn bind(&self, buffers: &[&dyn GpuBuffer]) -> Result<BindGroup> {
+        let ranges: Vec<BindRange<'_>> = buffers.iter().map(|b| BindRange::whole(*b)).collect();
+        self.bind_ranges(&ranges)
+    }
+
+    /// Makes a bind group over buffer ranges (bindings 0..n in order). Each range must fit in
+    /// its buffer and in the device's `maxStorageBufferRange`, and start at a multiple of
+    /// `minStorageBufferOffsetAlignment`.
+    pub fn bind_ranges(&self, ranges: &[BindRange<'_>]) -> Result<BindGroup> {
         let k = &self.0;
-        if buffers.len() != k.layout.read_only.len() {
+        if ranges.len() != k.layout.read_only.len() {
             return Err(NativeError::Unsupported(format!(
                 "kernel {} takes {} buffers, {} given",
                 k.name,
                 k.layout.read_only.len(),
-                buffers.len()
+                ranges.len()
             )));
         }
-        if let Some(b) = buffers.iter().find(|b| b.device_id() != k.device.id()) {
-            return Err(NativeError::Unsupported(format!(
-                "buffer {:?} belongs to another device than kernel {}",
-                b.id(),
-                k.name
-            )));
+        let caps = &k.device.info().caps;
+        for r in ranges {
+            if r.buffer.device_id() != k.device.id() {
+                return Err(NativeError::Unsupported(format!(
+                    "buffer {:?} belongs to another device than kernel {}",
+                    r.buffer.id(),
+                    k.name
+                )));
+            }
+            if r.size == 0 || r.offset.checked_add(r.size).is_none_or(|e| e > r.buffer.size()) {
+                return Err(NativeError::Unsupported(format!(
+                    "kernel {}: binding {}..+{} of a {}-byte buffer",
+                    k.name,
+                    r.offset,
+                    r.size,
+                    r.buffer.size()
+                )));
+            }
+            if r.size > caps.max_storage_buffer_range {
+                return Err(NativeError::Unsupported(format!(
+                    "kernel {}: a binding of {} bytes exceeds the device's maxStorageBufferRange ({} bytes)",
+                    k.name, r.size, caps.max_storage_buffer_range
+                )));
+            }
+            if r.offset % caps.min_storage_buffer_offset_alignment.max(1) != 0 {
+                return Err(NativeError::Unsupported(format!(
+                    "kernel {}: binding offset {} is not a multiple of minStorageBufferOffsetAlignment {}",
+                    k.name, r.offset, caps.min_storage_buffer_offset_alignment
+                )));
+            }
         }
-        let bindings: Vec<_> =
-            buffers.iter().map(|b| wgpu_hal::BufferBinding::new_unchecked(b.hal(), 0, None)).collect();
-        let entries: Vec<_> = (0..buffers.len() as u32)
+        let bindings: Vec<_> = ranges
+            .iter()
+            .map(|r| {
+                wgpu_hal::BufferBinding::new_unchecked(r.buffer.hal(), r.offset, NonZeroU64::new(r.size))
+            })
+            .collect();
+        let entries: Vec<_> = (0..ranges.len() as u32)
             .map(|i| wgpu_hal::BindGroupEntry { binding: i, resource_index: i, count: 1 })
             .collect();
         let desc = wgpu_hal::BindGroupDescriptor {
@@ -193,16 +245,16 @@ impl Kernel {
             acceleration_structures: &[],
             external_textures: &[],
         };
-        // SAFETY: the buffers are alive and of this device (checked); the bind group keeps them
-        // and the kernel alive.
+        // SAFETY: the ranges are inside live buffers of this device and within the device's
+        // binding limits (checked above); the bind group keeps the buffers and the kernel alive.
         let hal = unsafe { k.device.shared.hal.create_bind_group(&desc) }
             .map_err(map_hal_device("vkAllocateDescriptorSets"))?;
         crate::live::inc(&crate::live::BIND_GROUPS);
         Ok(BindGroup(Arc::new(BindGroupInner {
             hal: Some(hal),
             kernel: self.clone(),
-            buffers: buffers.iter().map(|b| b.keep_alive()).collect(),
-            ids: buffers.iter().map(|b| b.id()).collect(),
+            buffers: ranges.iter().map(|r| r.buffer.keep_alive()).collect(),
+            ids: ranges.iter().map(|r| r.buffer.id()).collect(),
         })))
     }
 

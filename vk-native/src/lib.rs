@@ -34,7 +34,7 @@ pub use device::{Device, DeviceId};
 pub use error::{NativeError, Result};
 pub use host::{HostAllocation, ImportedBuffer};
 pub use instance::{AdapterInfo, Capabilities, DeviceType, Instance, InstanceOptions};
-pub use kernel::{BindGroup, Kernel, KernelLayout};
+pub use kernel::{BindGroup, BindRange, Kernel, KernelLayout};
 pub use live::{live_objects, LiveObjects};
 pub use semaphore::{SyncFd, SyncFdSemaphore, TimelineSemaphore};
 pub use validation::{validation_messages, ValidationMessage};

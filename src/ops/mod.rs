@@ -7,6 +7,10 @@ use vk_native::GpuBuffer;
 use crate::error::{Error, Result};
 use crate::group::Member;
 use crate::kernels::{elementwise_groups, row_groups};
+mod model;
+
+pub use model::AttentionShape;
+
 use crate::tensor::{DType, Tensor};
 
 fn same_len(what: &str, a: &Tensor, b: &Tensor) -> Result<()> {
@@ -17,13 +21,16 @@ fn same_len(what: &str, a: &Tensor, b: &Tensor) -> Result<()> {
 }
 
 impl Member {
-    /// Sets every element of `t` to `value` (f16 tensors get `value` rounded to f16).
+    /// Sets every element of `t` to `value` (f16 tensors get `value` rounded to f16 and
+    /// saturated to ±65504, u32
+    /// tensors `value as u32`).
     pub fn fill(&self, t: &Tensor, value: f32) -> Result<()> {
         t.check_on(&self.shared, "fill")?;
         let (words, bits) = match t.dtype() {
             DType::F32 => (t.len(), value.to_bits()),
+            DType::U32 => (t.len(), value as u32),
             DType::F16 => {
-                let h = half::f16::from_f32(value).to_bits() as u32;
+                let h = crate::tensor::f16_saturating(value).to_bits() as u32;
                 (t.len().div_ceil(2), h | (h << 16))
             }
         };
@@ -35,7 +42,7 @@ impl Member {
             &[&t.buffer],
             &[],
             &[t.id()],
-            [words as u32, bits, 0, 0],
+            &[words as u32, bits, 0, 0],
             elementwise_groups(words),
         )
     }
@@ -56,7 +63,7 @@ impl Member {
             &[&src.buffer, &dst.buffer],
             &[src.id()],
             &[dst.id()],
-            [w as u32, 0, 0, 0],
+            &[w as u32, 0, 0, 0],
             elementwise_groups(w),
         )
     }
@@ -77,7 +84,7 @@ impl Member {
             &[&src.buffer, &dst.buffer],
             &[src.id(), dst.id()],
             &[dst.id()],
-            [n as u32, 0, 0, 0],
+            &[n as u32, 0, 0, 0],
             elementwise_groups(n),
         )
     }
@@ -95,7 +102,7 @@ impl Member {
             &[&t.buffer],
             &[t.id()],
             &[t.id()],
-            [n as u32, factor.to_bits(), 0, 0],
+            &[n as u32, factor.to_bits(), 0, 0],
             elementwise_groups(n),
         )
     }
@@ -116,7 +123,7 @@ impl Member {
             &[&src.buffer, &dst.buffer],
             &[src.id()],
             &[dst.id()],
-            [n as u32, 0, 0, 0],
+            &[n as u32, 0, 0, 0],
             elementwise_groups(n.div_ceil(2)),
         )
     }
@@ -137,7 +144,7 @@ impl Member {
             &[&src.buffer, &dst.buffer],
             &[src.id(), dst.id()],
             &[dst.id()],
-            [n as u32, 0, 0, 0],
+            &[n as u32, 0, 0, 0],
             elementwise_groups(n),
         )
     }
@@ -171,6 +178,11 @@ impl Member {
                 got: y.len(),
             });
         }
+        if y.id() == x.id() || y.id() == w.id() {
+            return Err(Error::Unsupported(
+                "matvec: y must not be the same tensor as x or w (rows read x while others write y)".into(),
+            ));
+        }
         if rows == 0 {
             return Ok(());
         }
@@ -181,6 +193,13 @@ impl Member {
             DType::F32 => "matvec_f32",
             DType::F16 if cols % 8 == 0 => "matvec_f16_vec8",
             DType::F16 => "matvec_f16",
+            DType::U32 => {
+                return Err(Error::DtypeMismatch {
+                    what: "matvec w".into(),
+                    expected: DType::F16,
+                    got: DType::U32,
+                })
+            }
         };
         let bufs: [&dyn GpuBuffer; 3] = [&w.buffer, &x.buffer, &y.buffer];
         self.shared.dispatch(
@@ -188,7 +207,7 @@ impl Member {
             &bufs,
             &[w.id(), x.id()],
             &[y.id()],
-            [rows as u32, cols as u32, 0, 0],
+            &[rows as u32, cols as u32, 0, 0],
             row_groups(rows),
         )
     }

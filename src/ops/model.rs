@@ -1,0 +1,342 @@
+//! The decoder's kernels as operations on a member's tensors (the tensor-parallel model in
+//! `crate::tp` is written in these). Same rules as the basic operations: check everything, then
+//! record one dispatch.
+
+use vk_native::GpuBuffer;
+
+use crate::error::{Error, Result};
+use crate::group::Member;
+use crate::kernels::elementwise_groups;
+use crate::tensor::{DType, Tensor};
+
+fn need_len(what: &str, t: &Tensor, n: usize) -> Result<()> {
+    if t.len() != n {
+        return Err(Error::LengthMismatch { what: what.into(), expected: n, got: t.len() });
+    }
+    Ok(())
+}
+
+/// Parameters of one decode-attention dispatch.
+#[derive(Debug, Clone, Copy)]
+pub struct AttentionShape {
+    /// Query heads on this member.
+    pub q_heads: usize,
+    /// Query heads per KV head (grouped-query attention).
+    pub group: usize,
+    pub head_dim: usize,
+    /// Position of the new token (attends to 0..=pos).
+    pub pos: usize,
+    /// Capacity of the KV cache in positions.
+    pub max_seq: usize,
+}
+
+impl Member {
+    fn own(&self, ts: &[(&Tensor, &str)]) -> Result<()> {
+        ts.iter().try_for_each(|(t, what)| t.check_on(&self.shared, what))
+    }
+
+    /// `y = x / sqrt(mean(x²) + eps) * w`, all f32 of the same length.
+    pub fn rmsnorm(&self, x: &Tensor, w: &Tensor, y: &Tensor, eps: f32) -> Result<()> {
+        self.own(&[(x, "rmsnorm x"), (w, "rmsnorm w"), (y, "rmsnorm y")])?;
+        for (t, what) in [(x, "rmsnorm x"), (w, "rmsnorm w"), (y, "rmsnorm y")] {
+            t.check_dtype(DType::F32, what)?;
+            need_len(what, t, x.len())?;
+        }
+        if x.is_empty() {
+            return Ok(());
+        }
+        let b: [&dyn GpuBuffer; 3] = [&x.buffer, &w.buffer, &y.buffer];
+        self.shared.dispatch(
+            "rmsnorm",
+            &b,
+            &[x.id(), w.id()],
+            &[y.id()],
+            &[x.len() as u32, eps.to_bits(), 0, 0],
+            [1, 1, 1],
+        )
+    }
+
+    /// `a = silu(gate) * up`, f32 of one length.
+    pub fn silu_mul(&self, gate: &Tensor, up: &Tensor, a: &Tensor) -> Result<()> {
+        self.own(&[(gate, "silu_mul gate"), (up, "silu_mul up"), (a, "silu_mul out")])?;
+        for (t, what) in [(gate, "silu_mul gate"), (up, "silu_mul up"), (a, "silu_mul out")] {
+            t.check_dtype(DType::F32, what)?;
+            need_len(what, t, gate.len())?;
+        }
+        if gate.is_empty() {
+            return Ok(());
+        }
+        let n = gate.len();
+        let b: [&dyn GpuBuffer; 3] = [&gate.buffer, &up.buffer, &a.buffer];
+        self.shared.dispatch(
+            "silu_mul",
+            &b,
+            &[gate.id(), up.id()],
+            &[a.id()],
+            &[n as u32, 0, 0, 0],
+            elementwise_groups(n),
+        )
+    }
+
+    /// `x = f32(table[token[0]])` for an f16 `[vocab, n]` table and a u32 token tensor (ids
+    /// past the end are clamped to the last row).
+    pub fn embed(&self, table: &Tensor, token: &Tensor, x: &Tensor) -> Result<()> {
+        self.own(&[(table, "embed table"), (token, "embed token"), (x, "embed x")])?;
+        table.check_dtype(DType::F16, "embed table")?;
+        token.check_dtype(DType::U32, "embed token")?;
+        x.check_dtype(DType::F32, "embed x")?;
+        let &[vocab, n] = table.shape() else {
+            return Err(Error::LengthMismatch {
+                what: "embed table dimensions".into(),
+                expected: 2,
+                got: table.shape().len(),
+            });
+        };
+        need_len("embed x vs table columns", x, n)?;
+        need_len("embed token", token, 1)?;
+        if vocab == 0 || n == 0 {
+            return Err(Error::Unsupported("embed from an empty table".into()));
+        }
+        let b: [&dyn GpuBuffer; 3] = [&table.buffer, &token.buffer, &x.buffer];
+        self.shared.dispatch(
+            "embed_f16",
+            &b,
+            &[table.id(), token.id()],
+            &[x.id()],
+            &[n as u32, vocab as u32, 0, 0],
+            elementwise_groups(n),
+        )
+    }
+
+    /// Rotary position embedding in place on `heads` vectors of `head_dim` (even) in `v`.
+    pub fn rope(&self, v: &Tensor, heads: usize, head_dim: usize, pos: usize, base: f32) -> Result<()> {
+        self.own(&[(v, "rope")])?;
+        v.check_dtype(DType::F32, "rope")?;
+        need_len("rope heads * head_dim", v, heads * head_dim)?;
+        if !head_dim.is_multiple_of(2) {
+            return Err(Error::Unsupported(format!("rope needs an even head dimension, got {head_dim}")));
+        }
+        if heads == 0 {
+            return Ok(());
+        }
+        let imm = [heads as u32, head_dim as u32, pos as u32, base.to_bits()];
+        self.shared.dispatch(
+            "rope",
+            &[&v.buffer],
+            &[v.id()],
+            &[v.id()],
+            &imm,
+            elementwise_groups(heads * head_dim / 2),
+        )
+    }
+
+    /// One token's attention: `q` `[q_heads, head_dim]`, caches `[kv_heads, max_seq, head_dim]`,
+    /// `scores` `[q_heads, max_seq]` scratch, `out` `[q_heads, head_dim]`.
+    pub fn attention(
+        &self,
+        q: &Tensor,
+        k_cache: &Tensor,
+        v_cache: &Tensor,
+        scores: &Tensor,
+        out: &Tensor,
+        s: AttentionShape,
+    ) -> Result<()> {
+        self.own(&[
+            (q, "attention q"),
+            (k_cache, "attention k"),
+            (v_cache, "attention v"),
+            (scores, "attention scores"),
+            (out, "attention out"),
+        ])?;
+        for (t, what) in [
+            (q, "attention q"),
+            (k_cache, "attention k"),
+            (v_cache, "attention v"),
+            (scores, "attention scores"),
+            (out, "attention out"),
+        ] {
+            t.check_dtype(DType::F32, what)?;
+        }
+        if s.group == 0 || !s.q_heads.is_multiple_of(s.group) {
+            return Err(Error::Unsupported(format!(
+                "{} query heads do not form groups of {}",
+                s.q_heads, s.group
+            )));
+        }
+        if s.pos >= s.max_seq {
+            return Err(Error::Unsupported(format!(
+                "position {} is past the KV cache's {} positions",
+                s.pos, s.max_seq
+            )));
+        }
+        let kv = s.q_heads / s.group;
+        need_len("attention q", q, s.q_heads * s.head_dim)?;
+        need_len("attention out", out, s.q_heads * s.head_dim)?;
+        need_len("attention scores", scores, s.q_heads * s.max_seq)?;
+        need_len("attention k cache", k_cache, kv * s.max_seq * s.head_dim)?;
+        need_len("attention v cache", v_cache, kv * s.max_seq * s.head_dim)?;
+        if s.q_heads == 0 {
+            return Ok(());
+        }
+        let scale = 1.0 / (s.head_dim as f32).sqrt();
+        let imm = [
+            s.q_heads as u32,
+            s.head_dim as u32,
+            s.group as u32,
+            s.pos as u32,
+            s.max_seq as u32,
+            scale.to_bits(),
+            0,
+            0,
+        ];
+        let b: [&dyn GpuBuffer; 5] =
+            [&q.buffer, &k_cache.buffer, &v_cache.buffer, &scores.buffer, &out.buffer];
+        self.shared.dispatch(
+            "attention_decode",
+            &b,
+            &[q.id(), k_cache.id(), v_cache.id()],
+            &[scores.id(), out.id()],
+            &imm,
+            [s.q_heads as u32, 1, 1],
+        )
+    }
+
+    /// Copies `len` elements of `src` from `src_offset` to `dst` at `dst_offset` (same dtype,
+    /// f32 or u32).
+    pub fn copy_region(
+        &self,
+        src: &Tensor,
+        src_offset: usize,
+        dst: &Tensor,
+        dst_offset: usize,
+        len: usize,
+    ) -> Result<()> {
+        self.own(&[(src, "copy_region src"), (dst, "copy_region dst")])?;
+        dst.check_dtype(src.dtype(), "copy_region")?;
+        if src.dtype() == DType::F16 {
+            return Err(Error::DtypeMismatch {
+                what: "copy_region (element offsets)".into(),
+                expected: DType::F32,
+                got: DType::F16,
+            });
+        }
+        if src_offset + len > src.len() || dst_offset + len > dst.len() {
+            return Err(Error::LengthMismatch {
+                what: "copy_region range".into(),
+                expected: src.len().min(dst.len()),
+                got: (src_offset + len).max(dst_offset + len),
+            });
+        }
+        if len == 0 {
+            return Ok(());
+        }
+        let imm = [len as u32, src_offset as u32, dst_offset as u32, 0];
+        self.shared.dispatch(
+            "copy_u32",
+            &[&src.buffer, &dst.buffer],
+            &[src.id()],
+            &[dst.id()],
+            &imm,
+            elementwise_groups(len),
+        )
+    }
+
+    /// Writes this member's greedy candidate from `logits` (its vocabulary slice starting at
+    /// `index_offset`) into slot `slot` of `pairs` (f32, 2 per member) as (value, index).
+    pub fn argmax_pair(
+        &self,
+        logits: &Tensor,
+        index_offset: usize,
+        pairs: &Tensor,
+        slot: usize,
+    ) -> Result<()> {
+        self.own(&[(logits, "argmax logits"), (pairs, "argmax pairs")])?;
+        logits.check_dtype(DType::F32, "argmax logits")?;
+        pairs.check_dtype(DType::F32, "argmax pairs")?;
+        if 2 * slot + 1 >= pairs.len() {
+            return Err(Error::IndexOutOfRange { index: slot, len: pairs.len() / 2 });
+        }
+        if index_offset + logits.len() >= 1 << 24 {
+            return Err(Error::Unsupported("vocabulary indices past 2^24 do not fit the f32 pair".into()));
+        }
+        let imm = [logits.len() as u32, index_offset as u32, slot as u32, 0];
+        self.shared.dispatch(
+            "argmax_pair",
+            &[&logits.buffer, &pairs.buffer],
+            &[logits.id()],
+            &[pairs.id()],
+            &imm,
+            [1, 1, 1],
+        )
+    }
+
+    /// Picks the greedy token from gathered `pairs` (2 per member) into `token[0]` and
+    /// `history[step]` (both u32).
+    pub fn select_token(&self, pairs: &Tensor, token: &Tensor, history: &Tensor, step: usize) -> Result<()> {
+        self.own(&[(pairs, "select pairs"), (token, "select token"), (history, "select history")])?;
+        pairs.check_dtype(DType::F32, "select pairs")?;
+        token.check_dtype(DType::U32, "select token")?;
+        history.check_dtype(DType::U32, "select history")?;
+        if step >= history.len() {
+            return Err(Error::IndexOutOfRange { index: step, len: history.len() });
+        }
+        let b: [&dyn GpuBuffer; 3] = [&pairs.buffer, &token.buffer, &history.buffer];
+        let imm = [(pairs.len() / 2) as u32, step as u32, 0, 0];
+        self.shared.dispatch("select_token", &b, &[pairs.id()], &[token.id(), history.id()], &imm, [1, 1, 1])
+    }
+
+    /// Fills f16 `t` (`[rows, cols]`) with the slice at (`row_offset`, `col_offset`) of the
+    /// logical `[*, full_cols]` matrix of deterministic values `k·2^-shift`, `k` in
+    /// [-1024, 1023], drawn from `seed` (see `wgsl/init_weights.wgsl`; CPU twin
+    /// [`crate::tp::init::weight`]).
+    pub fn init_weights(
+        &self,
+        t: &Tensor,
+        seed: u32,
+        full_cols: usize,
+        row_offset: usize,
+        col_offset: usize,
+        shift: u32,
+    ) -> Result<()> {
+        self.own(&[(t, "init_weights")])?;
+        t.check_dtype(DType::F16, "init_weights")?;
+        let &[rows, cols] = t.shape() else {
+            return Err(Error::LengthMismatch {
+                what: "init_weights dimensions".into(),
+                expected: 2,
+                got: t.shape().len(),
+            });
+        };
+        if col_offset + cols > full_cols {
+            return Err(Error::LengthMismatch {
+                what: "init_weights columns".into(),
+                expected: full_cols,
+                got: col_offset + cols,
+            });
+        }
+        if (row_offset + rows) as u64 * full_cols as u64 > u32::MAX as u64 {
+            return Err(Error::Unsupported("init_weights: logical matrix past 2^32 elements".into()));
+        }
+        if rows * cols == 0 {
+            return Ok(());
+        }
+        let imm = [
+            seed,
+            rows as u32,
+            cols as u32,
+            full_cols as u32,
+            row_offset as u32,
+            col_offset as u32,
+            shift,
+            0,
+        ];
+        self.shared.dispatch(
+            "init_weights_f16",
+            &[&t.buffer],
+            &[],
+            &[t.id()],
+            &imm,
+            elementwise_groups((rows * cols).div_ceil(2)),
+        )
+    }
+}

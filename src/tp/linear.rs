@@ -1,0 +1,152 @@
+//! Tensor-parallel linear layers over a group: the weight `W [out, in]` (f16) is split across
+//! members, each holding only its slice.
+//!
+//! - [`ColumnParallelLinear`] splits the output features: member i holds rows `ranges[i]` and
+//!   computes its slice of `y = W x` from the replicated `x`. No communication.
+//! - [`RowParallelLinear`] splits the input features: member i holds columns `ranges[i]` and
+//!   computes a partial `y_i = W[:, ranges[i]] x[ranges[i]]`; the all-reduce sums the partials
+//!   so every member holds the full `y`. A member with an empty range contributes zeros.
+
+use std::ops::Range;
+
+use crate::comm::{AllReduceOptions, Comm, Precision};
+use crate::error::{Error, Result};
+use crate::group::Member;
+use crate::tensor::{DType, Tensor};
+
+fn check_members(what: &str, members: &[Member], n: usize) -> Result<()> {
+    if members.len() != n {
+        return Err(Error::LengthMismatch {
+            what: format!("{what}: tensors per member"),
+            expected: members.len(),
+            got: n,
+        });
+    }
+    Ok(())
+}
+
+/// Linear layer split along its output features.
+pub struct ColumnParallelLinear {
+    pub in_features: usize,
+    pub out_features: usize,
+    /// Rows of `W` held by each member.
+    pub ranges: Vec<Range<usize>>,
+    weights: Vec<Tensor>,
+}
+
+impl ColumnParallelLinear {
+    /// Generates the layer's slices on the members (see `Member::init_weights`).
+    pub fn random(
+        members: &[Member],
+        in_features: usize,
+        out_features: usize,
+        ranges: Vec<Range<usize>>,
+        seed: u32,
+        shift: u32,
+    ) -> Result<Self> {
+        check_members("ColumnParallelLinear ranges", members, ranges.len())?;
+        if ranges.last().map_or(0, |r| r.end) != out_features {
+            return Err(Error::LengthMismatch {
+                what: "ColumnParallelLinear ranges cover".into(),
+                expected: out_features,
+                got: ranges.last().map_or(0, |r| r.end),
+            });
+        }
+        let weights = members
+            .iter()
+            .zip(&ranges)
+            .map(|(m, r)| {
+                let t = m.empty(&[r.len(), in_features], DType::F16)?;
+                m.init_weights(&t, seed, in_features, r.start, 0, shift)?;
+                Ok(t)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Self { in_features, out_features, ranges, weights })
+    }
+
+    /// `y[i] = W[ranges[i], :] x[i]` on every member (`x[i]` is the replicated input).
+    pub fn forward(&self, members: &[Member], x: &[&Tensor], y: &[&Tensor]) -> Result<()> {
+        check_members("ColumnParallelLinear x", members, x.len())?;
+        check_members("ColumnParallelLinear y", members, y.len())?;
+        for (i, m) in members.iter().enumerate() {
+            m.matvec(&self.weights[i], x[i], y[i])?;
+        }
+        Ok(())
+    }
+
+    /// Member `i`'s weight slice.
+    pub fn weight(&self, i: usize) -> &Tensor {
+        &self.weights[i]
+    }
+}
+
+/// Linear layer split along its input features; the partial outputs are all-reduced.
+pub struct RowParallelLinear {
+    pub in_features: usize,
+    pub out_features: usize,
+    /// Columns of `W` held by each member.
+    pub ranges: Vec<Range<usize>>,
+    weights: Vec<Tensor>,
+}
+
+impl RowParallelLinear {
+    /// Generates the layer's slices on the members.
+    pub fn random(
+        members: &[Member],
+        in_features: usize,
+        out_features: usize,
+        ranges: Vec<Range<usize>>,
+        seed: u32,
+        shift: u32,
+    ) -> Result<Self> {
+        check_members("RowParallelLinear ranges", members, ranges.len())?;
+        if ranges.last().map_or(0, |r| r.end) != in_features {
+            return Err(Error::LengthMismatch {
+                what: "RowParallelLinear ranges cover".into(),
+                expected: in_features,
+                got: ranges.last().map_or(0, |r| r.end),
+            });
+        }
+        let weights = members
+            .iter()
+            .zip(&ranges)
+            .map(|(m, r)| {
+                let t = m.empty(&[out_features, r.len()], DType::F16)?;
+                m.init_weights(&t, seed, in_features, 0, r.start, shift)?;
+                Ok(t)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Self { in_features, out_features, ranges, weights })
+    }
+
+    /// `y = W x`: member i computes `W[:, ranges[i]] x[i]` (its slice of the input) into
+    /// `y[i]`, then `comm` sums the partials so every `y[i]` holds the full result, bitwise
+    /// equal on every member. With one member pass `comm = None`.
+    pub fn forward(
+        &self,
+        members: &[Member],
+        comm: Option<&mut Comm>,
+        x: &[&Tensor],
+        y: &mut [&Tensor],
+    ) -> Result<()> {
+        check_members("RowParallelLinear x", members, x.len())?;
+        check_members("RowParallelLinear y", members, y.len())?;
+        for (i, m) in members.iter().enumerate() {
+            m.matvec(&self.weights[i], x[i], y[i])?;
+        }
+        match comm {
+            Some(c) => {
+                c.all_reduce(y, &AllReduceOptions { precision: Precision::Auto, ..Default::default() })
+            }
+            None if members.len() == 1 => Ok(()),
+            None => {
+                Err(Error::Unsupported("RowParallelLinear over several members needs a communicator".into()))
+            }
+        }
+    }
+
+    /// Member `i`'s weight slice.
+    pub fn weight(&self, i: usize) -> &Tensor {
+        &self.weights[i]
+    }
+}

@@ -1,0 +1,21 @@
+//! Tensor parallelism: one model's layers split across the members of a group, each doing part
+//! of every matrix product, the partial results summed by the all-reduce.
+//!
+//! - [`split`]: how features are shared out (even, weighted, granularity).
+//! - [`linear`]: [`ColumnParallelLinear`] (no communication) and [`RowParallelLinear`]
+//!   (matrix–vector product, then all-reduce).
+//! - [`model`]: a decoder-only transformer built from them, for greedy decoding.
+//! - [`init`]: deterministic weights generated on the device, and their CPU twin.
+//!
+//! What it must never do: let replicated activations drift apart. Every replicated tensor is
+//! produced by the same kernels from bitwise-equal inputs, and the all-reduce returns bitwise
+//! equal sums, so every member's copy stays identical.
+
+pub mod init;
+pub mod linear;
+pub mod model;
+pub mod split;
+
+pub use linear::{ColumnParallelLinear, RowParallelLinear};
+pub use model::{DecodeStats, Decoder, DecoderConfig, Plan};
+pub use split::{split_ranges, SplitSpec};

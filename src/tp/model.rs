@@ -1,0 +1,457 @@
+//! A decoder-only transformer split across a group for one-token-at-a-time greedy decoding.
+//!
+//! Per layer: RMSNorm → Q, K, V (column-parallel, whole KV-head groups per member) → RoPE →
+//! KV cache append (each member caches only its heads) → attention → output projection
+//! (row-parallel, all-reduce) → residual → RMSNorm → gate and up (column-parallel, cut at 64
+//! features) → SiLU(gate)·up → down (row-parallel, all-reduce) → residual. The embedding and
+//! the final norm are replicated; the vocabulary projection is column-parallel and the greedy
+//! choice is gathered with one more all-reduce of (value, index) pairs, so the next token's id
+//! never leaves the devices: the host records step after step without waiting.
+//!
+//! Weights are generated on the devices from a seed, so even the 27B-class preset loads in
+//! seconds and every split holds exactly the slices of the one-member model.
+
+use std::ops::Range;
+
+use crate::comm::{AllReduceOptions, Comm, Precision};
+use crate::error::{Error, Result};
+use crate::group::{DeviceGroup, Member};
+use crate::ops::AttentionShape;
+use crate::tensor::{DType, Tensor};
+
+use super::init::{matrix_seed, shift_for_fan_in};
+use super::linear::{ColumnParallelLinear, RowParallelLinear};
+use super::split::{split_ranges, SplitSpec};
+
+/// Shape of the model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DecoderConfig {
+    pub hidden: usize,
+    pub ffn: usize,
+    pub layers: usize,
+    pub q_heads: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    pub vocab: usize,
+    /// KV-cache capacity in tokens.
+    pub max_seq: usize,
+    pub seed: u32,
+    pub rope_base: f32,
+    pub eps: f32,
+}
+
+impl DecoderConfig {
+    /// A small model for tests and CI (runs in seconds on lavapipe).
+    pub fn small() -> Self {
+        Self {
+            hidden: 256,
+            ffn: 640,
+            layers: 2,
+            q_heads: 8,
+            kv_heads: 4,
+            head_dim: 32,
+            vocab: 1000,
+            max_seq: 64,
+            seed: 7,
+            rope_base: 10_000.0,
+            eps: 1e-5,
+        }
+    }
+
+    /// A 27B-class shape: hidden 5120, FFN 17408, 64 layers, 40 query and 8 KV heads of 128.
+    pub fn preset_27b() -> Self {
+        Self {
+            hidden: 5120,
+            ffn: 17408,
+            layers: 64,
+            q_heads: 40,
+            kv_heads: 8,
+            head_dim: 128,
+            vocab: 32_000,
+            max_seq: 256,
+            seed: 7,
+            rope_base: 10_000.0,
+            eps: 1e-5,
+        }
+    }
+
+    /// `small` or `27b`.
+    pub fn preset(name: &str) -> Result<Self> {
+        match name {
+            "small" => Ok(Self::small()),
+            "27b" => Ok(Self::preset_27b()),
+            _ => Err(Error::BadConfig {
+                name: "--preset",
+                value: name.into(),
+                why: "expected small or 27b".into(),
+            }),
+        }
+    }
+
+    fn validate(&self) -> Result<()> {
+        let bad = |why: &str| Err(Error::Unsupported(format!("decoder shape {self:?}: {why}")));
+        if self.hidden == 0 || self.ffn == 0 || self.layers == 0 || self.vocab == 0 || self.max_seq == 0 {
+            return bad("every size must be positive");
+        }
+        if self.kv_heads == 0 || !self.q_heads.is_multiple_of(self.kv_heads) {
+            return bad("query heads must be a positive multiple of the KV heads");
+        }
+        if self.head_dim == 0 || !self.head_dim.is_multiple_of(2) {
+            return bad("the head dimension must be even (RoPE rotates pairs)");
+        }
+        Ok(())
+    }
+
+    /// Parameters (weights) in the model.
+    pub fn parameters(&self) -> u64 {
+        let (h, f, d) = (self.hidden as u64, self.ffn as u64, self.head_dim as u64);
+        let attn = h * d * (self.q_heads as u64 * 2 + self.kv_heads as u64 * 2);
+        let mlp = 3 * h * f;
+        self.layers as u64 * (attn + mlp) + 2 * self.vocab as u64 * h
+    }
+}
+
+/// How the features were shared out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// KV heads per member (query heads follow, `group` per KV head).
+    pub kv_heads: Vec<Range<usize>>,
+    pub ffn: Vec<Range<usize>>,
+    pub vocab: Vec<Range<usize>>,
+}
+
+impl Plan {
+    /// Cuts the model for members weighted `weights`: attention at whole KV heads, the MLP at
+    /// 64 features, the vocabulary at 64 entries.
+    pub fn new(cfg: &DecoderConfig, weights: &[f64]) -> Result<Self> {
+        Ok(Self {
+            kv_heads: split_ranges(cfg.kv_heads, 1, weights)?,
+            ffn: split_ranges(cfg.ffn, 64, weights)?,
+            vocab: split_ranges(cfg.vocab, 64, weights)?,
+        })
+    }
+}
+
+struct Layer {
+    q: ColumnParallelLinear,
+    k: ColumnParallelLinear,
+    v: ColumnParallelLinear,
+    o: RowParallelLinear,
+    gate: ColumnParallelLinear,
+    up: ColumnParallelLinear,
+    down: RowParallelLinear,
+    k_cache: Vec<Tensor>,
+    v_cache: Vec<Tensor>,
+}
+
+/// Per-member activations, made once at load.
+struct Scratch {
+    x: Tensor,
+    h: Tensor,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    attn: Tensor,
+    scores: Tensor,
+    o: Tensor,
+    g: Tensor,
+    u: Tensor,
+    a: Tensor,
+    d: Tensor,
+    logits: Tensor,
+    pairs: Tensor,
+    token: Tensor,
+    history: Tensor,
+    norm: Tensor,
+}
+
+/// Counters of a decode run.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct DecodeStats {
+    pub tokens: usize,
+    pub all_reduces: u64,
+    /// Queue submits per member, summed over members.
+    pub submits: u64,
+    pub members: usize,
+}
+
+/// The model on a group.
+pub struct Decoder {
+    pub cfg: DecoderConfig,
+    pub plan: Plan,
+    members: Vec<Member>,
+    comm: Option<Comm>,
+    embed: Vec<Tensor>,
+    vocab: ColumnParallelLinear,
+    layers: Vec<Layer>,
+    scratch: Vec<Scratch>,
+    /// Tokens decoded so far (the next position).
+    pos: usize,
+}
+
+impl Decoder {
+    /// Loads the model on every member of `group`, split as `split` says. `comm` is created
+    /// here for groups of two or more members.
+    pub fn new(group: &DeviceGroup, cfg: DecoderConfig, split: &SplitSpec) -> Result<Self> {
+        let comm = if group.len() > 1 { Some(Comm::new(group)?) } else { None };
+        Self::with_comm(group, cfg, split, comm)
+    }
+
+    /// Like [`Decoder::new`] with a communicator of the caller's.
+    pub fn with_comm(
+        group: &DeviceGroup,
+        cfg: DecoderConfig,
+        split: &SplitSpec,
+        comm: Option<Comm>,
+    ) -> Result<Self> {
+        cfg.validate()?;
+        let members = group.members().to_vec();
+        if members.len() > 1 && comm.is_none() {
+            return Err(Error::Unsupported("a decoder over several members needs a communicator".into()));
+        }
+        let weights = split.weights(members.len())?;
+        let plan = Plan::new(&cfg, &weights)?;
+        let group_size = cfg.q_heads / cfg.kv_heads;
+        let d = cfg.head_dim;
+        let q_rows: Vec<_> =
+            plan.kv_heads.iter().map(|r| r.start * group_size * d..r.end * group_size * d).collect();
+        let kv_rows: Vec<_> = plan.kv_heads.iter().map(|r| r.start * d..r.end * d).collect();
+        let (h, f, qd, kvd) = (cfg.hidden, cfg.ffn, cfg.q_heads * d, cfg.kv_heads * d);
+        let s_h = shift_for_fan_in(h);
+        let mut layers = Vec::with_capacity(cfg.layers);
+        for l in 0..cfg.layers {
+            let seed = |id| matrix_seed(cfg.seed, l, id);
+            let caches = || {
+                members
+                    .iter()
+                    .zip(&plan.kv_heads)
+                    .map(|(m, r)| m.full(&[r.len() * cfg.max_seq * d], DType::F32, 0.0))
+                    .collect::<Result<Vec<_>>>()
+            };
+            layers.push(Layer {
+                q: ColumnParallelLinear::random(&members, h, qd, q_rows.clone(), seed(1), s_h)?,
+                k: ColumnParallelLinear::random(&members, h, kvd, kv_rows.clone(), seed(2), s_h)?,
+                v: ColumnParallelLinear::random(&members, h, kvd, kv_rows.clone(), seed(3), s_h)?,
+                o: RowParallelLinear::random(&members, qd, h, q_rows.clone(), seed(4), shift_for_fan_in(qd))?,
+                gate: ColumnParallelLinear::random(&members, h, f, plan.ffn.clone(), seed(5), s_h)?,
+                up: ColumnParallelLinear::random(&members, h, f, plan.ffn.clone(), seed(6), s_h)?,
+                down: RowParallelLinear::random(
+                    &members,
+                    f,
+                    h,
+                    plan.ffn.clone(),
+                    seed(7),
+                    shift_for_fan_in(f),
+                )?,
+                k_cache: caches()?,
+                v_cache: caches()?,
+            });
+        }
+        let vocab = ColumnParallelLinear::random(
+            &members,
+            h,
+            cfg.vocab,
+            plan.vocab.clone(),
+            matrix_seed(cfg.seed, usize::MAX, 8),
+            s_h,
+        )?;
+        let embed = members
+            .iter()
+            .map(|m| {
+                let t = m.empty(&[cfg.vocab, h], DType::F16)?;
+                // Embedding rows of amplitude 1: k * 2^-10.
+                m.init_weights(&t, matrix_seed(cfg.seed, usize::MAX, 9), h, 0, 0, 10)?;
+                Ok(t)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let n = members.len();
+        let scratch = members
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let f32t = |len: usize| m.full(&[len], DType::F32, 0.0);
+                let kvh = plan.kv_heads[i].len();
+                let qh = kvh * group_size;
+                Ok(Scratch {
+                    x: f32t(h)?,
+                    h: f32t(h)?,
+                    q: f32t(qh * d)?,
+                    k: f32t(kvh * d)?,
+                    v: f32t(kvh * d)?,
+                    attn: f32t(qh * d)?,
+                    scores: f32t(qh * cfg.max_seq)?,
+                    o: f32t(h)?,
+                    g: f32t(plan.ffn[i].len())?,
+                    u: f32t(plan.ffn[i].len())?,
+                    a: f32t(plan.ffn[i].len())?,
+                    d: f32t(h)?,
+                    logits: f32t(plan.vocab[i].len())?,
+                    pairs: f32t(2 * n)?,
+                    token: m.upload_u32(&[0])?,
+                    history: m.upload_u32(&vec![0; cfg.max_seq])?,
+                    norm: m.full(&[h], DType::F32, 1.0)?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        for m in &members {
+            m.flush()?;
+        }
+        Ok(Self { cfg, plan, members, comm, embed, vocab, layers, scratch, pos: 0 })
+    }
+
+    /// The all-reduce mode in use (`None` for one member).
+    pub fn comm(&self) -> Option<&Comm> {
+        self.comm.as_ref()
+    }
+
+    pub fn members(&self) -> &[Member] {
+        &self.members
+    }
+
+    /// Tokens decoded so far.
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
+    fn all_reduce(&mut self, pick: impl Fn(&Scratch) -> &Tensor, precision: Precision) -> Result<()> {
+        let Some(comm) = self.comm.as_mut() else { return Ok(()) };
+        let mut ts: Vec<&Tensor> = self.scratch.iter().map(pick).collect();
+        comm.all_reduce(&mut ts, &AllReduceOptions { precision, ..Default::default() })
+    }
+
+    /// Records one decode step: embeds the current token (on the devices), runs every layer,
+    /// and leaves the greedy next token in every member's token buffer and in the history.
+    /// Nothing waits for the GPU.
+    pub fn step(&mut self) -> Result<()> {
+        let pos = self.pos;
+        if pos >= self.cfg.max_seq {
+            return Err(Error::Unsupported(format!(
+                "the KV cache holds {} positions; decode fewer tokens or raise max_seq",
+                self.cfg.max_seq
+            )));
+        }
+        let cfg = self.cfg.clone();
+        let group = cfg.q_heads / cfg.kv_heads;
+        let d = cfg.head_dim;
+        for (i, m) in self.members.iter().enumerate() {
+            let s = &self.scratch[i];
+            m.embed(&self.embed[i], &s.token, &s.x)?;
+        }
+        for l in 0..cfg.layers {
+            // Attention block up to the output projection's partial sums.
+            for (i, m) in self.members.iter().enumerate() {
+                let (s, layer) = (&self.scratch[i], &self.layers[l]);
+                let kvh = self.plan.kv_heads[i].len();
+                m.rmsnorm(&s.x, &s.norm, &s.h, cfg.eps)?;
+                m.matvec(layer.q.weight(i), &s.h, &s.q)?;
+                m.matvec(layer.k.weight(i), &s.h, &s.k)?;
+                m.matvec(layer.v.weight(i), &s.h, &s.v)?;
+                m.rope(&s.q, kvh * group, d, pos, cfg.rope_base)?;
+                m.rope(&s.k, kvh, d, pos, cfg.rope_base)?;
+                for j in 0..kvh {
+                    let at = (j * cfg.max_seq + pos) * d;
+                    m.copy_region(&s.k, j * d, &layer.k_cache[i], at, d)?;
+                    m.copy_region(&s.v, j * d, &layer.v_cache[i], at, d)?;
+                }
+                let shape =
+                    AttentionShape { q_heads: kvh * group, group, head_dim: d, pos, max_seq: cfg.max_seq };
+                m.attention(&s.q, &layer.k_cache[i], &layer.v_cache[i], &s.scores, &s.attn, shape)?;
+                m.matvec(layer.o.weight(i), &s.attn, &s.o)?;
+            }
+            self.all_reduce(|s| &s.o, Precision::Auto)?;
+            // MLP block up to the down projection's partial sums.
+            for (i, m) in self.members.iter().enumerate() {
+                let (s, layer) = (&self.scratch[i], &self.layers[l]);
+                m.add(&s.x, &s.o)?;
+                m.rmsnorm(&s.x, &s.norm, &s.h, cfg.eps)?;
+                m.matvec(layer.gate.weight(i), &s.h, &s.g)?;
+                m.matvec(layer.up.weight(i), &s.h, &s.u)?;
+                m.silu_mul(&s.g, &s.u, &s.a)?;
+                m.matvec(layer.down.weight(i), &s.a, &s.d)?;
+            }
+            self.all_reduce(|s| &s.d, Precision::Auto)?;
+            for (i, m) in self.members.iter().enumerate() {
+                let s = &self.scratch[i];
+                m.add(&s.x, &s.d)?;
+            }
+        }
+        for (i, m) in self.members.iter().enumerate() {
+            let s = &self.scratch[i];
+            m.rmsnorm(&s.x, &s.norm, &s.h, cfg.eps)?;
+            m.matvec(self.vocab.weight(i), &s.h, &s.logits)?;
+            m.fill(&s.pairs, 0.0)?;
+            m.argmax_pair(&s.logits, self.plan.vocab[i].start, &s.pairs, i)?;
+        }
+        self.all_reduce(|s| &s.pairs, Precision::F32)?;
+        for (i, m) in self.members.iter().enumerate() {
+            let s = &self.scratch[i];
+            m.select_token(&s.pairs, &s.token, &s.history, pos)?;
+        }
+        self.pos += 1;
+        Ok(())
+    }
+
+    /// Sets the token the next step embeds (the prompt's last token).
+    pub fn set_token(&mut self, token: u32) -> Result<()> {
+        if token as usize >= self.cfg.vocab {
+            return Err(Error::IndexOutOfRange { index: token as usize, len: self.cfg.vocab });
+        }
+        for (m, s) in self.members.iter().zip(&self.scratch) {
+            m.write(&s.token, &[token as f32])?;
+        }
+        Ok(())
+    }
+
+    /// Decodes `steps` tokens greedily from `first`, calling `on_step(i)` after step i has
+    /// finished on the devices. Keeps at most two steps in flight.
+    pub fn generate(&mut self, first: u32, steps: usize, mut on_step: impl FnMut(usize)) -> Result<Vec<u32>> {
+        self.set_token(first)?;
+        let start = self.pos;
+        let mut previous: Option<Vec<u64>> = None;
+        for k in 0..steps {
+            self.step()?;
+            // Flush so the step starts on the GPU, then wait for the step before it: at most
+            // two steps in flight, so command buffers do not pile up.
+            let marks =
+                self.members.iter().map(|m| m.flush().map(|()| m.mark())).collect::<Result<Vec<_>>>()?;
+            if let Some(prev) = previous.replace(marks) {
+                for (m, v) in self.members.iter().zip(prev) {
+                    m.wait_mark(v, "the previous decode step")?;
+                }
+                on_step(k - 1);
+            }
+        }
+        for m in &self.members {
+            m.synchronize()?;
+        }
+        if steps > 0 {
+            on_step(steps - 1);
+        }
+        let history = self.scratch[0].history.read_u32()?;
+        Ok(history[start..start + steps].to_vec())
+    }
+
+    /// Every member's logits slice concatenated (valid after the step finished: reads wait).
+    pub fn logits(&self) -> Result<Vec<f32>> {
+        let mut all = Vec::with_capacity(self.cfg.vocab);
+        for s in &self.scratch {
+            all.extend(s.logits.read()?);
+        }
+        Ok(all)
+    }
+
+    /// Every member's copy of the residual stream `x` (replicated: must be bitwise equal).
+    pub fn residuals(&self) -> Result<Vec<Vec<f32>>> {
+        self.scratch.iter().map(|s| s.x.read()).collect()
+    }
+
+    /// Counters so far: all-reduces and submits (summed over members).
+    pub fn stats(&self) -> DecodeStats {
+        DecodeStats {
+            tokens: self.pos,
+            all_reduces: self.comm.as_ref().map_or(0, |c| c.all_reduce_count()),
+            submits: self.members.iter().map(|m| m.submit_count()).sum(),
+            members: self.members.len(),
+        }
+    }
+}

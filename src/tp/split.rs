@@ -1,0 +1,131 @@
+//! How features are shared out among members: even, or weighted (`2:1` for a fast discrete GPU
+//! beside a slow integrated one), cut at multiples of a granularity (64 features for the MLP,
+//! whole KV-head groups for attention) with the remainder spread by largest fractional share.
+
+use std::ops::Range;
+
+use crate::config;
+use crate::error::{Error, Result};
+
+/// A split request: `CROSSGPU_SPLIT=even|2:1:1|...`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum SplitSpec {
+    #[default]
+    Even,
+    /// One non-negative weight per member, in group order.
+    Weighted(Vec<f64>),
+}
+
+impl SplitSpec {
+    /// Parses `even` or colon-separated weights such as `2:1` or `3:1:0`.
+    pub fn parse(s: &str) -> Result<Self> {
+        let s = s.trim();
+        let bad = |why: String| Error::BadConfig { name: "CROSSGPU_SPLIT", value: s.to_string(), why };
+        if s.is_empty() || s.eq_ignore_ascii_case("even") {
+            return Ok(Self::Even);
+        }
+        let w = s
+            .split(':')
+            .map(|p| p.trim().parse::<f64>().map_err(|_| bad(format!("'{p}' is not a number"))))
+            .collect::<Result<Vec<_>>>()?;
+        if let Some(v) = w.iter().find(|v| !v.is_finite() || **v < 0.0) {
+            return Err(bad(format!("weight {v} must be a finite number >= 0")));
+        }
+        if w.iter().sum::<f64>() <= 0.0 {
+            return Err(bad("the weights sum to zero: no member would get any work".into()));
+        }
+        Ok(Self::Weighted(w))
+    }
+
+    /// `CROSSGPU_SPLIT`, default even.
+    pub fn from_env() -> Result<Self> {
+        config::string_var("CROSSGPU_SPLIT").map_or(Ok(Self::Even), |s| Self::parse(&s))
+    }
+
+    /// The weight of each of `members` members.
+    pub fn weights(&self, members: usize) -> Result<Vec<f64>> {
+        match self {
+            Self::Even => Ok(vec![1.0; members]),
+            Self::Weighted(w) if w.len() == members => Ok(w.clone()),
+            Self::Weighted(w) => Err(Error::BadConfig {
+                name: "CROSSGPU_SPLIT",
+                value: w.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(":"),
+                why: format!("{} weights for a group of {members} members", w.len()),
+            }),
+        }
+    }
+}
+
+/// Contiguous feature ranges, one per member in order, covering `0..total`, with every cut at
+/// a multiple of `granularity` (the last unit may be partial). A member whose share rounds to
+/// zero units gets an empty range (it contributes zeros).
+pub fn split_ranges(total: usize, granularity: usize, weights: &[f64]) -> Result<Vec<Range<usize>>> {
+    if granularity == 0 {
+        return Err(Error::Unsupported("split granularity 0".into()));
+    }
+    if weights.is_empty() {
+        return Err(Error::Unsupported("a split over no members".into()));
+    }
+    if weights.iter().any(|w| !w.is_finite() || *w < 0.0) {
+        return Err(Error::Unsupported(format!("split weights must be finite and >= 0: {weights:?}")));
+    }
+    let sum: f64 = weights.iter().sum();
+    if sum <= 0.0 {
+        return Err(Error::Unsupported("split weights sum to zero".into()));
+    }
+    let units = total.div_ceil(granularity);
+    let ideal: Vec<f64> = weights.iter().map(|w| units as f64 * w / sum).collect();
+    let mut counts: Vec<usize> = ideal.iter().map(|x| x.floor() as usize).collect();
+    let mut left = units - counts.iter().sum::<usize>();
+    // Largest fractional share first; ties to the earlier member.
+    let mut order: Vec<usize> = (0..weights.len()).filter(|&i| weights[i] > 0.0).collect();
+    order.sort_by(|&a, &b| {
+        (ideal[b] - ideal[b].floor()).total_cmp(&(ideal[a] - ideal[a].floor())).then(a.cmp(&b))
+    });
+    for &i in order.iter().cycle() {
+        if left == 0 {
+            break;
+        }
+        counts[i] += 1;
+        left -= 1;
+    }
+    let mut start = 0usize;
+    Ok(counts
+        .iter()
+        .map(|&c| {
+            let r = (start * granularity).min(total)..((start + c) * granularity).min(total);
+            start += c;
+            r
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn even_weighted_and_zero_shares() {
+        assert_eq!(split_ranges(17408, 64, &[1.0, 1.0]).unwrap(), vec![0..8704, 8704..17408]);
+        assert_eq!(split_ranges(8, 1, &[1.0, 1.0, 1.0]).unwrap(), vec![0..3, 3..6, 6..8]);
+        assert_eq!(split_ranges(300, 64, &[2.0, 1.0]).unwrap(), vec![0..192, 192..300]);
+        assert_eq!(split_ranges(128, 64, &[1.0, 0.0, 1.0]).unwrap(), vec![0..64, 64..64, 64..128]);
+        // One unit among three members: two get nothing.
+        assert_eq!(split_ranges(10, 64, &[1.0, 1.0, 1.0]).unwrap(), vec![0..10, 10..10, 10..10]);
+        assert_eq!(split_ranges(0, 64, &[1.0, 1.0]).unwrap(), vec![0..0, 0..0]);
+    }
+
+    #[test]
+    fn bad_requests_are_errors() {
+        assert!(split_ranges(10, 0, &[1.0]).is_err());
+        assert!(split_ranges(10, 1, &[]).is_err());
+        assert!(split_ranges(10, 1, &[0.0, 0.0]).is_err());
+        assert!(split_ranges(10, 1, &[-1.0, 2.0]).is_err());
+        assert!(split_ranges(10, 1, &[f64::NAN]).is_err());
+        for s in ["2:x", "1:-1", "0:0", "inf:1"] {
+            assert!(SplitSpec::parse(s).is_err(), "{s}");
+        }
+        assert_eq!(SplitSpec::parse("2:1").unwrap(), SplitSpec::Weighted(vec![2.0, 1.0]));
+        assert!(SplitSpec::parse("2:1").unwrap().weights(3).is_err());
+    }
+}
