@@ -70,10 +70,11 @@ pub fn adapter_table(adapters: &[AdapterInfo]) -> String {
         let _ = writeln!(s, "    timeline semaphore {}", yes(c.timeline_semaphore));
         let _ = writeln!(
             s,
-            "    semaphore fd       {} (VK_KHR_external_semaphore_fd), SYNC_FD export {} import {}",
+            "    semaphore fd       {} (VK_KHR_external_semaphore_fd), SYNC_FD export {} import {}, OPAQUE_FD {}",
             yes(c.external_semaphore_fd),
             yes(c.sync_fd_export),
-            yes(c.sync_fd_import)
+            yes(c.sync_fd_import),
+            yes(c.opaque_fd)
         );
         let _ = writeln!(
             s,

@@ -277,3 +277,20 @@ fn bad_input_is_an_error_and_modifies_nothing() {
     assert_eq!(ta.read().unwrap(), sum);
     common::assert_no_validation_errors();
 }
+
+#[test]
+fn all_reduces_larger_than_one_binding_run_in_chunks() {
+    // Four members' f32 slots for one half must fit one storage binding (128 MiB on lavapipe),
+    // so an f32-wire all-reduce of more than limit / 16 bytes per member runs in chunks.
+    let group = common::logical(4);
+    let mut comm = Comm::with_options(&group, options(ModeRequest::Forced(Mode::HostBridge))).unwrap();
+    let limit = group.members()[0].adapter().caps.max_storage_buffer_range as usize;
+    let n = limit / 16 + 12_345; // words per member region: limit / 4 bytes / 4 members
+    let mut rng = common::rng(10);
+    let parts: Vec<Vec<f32>> = (0..4).map(|_| common::random(&mut rng, n)).collect();
+    let f32 = AllReduceOptions { precision: Precision::F32, ..Default::default() };
+    check_round(&group, &mut comm, &parts, &f32, false);
+    assert!((comm.slot_capacity() as usize) < n, "the slots are capped below the payload, so it was chunked");
+    assert_eq!(comm.mode(), Mode::HostBridge);
+    common::assert_no_validation_errors();
+}

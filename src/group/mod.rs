@@ -160,6 +160,13 @@ impl Member {
         self.shared.wait_value(&mut s, mark, what)
     }
 
+    /// Test hook: every later submit on this member's VkDevice fails with
+    /// [`crate::Error::DeviceLost`], as after a real VK_ERROR_DEVICE_LOST.
+    #[doc(hidden)]
+    pub fn inject_device_lost(&self) {
+        self.shared.device.inject_device_lost();
+    }
+
     /// Number of queue submits this member has made.
     pub fn submit_count(&self) -> u64 {
         self.shared.stream().submits

@@ -41,6 +41,16 @@ pub fn instance() -> Instance {
         .clone()
 }
 
+/// Index of the lavapipe adapter, for tests of lavapipe's specifics; `None` (the caller skips
+/// loudly) where the instance has none.
+pub fn lavapipe_index() -> Option<usize> {
+    let i = instance().adapters().iter().position(|a| a.driver_id == "MESA_LLVMPIPE");
+    if i.is_none() {
+        eprintln!("SKIPPED: no lavapipe adapter in this instance; this test checks lavapipe's specifics");
+    }
+    i
+}
+
 /// Opens `spec` (the CROSSGPU_DEVICES syntax) on the test instance.
 pub fn group(spec: &str) -> DeviceGroup {
     DeviceGroup::open(&instance(), &GroupSpec::parse(spec).unwrap()).unwrap()
@@ -53,7 +63,7 @@ pub fn group(spec: &str) -> DeviceGroup {
 pub fn logical(n: usize) -> DeviceGroup {
     let adapter = std::env::var("CROSSGPU_TEST_ADAPTER").unwrap_or_else(|_| "0".into());
     if std::env::var("CROSSGPU_TEST_STANDINS").as_deref() == Ok("1") {
-        group(&format!("{adapter}x{n}"))
+        group(&format!("{adapter}*{n}"))
     } else {
         group(&vec![adapter.as_str(); n].join(","))
     }

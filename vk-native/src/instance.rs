@@ -56,6 +56,9 @@ pub struct Capabilities {
     pub sync_fd_export: bool,
     /// A SYNC_FD can be imported into a binary semaphore.
     pub sync_fd_import: bool,
+    /// OPAQUE_FD semaphore export and import (shown beside SYNC_FD: a driver may offer one
+    /// without the other).
+    pub opaque_fd: bool,
     /// `shaderFloat16`.
     pub shader_float16: bool,
     /// `storageBuffer16BitAccess`.
@@ -231,8 +234,16 @@ unsafe fn query_adapter(
     // SAFETY: as above; both structs are core in Vulkan 1.2, which wgpu-hal requires for them.
     unsafe { instance.get_physical_device_features2(phd, &mut feats2) };
 
-    let (mut export, mut import) = (false, false);
+    let (mut export, mut import, mut opaque_fd) = (false, false, false);
     if sem_fd_ext {
+        let info = vk::PhysicalDeviceExternalSemaphoreInfo::default()
+            .handle_type(vk::ExternalSemaphoreHandleTypeFlags::OPAQUE_FD);
+        let mut out = vk::ExternalSemaphoreProperties::default();
+        // SAFETY: core 1.1 query on a live physical device.
+        unsafe { instance.get_physical_device_external_semaphore_properties(phd, &info, &mut out) };
+        opaque_fd = out.external_semaphore_features.contains(
+            vk::ExternalSemaphoreFeatureFlags::EXPORTABLE | vk::ExternalSemaphoreFeatureFlags::IMPORTABLE,
+        );
         let info = vk::PhysicalDeviceExternalSemaphoreInfo::default()
             .handle_type(vk::ExternalSemaphoreHandleTypeFlags::SYNC_FD);
         let mut out = vk::ExternalSemaphoreProperties::default();
@@ -283,6 +294,7 @@ unsafe fn query_adapter(
             external_semaphore_fd: sem_fd_ext,
             sync_fd_export: export,
             sync_fd_import: import,
+            opaque_fd,
             shader_float16: f12.shader_float16 == vk::TRUE,
             storage_buffer_16bit: f16bit.storage_buffer16_bit_access == vk::TRUE,
             queue_count: if fam0.queue_flags.contains(vk::QueueFlags::COMPUTE) {
