@@ -27,7 +27,7 @@ fn drop_with_work_pending_and_create_drop_cycles_leak_nothing() {
     }
     // Warm-up cycles first: drivers keep caches (NVIDIA's grew RSS by a few MiB over the first
     // cycles); a leak grows with every cycle, a cache does not.
-    let mut cycle_once = |cycle: usize, rng: &mut rand::rngs::StdRng| {
+    let cycle_once = |cycle: usize, rng: &mut rand::rngs::StdRng| {
         let mut comm = Comm::with_options(&group, options(ModeRequest::Auto)).unwrap();
         let n = 100 + cycle;
         let parts: Vec<Vec<f32>> = (0..3).map(|_| common::random(rng, n)).collect();
@@ -36,7 +36,7 @@ fn drop_with_work_pending_and_create_drop_cycles_leak_nothing() {
         comm.all_reduce(&mut t, &AllReduceOptions::default()).unwrap();
         // Drop the communicator with phase B still unsubmitted, then the tensors.
         drop(comm);
-        if cycle % 50 == 0 {
+        if cycle.is_multiple_of(50) {
             let r = t[2].read().unwrap();
             for i in 0..n {
                 assert_eq!(r[i], parts[0][i] + parts[1][i] + parts[2][i]);
