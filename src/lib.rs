@@ -11,6 +11,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod bench;
 pub mod comm;
 mod config;
 mod error;

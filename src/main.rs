@@ -30,6 +30,8 @@ enum Command {
     /// Greedy decoding of a tensor-parallel decoder across the group (random weights from a
     /// seed): tokens/s, all-reduces and submits per token, `--check` against one member.
     Decode(cli::decode::DecodeArgs),
+    /// Benchmarks: limits, all-reduce against the wgpu baseline, matvec, decode; JSON + charts.
+    Bench(cli::bench::BenchArgs),
 }
 
 fn main() {
@@ -39,6 +41,7 @@ fn main() {
         Command::Devices => cli::devices(),
         Command::Demo { len } => cli::demo(len),
         Command::Decode(args) => cli::decode::decode(&args),
+        Command::Bench(args) => cli::bench::bench(&args),
     };
     if let Err(e) = result {
         eprintln!("error: {e}");

@@ -10,7 +10,8 @@ for d in /.gl/ /.mesa/ /.dev/ /.vvl/; do grep -qxF "$d" .git/info/exclude || ech
 [ -d .mesa ] || ../shared/device/fetch-vulkan-debs
 if ! ls .vvl/vulkan-validationlayers_*.deb >/dev/null 2>&1; then
     mkdir -p .vvl /tmp/amd64/partial
-    (cd .vvl && apt-get -oAPT::Architecture=amd64 -oDir::State::Lists=/tmp/amd64 download -qq vulkan-validationlayers)
+    (cd .vvl && apt-get -oAPT::Architecture=amd64 -oDir::State::Lists=/tmp/amd64 download -qq vulkan-validationlayers \
+        libfontconfig1 libfreetype6 libpng16-16 libbrotli1 libexpat1)
 fi
 cargo build --release --bins --examples
 cargo test --release --no-run 2>&1 | tee /tmp/test-build.log

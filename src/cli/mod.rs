@@ -1,5 +1,6 @@
 //! The subcommands of the `crossgpu` program.
 
+pub mod bench;
 pub mod decode;
 
 use crossgpu::{adapter_table, AllReduceOptions, Comm, DType, DeviceGroup, Instance, Precision, Result};

@@ -362,6 +362,11 @@ impl Comm {
         self.members.is_empty()
     }
 
+    /// Payload bytes from which `Precision::Auto` uses the f16 wire.
+    pub fn f16_threshold_bytes(&self) -> u64 {
+        self.opts.f16_threshold_bytes
+    }
+
     /// All-reduces performed.
     pub fn all_reduce_count(&self) -> u64 {
         self.all_reduces

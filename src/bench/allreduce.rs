@@ -1,0 +1,97 @@
+//! All-reduce latency and bandwidth in a pipelined loop: `rounds` all-reduces recorded back to
+//! back (the decode pattern: nothing waits between them), then one wait; the time per round is
+//! that batch's time over its rounds. Batches repeat for the summary.
+
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::{data, summarize, Summary};
+use crate::comm::{AllReduceOptions, Comm, CommOptions, ModeRequest, Precision};
+use crate::error::Result;
+use crate::group::DeviceGroup;
+use crate::tensor::Tensor;
+
+/// One measured configuration.
+#[derive(Debug, Clone, Serialize)]
+pub struct AllReducePoint {
+    /// Who took part, e.g. `nvidia*2` (queue stand-ins) or `nvidia,nvidia` (VkDevices).
+    pub layout: String,
+    pub members: usize,
+    /// `HostBridge`, `SyncFd`, `Generic`, or `wgpu baseline`.
+    pub mode: String,
+    /// Payload per member, bytes (f32).
+    pub bytes: u64,
+    pub wire: &'static str,
+    pub us_per_round: Summary,
+    /// Algorithmic bandwidth: payload bytes / time per round, GB/s (median).
+    pub algbw_gbps: f64,
+    pub rounds_per_batch: usize,
+}
+
+/// Rounds per batch and batches for a payload: many small rounds, a few large ones.
+pub fn schedule(bytes: u64) -> (usize, usize) {
+    match bytes {
+        0..=262_144 => (200, 10),
+        262_145..=4_194_304 => (50, 8),
+        4_194_305..=67_108_864 => (10, 6),
+        _ => (3, 5),
+    }
+}
+
+/// Measures `mode` on `group` at `bytes` of f32 payload per member.
+pub fn measure(
+    group: &DeviceGroup,
+    layout: &str,
+    mode: ModeRequest,
+    precision: Precision,
+    bytes: u64,
+    spin: Option<Duration>,
+) -> Result<AllReducePoint> {
+    let mut opts = CommOptions { mode, ..CommOptions::from_env()? };
+    if let Some(s) = spin {
+        opts.spin = s;
+    }
+    let mut comm = Comm::with_options(group, opts)?;
+    let n = (bytes / 4) as usize;
+    let mut tensors: Vec<Tensor> = group
+        .members()
+        .iter()
+        .map(|m| m.upload_f32(&data(m.index() as u64 + 1, n)))
+        .collect::<Result<_>>()?;
+    let ar = AllReduceOptions { precision, ..Default::default() };
+    let (rounds, batches) = schedule(bytes);
+    for _ in 0..rounds.min(20) {
+        comm.all_reduce(&mut tensors, &ar)?;
+    }
+    group.synchronize()?;
+    let mut samples = Vec::new();
+    for _ in 0..batches {
+        let t = Instant::now();
+        for _ in 0..rounds {
+            comm.all_reduce(&mut tensors, &ar)?;
+        }
+        group.synchronize()?;
+        samples.push(t.elapsed().as_secs_f64() * 1e6 / rounds as f64);
+    }
+    let s = summarize(&samples);
+    let f16 = match precision {
+        Precision::F16 => true,
+        Precision::F32 => false,
+        Precision::Auto => bytes >= comm_threshold(&comm),
+    };
+    Ok(AllReducePoint {
+        layout: layout.to_string(),
+        members: group.len(),
+        mode: comm.mode().to_string(),
+        bytes,
+        wire: if comm.mode() == crate::comm::Mode::Generic || !f16 { "f32" } else { "f16" },
+        us_per_round: s,
+        algbw_gbps: bytes as f64 / (s.median * 1e-6) / 1e9,
+        rounds_per_batch: rounds,
+    })
+}
+
+fn comm_threshold(comm: &Comm) -> u64 {
+    comm.f16_threshold_bytes()
+}

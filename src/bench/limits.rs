@@ -1,0 +1,147 @@
+//! The limits the all-reduce and the kernels are measured against, on one member's device:
+//! copy bandwidth between device memory and imported host memory (both ways), device-local
+//! bandwidth through a WGSL copy kernel and through vkCmdCopyBuffer, the round trip of a
+//! host-signalled timeline semaphore, and the CPU cost of one empty submit.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::Serialize;
+use vk_native::{
+    Access, Buffer, BufferUsage, GpuBuffer, HostAllocation, ImportedBuffer, Recorder, SubmitInfo,
+    TimelineSemaphore,
+};
+
+use super::{summarize, Summary};
+use crate::error::{Error, Result};
+use crate::group::Member;
+
+/// What [`measure`] found.
+#[derive(Debug, Clone, Serialize)]
+pub struct Limits {
+    pub device: String,
+    pub bytes: u64,
+    /// Device memory → imported host memory, vkCmdCopyBuffer, GB/s.
+    pub device_to_host_gbps: Summary,
+    /// Imported host memory → device memory, GB/s.
+    pub host_to_device_gbps: Summary,
+    /// Device-local copy with the WGSL `copy_vec4` kernel, bytes read + written per second, GB/s.
+    pub device_copy_kernel_gbps: Summary,
+    /// Device-local copy with vkCmdCopyBuffer, read + written, GB/s.
+    pub device_copy_command_gbps: Summary,
+    /// Host signals, the GPU waits and signals back, the host spins: µs.
+    pub timeline_round_trip_us: Summary,
+    /// CPU time of one vkQueueSubmit with one signal and no command buffer: µs.
+    pub empty_submit_us: Summary,
+}
+
+fn err(m: &Member) -> impl Fn(vk_native::NativeError) -> Error + '_ {
+    move |e| m.shared.err(e)
+}
+
+fn timed(rec: &mut Recorder, timeout_ns: u64) -> vk_native::Result<f64> {
+    let t = Instant::now();
+    let v = rec.submit(&SubmitInfo::default())?;
+    if !rec.wait(v, timeout_ns)? {
+        return Err(vk_native::NativeError::Timeout(timeout_ns / 1_000_000));
+    }
+    Ok(t.elapsed().as_secs_f64())
+}
+
+/// Measures the limits on `m`'s device with buffers of `bytes` (e.g. 256 MiB), `reps`
+/// repetitions of each.
+pub fn measure(m: &Member, bytes: u64, reps: usize) -> Result<Limits> {
+    let e = err(m);
+    let dev = m.device();
+    let timeout = m.shared.timeout_ms * 1_000_000;
+    let usage = BufferUsage { copy_src: true, copy_dst: true };
+    let a = Buffer::new(dev, bytes, usage, "bench a").map_err(&e)?;
+    let b = Buffer::new(dev, bytes, usage, "bench b").map_err(&e)?;
+    let align = dev.info().caps.min_imported_host_pointer_alignment.max(4096);
+    let host = Arc::new(HostAllocation::new(bytes, align).map_err(&e)?);
+    let imported = ImportedBuffer::new(dev, &host).map_err(&e)?;
+    let mut rec = Recorder::new(dev, m.shared.queue_index).map_err(&e)?;
+    const COPIES: usize = 4;
+
+    let mut bandwidth = |src: &dyn GpuBuffer, dst: &dyn GpuBuffer, factor: f64| -> Result<Summary> {
+        let mut samples = Vec::new();
+        for rep in 0..reps + 1 {
+            for _ in 0..COPIES {
+                rec.copy(src, 0, dst, 0, bytes).map_err(&e)?;
+                rec.barrier(Access::TRANSFER_WRITE, Access::TRANSFER_WRITE | Access::TRANSFER_READ)
+                    .map_err(&e)?;
+            }
+            let s = timed(&mut rec, timeout).map_err(&e)?;
+            if rep > 0 {
+                samples.push(factor * (COPIES as u64 * bytes) as f64 / s / 1e9);
+            }
+        }
+        Ok(summarize(&samples))
+    };
+    let device_to_host_gbps = bandwidth(&a, &imported, 1.0)?;
+    let host_to_device_gbps = bandwidth(&imported, &a, 1.0)?;
+    let device_copy_command_gbps = bandwidth(&a, &b, 2.0)?;
+
+    let words = (bytes / 16).min(dev.info().caps.max_storage_buffer_range / 16) as u32;
+    let kernel = m.shared.kernels.get("copy_vec4").map_err(&e)?;
+    let group = kernel.bind(&[&a, &b]).map_err(&e)?;
+    let groups = [(words as usize).div_ceil(256).clamp(1, 65_535) as u32, 1, 1];
+    let mut samples = Vec::new();
+    for rep in 0..reps + 1 {
+        for _ in 0..COPIES {
+            rec.dispatch(&group, &[words, 0, 0, 0], groups).map_err(&e)?;
+            rec.barrier(Access::COMPUTE_WRITE, Access::COMPUTE_WRITE | Access::COMPUTE_READ).map_err(&e)?;
+        }
+        let s = timed(&mut rec, timeout).map_err(&e)?;
+        if rep > 0 {
+            samples.push(2.0 * (COPIES as u64 * words as u64 * 16) as f64 / s / 1e9);
+        }
+    }
+    let device_copy_kernel_gbps = summarize(&samples);
+
+    // Host-signalled timeline round trip: the GPU's wait is submitted first, then the host
+    // signals and spins until the GPU's signal arrives.
+    let go = TimelineSemaphore::new(dev, 0).map_err(&e)?;
+    let back = TimelineSemaphore::new(dev, 0).map_err(&e)?;
+    let mut samples = Vec::new();
+    for k in 1..=(reps * 100).max(200) as u64 {
+        rec.submit(&SubmitInfo {
+            wait_timeline: &[(&go, k)],
+            signal_timeline: &[(&back, k)],
+            ..Default::default()
+        })
+        .map_err(&e)?;
+        std::thread::sleep(std::time::Duration::from_micros(200));
+        let t = Instant::now();
+        go.signal(k).map_err(&e)?;
+        while back.value().map_err(&e)? < k {
+            std::hint::spin_loop();
+            if t.elapsed().as_millis() as u64 > m.shared.timeout_ms {
+                return Err(Error::Timeout { what: "timeline round trip".into(), ms: m.shared.timeout_ms });
+            }
+        }
+        if k > 10 {
+            samples.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    let timeline_round_trip_us = summarize(&samples);
+
+    let mut samples = Vec::new();
+    for _ in 0..1000 {
+        let t = Instant::now();
+        rec.submit(&SubmitInfo::default()).map_err(&e)?;
+        samples.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    let last = rec.submitted();
+    rec.wait(last, timeout).map_err(&e)?;
+    Ok(Limits {
+        device: m.label().to_string(),
+        bytes,
+        device_to_host_gbps,
+        host_to_device_gbps,
+        device_copy_kernel_gbps,
+        device_copy_command_gbps,
+        timeline_round_trip_us,
+        empty_submit_us: summarize(&samples),
+    })
+}
