@@ -32,6 +32,9 @@ enum Command {
     Decode(cli::decode::DecodeArgs),
     /// Benchmarks: limits, all-reduce against the wgpu baseline, matvec, decode; JSON + charts.
     Bench(cli::bench::BenchArgs),
+    /// Reliability soak: many all-reduce rounds with changing sizes, every --check-every-th
+    /// checked against the CPU and bitwise across members; memory and handles before and after.
+    Soak(cli::soak::SoakArgs),
 }
 
 fn main() {
@@ -42,6 +45,7 @@ fn main() {
         Command::Demo { len } => cli::demo(len),
         Command::Decode(args) => cli::decode::decode(&args),
         Command::Bench(args) => cli::bench::bench(&args),
+        Command::Soak(args) => cli::soak::soak(&args),
     };
     if let Err(e) = result {
         eprintln!("error: {e}");

@@ -294,3 +294,19 @@ fn all_reduces_larger_than_one_binding_run_in_chunks() {
     assert_eq!(comm.mode(), Mode::HostBridge);
     common::assert_no_validation_errors();
 }
+
+#[test]
+fn members_sharing_one_queue_reduce_correctly() {
+    // `0/3`: three members on one VkDevice and one queue, each with its own stream, buffers,
+    // semaphores and slot imports; their submissions interleave on the queue in round order.
+    let mut rng = common::rng(11);
+    let group = common::group("0/3");
+    assert_eq!(group.len(), 3);
+    let mut comm = Comm::with_options(&group, options(ModeRequest::Forced(Mode::HostBridge))).unwrap();
+    for round in 0..200 {
+        let n = [1, 77, 4096, 300_000][round % 4];
+        let parts: Vec<Vec<f32>> = (0..3).map(|_| common::random(&mut rng, n)).collect();
+        check_round(&group, &mut comm, &parts, &AllReduceOptions::default(), n * 4 >= 1 << 20);
+    }
+    common::assert_no_validation_errors();
+}

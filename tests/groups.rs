@@ -228,7 +228,7 @@ fn two_groups_at_once_are_independent() {
 fn group_spec_parse_forms() {
     use AdapterSelector::{Index, Name};
     let _s = serial();
-    let d = |adapter, queues| DeviceSpec { adapter, queues };
+    let d = |adapter, queues| DeviceSpec { adapter, queues, shared_queue: false };
     assert_eq!(GroupSpec::parse("all").unwrap(), GroupSpec::All);
     assert_eq!(GroupSpec::parse("ALL").unwrap(), GroupSpec::All);
     assert_eq!(GroupSpec::parse("").unwrap(), GroupSpec::All);

@@ -1,6 +1,8 @@
 // reduce_slots_f32: phase B of the all-reduce for the f32 wire. dst[dst_offset + i] = the sum
 // over members j = 0..members-1, in that order, of slots[j * stride + offset + i], read straight
-// from the imported host memory (the binding covers the slots of the round's half). Every device runs the same additions in the same order on the same
+// from the imported host memory (the binding covers the slots of the round's half). The
+// member's own term is taken from its tensor instead (the same bits it copied into its slot in
+// phase A), so each member reads N-1 slots, not N, over the bus. Every device runs the same additions in the same order on the same
 // wire values (its own included), so every device ends with bitwise the same sum.
 
 struct Params {
@@ -9,7 +11,7 @@ struct Params {
     stride: u32,
     offset: u32,
     dst_offset: u32,
-    _pad0: u32,
+    self_index: u32,
     _pad1: u32,
     _pad2: u32,
 }
@@ -22,9 +24,10 @@ var<immediate> p: Params;
 fn reduce_slots_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let stride = nwg.x * 256u;
     for (var i = gid.x; i < p.n; i += stride) {
-        var acc = slots[p.offset + i];
+        let own = dst[p.dst_offset + i];
+        var acc = select(slots[p.offset + i], own, p.self_index == 0u);
         for (var j = 1u; j < p.members; j++) {
-            acc += slots[j * p.stride + p.offset + i];
+            acc += select(slots[j * p.stride + p.offset + i], own, j == p.self_index);
         }
         dst[p.dst_offset + i] = acc;
     }

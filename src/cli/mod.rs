@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod decode;
+pub mod soak;
 
 use crossgpu::{adapter_table, AllReduceOptions, Comm, DType, DeviceGroup, Instance, Precision, Result};
 

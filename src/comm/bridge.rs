@@ -192,8 +192,7 @@ fn release_round(
                 .chain(withhold.map(|w| format!("{} (signal withheld by test hook)", cfg.labels[w])))
                 .collect();
             return Err(fail(format!(
-                "all-reduce round {round} timed out after {} ms waiting for {}",
-                cfg.timeout.as_millis(),
+                "all-reduce round {round}: {} did not finish phase A",
                 waiting.join(", ")
             )));
         }

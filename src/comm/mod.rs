@@ -46,7 +46,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use vk_native::{BindRange, GpuBuffer, TimelineSemaphore};
+use vk_native::{BindRange, GpuBuffer, StagingBuffer, TimelineSemaphore};
 
 use crate::config;
 use crate::error::{Error, Result};
@@ -190,6 +190,9 @@ pub struct Comm {
     poisoned: Option<String>,
     hooks: Arc<FaultHooks>,
     all_reduces: u64,
+    /// Generic mode: per member, a read-back and an upload staging buffer, and the CPU sum.
+    staging: Vec<(StagingBuffer, StagingBuffer)>,
+    sum: Vec<f32>,
 }
 
 impl std::fmt::Debug for Comm {
@@ -291,6 +294,8 @@ impl Comm {
             poisoned: None,
             hooks,
             all_reduces: 0,
+            staging: Vec::new(),
+            sum: Vec::new(),
         };
         if mode != Mode::Generic {
             if let Err(why) = comm.start_fast(4096) {
@@ -469,13 +474,13 @@ impl Comm {
                 // old slots were drained first: fall back and lose no data.
                 Ok(Err(why)) => self.fall_back(why),
                 Err(e) => {
-                    self.poisoned = Some(e.to_string());
+                    self.poison(&e);
                     return Err(e);
                 }
             }
         }
         let result = match self.mode {
-            Mode::Generic => self.generic(tensors, n),
+            Mode::Generic => self.generic(tensors, n, f16_wire),
             _ => {
                 let cap = self.slot_capacity() as usize;
                 let chunk = if f16_wire { 2 * cap } else { cap };
@@ -490,8 +495,26 @@ impl Comm {
                 Ok(())
             }
             Err(e) => {
-                self.poisoned = Some(e.to_string());
+                self.poison(&e);
                 Err(e)
+            }
+        }
+    }
+
+    /// Marks the communicator unusable after `e`, and releases every member's pending phase B
+    /// from the host so no queue stays blocked on a `go` that will never come (those tensors'
+    /// contents are then unspecified; later calls return [`Error::Poisoned`]).
+    fn poison(&mut self, e: &Error) {
+        log::error!("all-reduce communicator poisoned: {e}");
+        self.poisoned = Some(e.to_string());
+        if let Some(f) = self.fast.as_mut() {
+            if let Some(b) = f.bridge.as_mut() {
+                b.stop();
+            }
+            for g in &f.go {
+                if g.value().is_ok_and(|v| v < self.round) {
+                    let _ = g.signal(self.round);
+                }
             }
         }
     }
@@ -525,7 +548,8 @@ impl Comm {
     /// released every round.
     fn quiesce(&mut self) -> Result<()> {
         if let Some(b) = self.fast.as_ref().and_then(|f| f.bridge.as_ref()) {
-            b.wait_released(self.round, self.opts.timeout)
+            // A margin past the bridge's own bound, so its error (naming the member) comes first.
+            b.wait_released(self.round, self.opts.timeout + Duration::from_secs(1))
                 .map_err(|e| Error::Timeout { what: e, ms: self.opts.timeout.as_millis() as u64 })?;
         }
         for m in &self.members {
@@ -534,19 +558,58 @@ impl Comm {
         Ok(())
     }
 
-    fn generic<T: Borrow<Tensor>>(&mut self, tensors: &mut [T], n: usize) -> Result<()> {
-        // Read every partial (each read submits and waits), sum in member order in f32 — the
-        // same additions the GPU does on the f32 wire — and write the sum back to every member.
-        let parts = tensors.iter().map(|t| t.borrow().read()).collect::<Result<Vec<_>>>()?;
-        let mut sum = parts[0].clone();
-        for p in &parts[1..] {
-            for (s, v) in sum.iter_mut().zip(p) {
-                *s += *v;
+    fn generic<T: Borrow<Tensor>>(&mut self, tensors: &mut [T], n: usize, f16_wire: bool) -> Result<()> {
+        // Read every partial back (all members' copies submitted first, then one wait each),
+        // sum in member order in f32 — the additions the GPU does, on the same wire values
+        // (rounded to f16 first on the f16 wire) — and write the sum back to every member.
+        // Staging buffers are kept and grown, not made per call.
+        let bytes = n as u64 * 4;
+        if self.staging.iter().any(|s| s.0.size() < bytes) || self.staging.len() != self.members.len() {
+            self.staging = self
+                .members
+                .iter()
+                .map(|m| {
+                    let cap = bytes.next_power_of_two().max(4096);
+                    let err = |e| m.shared.err(e);
+                    Ok((
+                        StagingBuffer::new(m.device(), cap, false).map_err(err)?,
+                        StagingBuffer::new(m.device(), cap, true).map_err(err)?,
+                    ))
+                })
+                .collect::<Result<Vec<_>>>()?;
+        }
+        let mut marks = Vec::with_capacity(self.members.len());
+        for ((m, t), (down, _)) in self.members.iter().zip(tensors.iter()).zip(&self.staging) {
+            let (t, sh) = (t.borrow(), &m.shared);
+            let mut s = sh.stream();
+            s.access(&[t.id()], &[down.id()]).map_err(|e| sh.err(e))?;
+            s.rec.copy(&t.buffer, 0, down, 0, bytes).map_err(|e| sh.err(e))?;
+            s.barrier_to_host().map_err(|e| sh.err(e))?;
+            marks.push(s.flush().map_err(|e| sh.err(e))?);
+        }
+        let mut raw = vec![0u8; bytes as usize];
+        self.sum.resize(n, 0.0);
+        for (j, ((m, (down, _)), mark)) in self.members.iter().zip(&self.staging).zip(marks).enumerate() {
+            let sh = &m.shared;
+            sh.wait_value(&mut sh.stream(), mark, "an all-reduce read-back")?;
+            down.read(0, &mut raw).map_err(|e| sh.err(e))?;
+            let part = raw.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]));
+            let part = part.map(|v| if f16_wire { crate::tensor::f16_saturating(v).to_f32() } else { v });
+            if j == 0 {
+                self.sum.iter_mut().zip(part).for_each(|(s, v)| *s = v);
+            } else {
+                self.sum.iter_mut().zip(part).for_each(|(s, v)| *s += v);
             }
         }
-        debug_assert_eq!(sum.len(), n);
-        for (m, t) in self.members.iter().zip(tensors.iter()) {
-            m.write(t.borrow(), &sum)?;
+        let sum_bytes: &[u8] = bytemuck::cast_slice(&self.sum);
+        for ((m, t), (_, up)) in self.members.iter().zip(tensors.iter()).zip(self.staging.iter_mut()) {
+            let (t, sh) = (t.borrow(), &m.shared);
+            // The previous round's copy out of `up` completed: the read-back above waited for
+            // everything this member had submitted.
+            up.write(0, sum_bytes).map_err(|e| sh.err(e))?;
+            let mut s = sh.stream();
+            s.access(&[up.id()], &[t.id()]).map_err(|e| sh.err(e))?;
+            s.rec.copy(up, 0, &t.buffer, 0, bytes).map_err(|e| sh.err(e))?;
         }
         Ok(())
     }
@@ -618,8 +681,8 @@ impl Comm {
                 None => s.wait_next_submit(&fast.go[i], round),
             }
             s.barrier_from_host().map_err(|e| sh.err(e))?;
-            s.access(&[slot.id()], &[t.id()]).map_err(|e| sh.err(e))?;
-            let imm = [n as u32, nm as u32, slots.stride as u32, 0, c0 as u32, 0, 0, 0];
+            s.access(&[slot.id(), t.id()], &[t.id()]).map_err(|e| sh.err(e))?;
+            let imm = [n as u32, nm as u32, slots.stride as u32, 0, c0 as u32, i as u32, 0, 0];
             s.rec.dispatch(&g, &imm, elementwise_groups(words as usize)).map_err(|e| sh.err(e))?;
             if f16_wire {
                 // Large rounds go out at once, so the GPU starts as soon as it is released.

@@ -206,11 +206,21 @@ impl DeviceGroup {
     /// Opens the group `spec` describes.
     pub fn open(instance: &Instance, spec: &GroupSpec) -> Result<Self> {
         let resolved = spec.resolve(instance.adapters())?;
-        Self::open_resolved(instance, &resolved)
+        Self::open_with_queues(instance, &resolved, &spec.shared_queues())
     }
 
-    /// Opens one VkDevice per `(adapter index, queues)` pair, each queue a member.
+    /// Opens one VkDevice per `(adapter index, members)` pair, each member on its own queue.
     pub fn open_resolved(instance: &Instance, devices: &[(usize, u32)]) -> Result<Self> {
+        Self::open_with_queues(instance, devices, &[])
+    }
+
+    /// Like [`DeviceGroup::open_resolved`]; where `shared_queue[i]` is true, the members of
+    /// VkDevice i share one queue.
+    pub fn open_with_queues(
+        instance: &Instance,
+        devices: &[(usize, u32)],
+        shared_queue: &[bool],
+    ) -> Result<Self> {
         let timeout_ms = config::timeout_ms_from_env()?;
         let id = GroupId(NEXT_GROUP.fetch_add(1, Ordering::Relaxed));
         let mut members = Vec::new();
@@ -219,12 +229,18 @@ impl DeviceGroup {
                 .adapters()
                 .get(adapter)
                 .ok_or(Error::IndexOutOfRange { index: adapter, len: instance.adapters().len() })?;
-            let device =
-                Device::open(&instance.native, adapter, queues).map_err(|e| Error::native(&info.name, e))?;
+            let shared = shared_queue.get(dev_no).copied().unwrap_or(false);
+            let device = Device::open(&instance.native, adapter, if shared { 1 } else { queues })
+                .map_err(|e| Error::native(&info.name, e))?;
             let kernels = Arc::new(KernelSet::new(device.clone()));
-            for q in 0..queues {
+            for m in 0..queues {
                 let index = members.len();
-                let label = format!("member {index}: {} (VkDevice {dev_no}, queue {q})", info.name);
+                let q = if shared { 0 } else { m };
+                let label = if shared {
+                    format!("member {index}: {} (VkDevice {dev_no}, shared queue 0)", info.name)
+                } else {
+                    format!("member {index}: {} (VkDevice {dev_no}, queue {q})", info.name)
+                };
                 let rec = Recorder::new(&device, q).map_err(|e| Error::native(&label, e))?;
                 members.push(Member {
                     shared: Arc::new(MemberShared {

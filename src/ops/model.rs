@@ -9,6 +9,22 @@ use crate::group::Member;
 use crate::kernels::elementwise_groups;
 use crate::tensor::{DType, Tensor};
 
+/// `a * b`, or an error naming `what` when it overflows.
+fn mul(what: &str, a: usize, b: usize) -> Result<usize> {
+    a.checked_mul(b).ok_or_else(|| Error::Unsupported(format!("{what}: {a} * {b} overflows")))
+}
+
+/// `a + b`, or an error naming `what` when it overflows.
+fn add(what: &str, a: usize, b: usize) -> Result<usize> {
+    a.checked_add(b).ok_or_else(|| Error::Unsupported(format!("{what}: {a} + {b} overflows")))
+}
+
+/// `v` as a kernel parameter (32 bits), or an error naming `what`.
+fn word(what: &str, v: usize) -> Result<u32> {
+    u32::try_from(v)
+        .map_err(|_| Error::Unsupported(format!("{what}: {v} does not fit the kernel's 32-bit parameter")))
+}
+
 fn need_len(what: &str, t: &Tensor, n: usize) -> Result<()> {
     if t.len() != n {
         return Err(Error::LengthMismatch { what: what.into(), expected: n, got: t.len() });
@@ -112,7 +128,8 @@ impl Member {
     pub fn rope(&self, v: &Tensor, heads: usize, head_dim: usize, pos: usize, base: f32) -> Result<()> {
         self.own(&[(v, "rope")])?;
         v.check_dtype(DType::F32, "rope")?;
-        need_len("rope heads * head_dim", v, heads * head_dim)?;
+        need_len("rope heads * head_dim", v, mul("rope", heads, head_dim)?)?;
+        word("rope position", pos)?;
         if !head_dim.is_multiple_of(2) {
             return Err(Error::Unsupported(format!("rope needs an even head dimension, got {head_dim}")));
         }
@@ -163,6 +180,13 @@ impl Member {
                 s.q_heads, s.group
             )));
         }
+        for (what, v) in [
+            ("attention q_heads", s.q_heads),
+            ("attention head_dim", s.head_dim),
+            ("attention max_seq", s.max_seq),
+        ] {
+            word(what, v)?;
+        }
         if s.pos >= s.max_seq {
             return Err(Error::Unsupported(format!(
                 "position {} is past the KV cache's {} positions",
@@ -170,11 +194,13 @@ impl Member {
             )));
         }
         let kv = s.q_heads / s.group;
-        need_len("attention q", q, s.q_heads * s.head_dim)?;
-        need_len("attention out", out, s.q_heads * s.head_dim)?;
-        need_len("attention scores", scores, s.q_heads * s.max_seq)?;
-        need_len("attention k cache", k_cache, kv * s.max_seq * s.head_dim)?;
-        need_len("attention v cache", v_cache, kv * s.max_seq * s.head_dim)?;
+        let qd = mul("attention q", s.q_heads, s.head_dim)?;
+        let cache = mul("attention cache", mul("attention cache", kv, s.max_seq)?, s.head_dim)?;
+        need_len("attention q", q, qd)?;
+        need_len("attention out", out, qd)?;
+        need_len("attention scores", scores, mul("attention scores", s.q_heads, s.max_seq)?)?;
+        need_len("attention k cache", k_cache, cache)?;
+        need_len("attention v cache", v_cache, cache)?;
         if s.q_heads == 0 {
             return Ok(());
         }
@@ -220,11 +246,12 @@ impl Member {
                 got: DType::F16,
             });
         }
-        if src_offset + len > src.len() || dst_offset + len > dst.len() {
+        let (src_end, dst_end) = (add("copy_region", src_offset, len)?, add("copy_region", dst_offset, len)?);
+        if src_end > src.len() || dst_end > dst.len() {
             return Err(Error::LengthMismatch {
                 what: "copy_region range".into(),
                 expected: src.len().min(dst.len()),
-                got: (src_offset + len).max(dst_offset + len),
+                got: src_end.max(dst_end),
             });
         }
         if len == 0 {
@@ -253,10 +280,10 @@ impl Member {
         self.own(&[(logits, "argmax logits"), (pairs, "argmax pairs")])?;
         logits.check_dtype(DType::F32, "argmax logits")?;
         pairs.check_dtype(DType::F32, "argmax pairs")?;
-        if 2 * slot + 1 >= pairs.len() {
+        if slot >= pairs.len() / 2 {
             return Err(Error::IndexOutOfRange { index: slot, len: pairs.len() / 2 });
         }
-        if index_offset + logits.len() >= 1 << 24 {
+        if add("argmax_pair", index_offset, logits.len())? >= 1 << 24 {
             return Err(Error::Unsupported("vocabulary indices past 2^24 do not fit the f32 pair".into()));
         }
         let imm = [logits.len() as u32, index_offset as u32, slot as u32, 0];
@@ -307,14 +334,14 @@ impl Member {
                 got: t.shape().len(),
             });
         };
-        if col_offset + cols > full_cols {
+        if add("init_weights", col_offset, cols)? > full_cols {
             return Err(Error::LengthMismatch {
                 what: "init_weights columns".into(),
                 expected: full_cols,
-                got: col_offset + cols,
+                got: col_offset.saturating_add(cols),
             });
         }
-        if (row_offset + rows) as u64 * full_cols as u64 > u32::MAX as u64 {
+        if add("init_weights", row_offset, rows)? as u64 * full_cols as u64 > u32::MAX as u64 {
             return Err(Error::Unsupported("init_weights: logical matrix past 2^32 elements".into()));
         }
         if rows * cols == 0 {

@@ -14,6 +14,27 @@ use crate::error::{Error, Result};
 use crate::group::Member;
 use crate::tensor::{DType, Tensor};
 
+/// Checks that `ranges` tile `0..features` in order, without gaps or overlaps.
+fn check_tiling(what: &str, ranges: &[Range<usize>], features: usize) -> Result<()> {
+    let mut at = 0;
+    for r in ranges {
+        if r.start != at || r.end < r.start {
+            return Err(Error::Unsupported(format!(
+                "{what}: ranges {ranges:?} do not tile 0..{features} in order (expected a range starting at {at})"
+            )));
+        }
+        at = r.end;
+    }
+    if at != features {
+        return Err(Error::LengthMismatch {
+            what: format!("{what}: ranges cover"),
+            expected: features,
+            got: at,
+        });
+    }
+    Ok(())
+}
+
 fn check_members(what: &str, members: &[Member], n: usize) -> Result<()> {
     if members.len() != n {
         return Err(Error::LengthMismatch {
@@ -45,13 +66,7 @@ impl ColumnParallelLinear {
         shift: u32,
     ) -> Result<Self> {
         check_members("ColumnParallelLinear ranges", members, ranges.len())?;
-        if ranges.last().map_or(0, |r| r.end) != out_features {
-            return Err(Error::LengthMismatch {
-                what: "ColumnParallelLinear ranges cover".into(),
-                expected: out_features,
-                got: ranges.last().map_or(0, |r| r.end),
-            });
-        }
+        check_tiling("ColumnParallelLinear", &ranges, out_features)?;
         let weights = members
             .iter()
             .zip(&ranges)
@@ -100,13 +115,7 @@ impl RowParallelLinear {
         shift: u32,
     ) -> Result<Self> {
         check_members("RowParallelLinear ranges", members, ranges.len())?;
-        if ranges.last().map_or(0, |r| r.end) != in_features {
-            return Err(Error::LengthMismatch {
-                what: "RowParallelLinear ranges cover".into(),
-                expected: in_features,
-                got: ranges.last().map_or(0, |r| r.end),
-            });
-        }
+        check_tiling("RowParallelLinear", &ranges, in_features)?;
         let weights = members
             .iter()
             .zip(&ranges)

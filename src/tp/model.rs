@@ -99,15 +99,30 @@ impl DecoderConfig {
         if self.head_dim == 0 || !self.head_dim.is_multiple_of(2) {
             return bad("the head dimension must be even (RoPE rotates pairs)");
         }
+        // Kernels index with 32-bit integers and the greedy pair carries the token id in an f32.
+        let fits = |a: usize, b: usize| a.checked_mul(b).is_some_and(|p| p <= u32::MAX as usize);
+        let q_width = self.q_heads.saturating_mul(self.head_dim);
+        let kv_width = self.kv_heads.saturating_mul(self.head_dim);
+        if !(fits(self.hidden, self.ffn)
+            && fits(self.hidden, q_width)
+            && fits(self.vocab, self.hidden)
+            && fits(q_width, self.max_seq)
+            && fits(kv_width, self.max_seq))
+        {
+            return bad("a matrix or cache would exceed 2^32 elements");
+        }
+        if self.vocab >= 1 << 24 {
+            return bad("the vocabulary must be below 2^24 entries (token ids travel as exact f32)");
+        }
         Ok(())
     }
 
     /// Parameters (weights) in the model.
-    pub fn parameters(&self) -> u64 {
-        let (h, f, d) = (self.hidden as u64, self.ffn as u64, self.head_dim as u64);
-        let attn = h * d * (self.q_heads as u64 * 2 + self.kv_heads as u64 * 2);
+    pub fn parameters(&self) -> u128 {
+        let (h, f, d) = (self.hidden as u128, self.ffn as u128, self.head_dim as u128);
+        let attn = h * d * (self.q_heads as u128 * 2 + self.kv_heads as u128 * 2);
         let mlp = 3 * h * f;
-        self.layers as u64 * (attn + mlp) + 2 * self.vocab as u64 * h
+        self.layers as u128 * (attn + mlp) + 2 * self.vocab as u128 * h
     }
 }
 

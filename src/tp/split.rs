@@ -66,6 +66,9 @@ pub fn split_ranges(total: usize, granularity: usize, weights: &[f64]) -> Result
     if weights.is_empty() {
         return Err(Error::Unsupported("a split over no members".into()));
     }
+    if total > u32::MAX as usize {
+        return Err(Error::Unsupported(format!("a split of {total} features: kernels index with 32 bits")));
+    }
     if weights.iter().any(|w| !w.is_finite() || *w < 0.0) {
         return Err(Error::Unsupported(format!("split weights must be finite and >= 0: {weights:?}")));
     }
@@ -90,10 +93,11 @@ pub fn split_ranges(total: usize, granularity: usize, weights: &[f64]) -> Result
         left -= 1;
     }
     let mut start = 0usize;
+    let at = |units: usize| units.checked_mul(granularity).map_or(total, |f| f.min(total));
     Ok(counts
         .iter()
         .map(|&c| {
-            let r = (start * granularity).min(total)..((start + c) * granularity).min(total);
+            let r = at(start)..at(start + c);
             start += c;
             r
         })

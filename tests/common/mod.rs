@@ -57,15 +57,16 @@ pub fn group(spec: &str) -> DeviceGroup {
 }
 
 /// `n` logical devices on one adapter: each its own VkDevice (lavapipe has one queue), or, with
-/// `CROSSGPU_TEST_STANDINS=1`, `n` queues of one VkDevice standing in for `n` devices. The
+/// `CROSSGPU_TEST_STANDINS=1`, `n` queues of one VkDevice standing in for `n` devices, or with
+/// `CROSSGPU_TEST_STANDINS=shared`, `n` members sharing one queue of one VkDevice. The
 /// adapter is `CROSSGPU_TEST_ADAPTER` (an index or a name, default 0), so the same tests run on
 /// the GPU machine's NVIDIA adapter.
 pub fn logical(n: usize) -> DeviceGroup {
     let adapter = std::env::var("CROSSGPU_TEST_ADAPTER").unwrap_or_else(|_| "0".into());
-    if std::env::var("CROSSGPU_TEST_STANDINS").as_deref() == Ok("1") {
-        group(&format!("{adapter}*{n}"))
-    } else {
-        group(&vec![adapter.as_str(); n].join(","))
+    match std::env::var("CROSSGPU_TEST_STANDINS").as_deref() {
+        Ok("1") => group(&format!("{adapter}*{n}")),
+        Ok("shared") => group(&format!("{adapter}/{n}")),
+        _ => group(&vec![adapter.as_str(); n].join(",")),
     }
 }
 

@@ -66,6 +66,13 @@ pub struct SubmitInfo<'a> {
 
 type KeepAlive = Arc<dyn std::any::Any + Send + Sync>;
 
+/// Submits a recorder keeps in flight before recording waits for the oldest.
+const MAX_PENDING: usize = 512;
+/// How long that wait may take before it is reported as a timeout.
+const BACKPRESSURE_TIMEOUT_NS: u64 = 120_000_000_000;
+/// Idle command encoders kept for reuse; more are destroyed.
+const MAX_IDLE: usize = 32;
+
 struct Pending {
     encoder: wgpu_hal::vulkan::CommandEncoder,
     cmd: Option<wgpu_hal::vulkan::CommandBuffer>,
@@ -168,7 +175,9 @@ impl Recorder {
             // SAFETY: the submission that used the command buffer completed (`progress` passed
             // its value), so resetting the encoder's pool is allowed.
             unsafe { p.encoder.reset_all(p.cmd.take().into_iter()) };
-            self.idle.push(p.encoder);
+            if self.idle.len() < MAX_IDLE {
+                self.idle.push(p.encoder);
+            }
         }
         Ok(())
     }
@@ -177,6 +186,15 @@ impl Recorder {
         self.check_lost()?;
         if self.active.is_none() {
             self.recycle()?;
+            // Back-pressure: a host running far ahead of the GPU would hold a command pool and
+            // the resources of every pending submit; wait for the oldest instead.
+            if self.pending.len() >= MAX_PENDING {
+                let oldest = self.pending.front().map_or(0, |p| p.value);
+                if !self.progress.wait(oldest, BACKPRESSURE_TIMEOUT_NS)? {
+                    return Err(NativeError::Timeout(BACKPRESSURE_TIMEOUT_NS / 1_000_000));
+                }
+                self.recycle()?;
+            }
             let mut encoder = match self.idle.pop() {
                 Some(e) => e,
                 None => {

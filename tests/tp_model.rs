@@ -1,0 +1,697 @@
+//! Tensor parallelism, part 2: the decoder (`crossgpu::tp::Decoder`) over 1, 2 and 3 logical
+//! devices on lavapipe, even and weighted splits (one with a member that gets nothing), against
+//! a CPU reference of the whole model computed in f64, with the validation layer on.
+//!
+//! The model is `DecoderConfig::small()` (hidden 256, FFN 640, 8 query and 4 KV heads of 32)
+//! with the vocabulary cut to 500 entries (8 units of 64, the last partial, so every split cuts
+//! it unevenly) and the KV cache to 40 positions. Measured on this machine (2 cores, lavapipe,
+//! validation on), one decode step takes ~0.27 s with 2 layers and ~0.16 s with 1 (the
+//! matrix–vector products dominate), so the step-by-step test runs the 2 layers of `small()`
+//! for `STEPWISE_STEPS` steps and the five 32-step `generate` runs use 1 layer. On top of that,
+//! the validation layer's `UNASSIGNED-VkSemaphore-state-timeout` self-diagnosis (suppressed by
+//! tests/common) blocks for ~10 s each time it fires, which here is on roughly 1% of the
+//! HostBridge all-reduce rounds, so the runtime varies from run to run.
+//!
+//! ## The reference and its tolerances
+//! `CpuDecoder` recomputes every step in f64 from the exact weights (`tp::init::weight` with
+//! the seeds `tp::init::matrix_seed` gives model.rs: ids 1..7 per layer, 8 the vocabulary and 9
+//! the embedding, which uses shift 10; the norm weights are 1.0). Alongside every value it
+//! carries `e`, the standard deviation of the GPU's deviation from it under the usual
+//! probabilistic model of rounding (Wilkinson; Higham & Mary, SIAM J. Sci. Comput. 41 (2019)):
+//! every f32 rounding is a relative error of at most U = 2^-24, independent of the others and
+//! of mean zero. Propagated op by op to first order:
+//! - input errors through each op's derivative, independent components adding in quadrature;
+//! - a K-term dot product's own rounding: at most 2K roundings (products, sums, plus the
+//!   all-reduce's N - 1 additions), each ≤ U·|partial sum| with |partial sum| ≲ ||terms||_2 for
+//!   terms of random sign, so std ≤ U·sqrt(2K + 2(N-1))·||terms||_2. (The worst case,
+//!   gamma_K·Σ|terms| with every input error aligned with the weights, grows by the row sums
+//!   Σ|W| ≈ 16–20 at every product of this model and no longer says anything after a layer.)
+//! - single roundings U·|result|; the built-ins at their Vulkan precision taken as the worst
+//!   case (`/` 2.5 ULP, inverseSqrt 2 ULP, exp (3 + 2|x|) ULP, one ULP ≤ 2U relative), and
+//!   RoPE's sin/cos/pow at the bound derived in tests/tp.rs (2^-11 absolute for sin/cos), added
+//!   linearly as a systematic error.
+//!
+//! A check passes when `|got - want| <= LAMBDA·e` with LAMBDA = 10: ten standard deviations (a
+//! Gaussian tail of 1.5e-23), the room beyond a few covering the model's approximations.
+//!
+//! Two deviations are propagated:
+//! - vs exact (`VS_EXACT`): one GPU run against the f64 value;
+//! - 1 vs N (`ONE_VS_N`): two GPU runs of the same model on different splits against each
+//!   other. Their only differences come from the row-parallel products (attention output, MLP
+//!   down), which sum their K terms in another order (partials of K_i terms, then the
+//!   all-reduce's N - 1 additions); everything downstream then rounds slightly different
+//!   values. Two independent runs: every rounding term counts sqrt(2) times. RoPE's angles
+//!   depend only on the position, so both runs use the very same sin/cos/pow values and their
+//!   (comparatively large) function error cancels: it is left out.
+
+mod common;
+
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+use crossgpu::tp::{init, Decoder, DecoderConfig, SplitSpec};
+use crossgpu::Member;
+
+/// Unit roundoff of f32.
+const U: f64 = 1.0 / (1u64 << 24) as f64;
+/// sin/cos absolute error: the Vulkan bound, assumed after range reduction for |θ| ≤ 40.
+const TRIG_ABS: f64 = 1.0 / 2048.0;
+/// Tolerance in standard deviations of the modelled rounding error.
+const LAMBDA: f64 = 10.0;
+/// Steps of the step-by-step test (2 layers).
+const STEPWISE_STEPS: usize = 12;
+/// Steps of every `generate` run (1 layer).
+const STEPS: usize = 32;
+/// The first token fed to every run.
+const FIRST: u32 = 1;
+
+/// The tests of this file run one at a time (validation messages are process-wide, and
+/// lavapipe has only the machine's cores).
+fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn gamma(k: usize) -> f64 {
+    let ku = k as f64 * U;
+    ku / (1.0 - ku)
+}
+
+/// The model under test (see the file comment) with `layers` layers (1 or 2).
+fn config(layers: usize) -> DecoderConfig {
+    DecoderConfig { layers, vocab: 500, max_seq: 40, ..DecoderConfig::small() }
+}
+
+// ---------------------------------------------------------------------------------------------
+// CPU reference with error estimates
+// ---------------------------------------------------------------------------------------------
+
+/// Values computed in f64, each with the standard deviation of the GPU's deviation from it.
+#[derive(Clone, Debug)]
+struct Ev {
+    v: Vec<f64>,
+    e: Vec<f64>,
+}
+
+impl Ev {
+    fn exact(v: Vec<f64>) -> Self {
+        let e = vec![0.0; v.len()];
+        Self { v, e }
+    }
+}
+
+/// Which deviation is propagated (see the file comment).
+#[derive(Clone, Copy, Debug)]
+struct Mode {
+    /// Independently rounded runs covered, as a factor on rounding std: 1 (vs exact) or
+    /// sqrt(2) (one run vs another).
+    r: f64,
+    /// Include RoPE's sin/cos/pow error (only vs exact: both runs share it otherwise).
+    trig: bool,
+    /// N - 1, the additions an all-reduce over N members adds to a K-term sum (N ≤ 3 here).
+    extra: usize,
+}
+
+const VS_EXACT: Mode = Mode { r: 1.0, trig: true, extra: 2 };
+const ONE_VS_N: Mode = Mode { r: std::f64::consts::SQRT_2, trig: false, extra: 2 };
+
+/// A weight matrix, exactly as the device holds it (values k·2^-shift are exact in f16).
+struct Mat {
+    rows: usize,
+    cols: usize,
+    w: Vec<f64>,
+}
+
+impl Mat {
+    fn new(seed: u32, rows: usize, cols: usize, shift: u32) -> Self {
+        let w = (0..rows * cols).map(|i| init::weight(seed, i as u32, shift) as f64).collect();
+        Self { rows, cols, w }
+    }
+
+    fn row(&self, r: usize) -> &[f64] {
+        &self.w[r * self.cols..(r + 1) * self.cols]
+    }
+
+    /// `y = W x`: `e_y[r]² = Σ_k W_rk² e_k² + r²U²(2K + 2(N-1)) Σ_k (W_rk x_k)²` (the column-
+    /// parallel products get the all-reduce's additions too, conservatively).
+    fn apply(&self, x: &Ev, m: Mode) -> Ev {
+        assert_eq!(x.v.len(), self.cols);
+        let round = (m.r * U).powi(2) * (2 * self.cols + 2 * m.extra) as f64;
+        let (mut v, mut e) = (vec![0.0; self.rows], vec![0.0; self.rows]);
+        for r in 0..self.rows {
+            let (mut s, mut sq, mut p) = (0.0, 0.0, 0.0);
+            for ((&w, &xv), &xe) in self.row(r).iter().zip(&x.v).zip(&x.e) {
+                let t = w * xv;
+                s += t;
+                sq += t * t;
+                p += (w * xe).powi(2);
+            }
+            v[r] = s;
+            e[r] = (p + round * sq).sqrt();
+        }
+        Ev { v, e }
+    }
+}
+
+struct LayerWeights {
+    q: Mat,
+    k: Mat,
+    v: Mat,
+    o: Mat,
+    gate: Mat,
+    up: Mat,
+    down: Mat,
+}
+
+struct Weights {
+    layers: Vec<LayerWeights>,
+    vocab: Mat,
+    embed: Mat,
+}
+
+/// The weights of the 2-layer model, drawn as model.rs draws them on the devices; the 1-layer
+/// model is its first layer with the same vocabulary and embedding (the seeds depend only on
+/// the layer index and the matrix id).
+fn weights() -> &'static Weights {
+    static W: OnceLock<Weights> = OnceLock::new();
+    W.get_or_init(|| {
+        let c = config(2);
+        let (h, f, d) = (c.hidden, c.ffn, c.head_dim);
+        let (qd, kvd) = (c.q_heads * d, c.kv_heads * d);
+        let s_h = init::shift_for_fan_in(h);
+        let layers = (0..c.layers)
+            .map(|l| {
+                let seed = |id| init::matrix_seed(c.seed, l, id);
+                LayerWeights {
+                    q: Mat::new(seed(1), qd, h, s_h),
+                    k: Mat::new(seed(2), kvd, h, s_h),
+                    v: Mat::new(seed(3), kvd, h, s_h),
+                    o: Mat::new(seed(4), h, qd, init::shift_for_fan_in(qd)),
+                    gate: Mat::new(seed(5), f, h, s_h),
+                    up: Mat::new(seed(6), f, h, s_h),
+                    down: Mat::new(seed(7), h, f, init::shift_for_fan_in(f)),
+                }
+            })
+            .collect();
+        Weights {
+            layers,
+            vocab: Mat::new(init::matrix_seed(c.seed, usize::MAX, 8), c.vocab, h, s_h),
+            embed: Mat::new(init::matrix_seed(c.seed, usize::MAX, 9), c.vocab, h, 10),
+        }
+    })
+}
+
+/// RMSNorm with unit weights: `y = x·s`, `s = (Σx²/n + eps)^-1/2`. Through the derivative
+/// (`∂s/∂x_j = -s³x_j/n`): `(s e_i)² + (x_i·(s³/n)·sqrt(Σ_j x_j² e_j²))²`. Rounding, worst case
+/// (it is tiny): the sum of squares gamma_n relative (positive terms), `/n` and `+eps` U each,
+/// inverseSqrt halves that and adds 2 ULP ≤ 4U, `x·s` U (`·1.0` is exact):
+/// `|y|(gamma_{n+1}/2 + 6U)`.
+fn rmsnorm(x: &Ev, eps: f64, m: Mode) -> Ev {
+    let n = x.v.len();
+    let ss: f64 = x.v.iter().map(|v| v * v).sum();
+    let s = 1.0 / (ss / n as f64 + eps).sqrt();
+    let ds = s * s * s / n as f64 * x.v.iter().zip(&x.e).map(|(v, e)| (v * e).powi(2)).sum::<f64>().sqrt();
+    let rel = m.r * (gamma(n + 1) / 2.0 + 6.0 * U);
+    let v: Vec<f64> = x.v.iter().map(|xv| xv * s).collect();
+    let e = (0..n)
+        .map(|i| ((s * x.e[i]).powi(2) + (x.v[i] * ds).powi(2) + (rel * v[i]).powi(2)).sqrt())
+        .collect();
+    Ev { v, e }
+}
+
+/// RoPE on `heads` heads of `d` (pairs i, i + d/2, angle θ_i = pos·base^(-2i/d)): `a' = a·c -
+/// b·s`, `b' = a·s + b·c`. Through the rotation `(c e_a)² + (s e_b)²`; three roundings
+/// `3U²(|a| + |b|)²`; vs exact also the angle and function error `(|a| + |b|)(θ·ε_θ + 2^-11)`
+/// (ε_θ as in tests/tp.rs: pow through exp2/log2, the exponent's rounding, `pos·pow`), added
+/// linearly. At θ = 0 the GPU's rotation is the identity, bit for bit (tests/tp.rs).
+fn rope(x: &mut Ev, heads: usize, d: usize, pos: usize, base: f64, m: Mode) {
+    let half = d / 2;
+    for h in 0..heads {
+        for i in 0..half {
+            let (ia, ib) = (h * d + i, h * d + i + half);
+            let (a, b, ea, eb) = (x.v[ia], x.v[ib], x.e[ia], x.e[ib]);
+            let theta = pos as f64 * base.powf(-2.0 * i as f64 / d as f64);
+            let (s, c) = theta.sin_cos();
+            let mag = a.abs() + b.abs();
+            let round = (m.r * U * mag).powi(2) * 3.0;
+            let mut fun = 0.0;
+            if m.trig && pos > 0 {
+                let xe = (2.0 * i as f64 / d as f64) * base.log2();
+                let eps_theta = 2.0 * (3.0 + 2.0 * xe) * U + std::f64::consts::LN_2 * xe * 8.0 * U + U;
+                fun = mag * (theta * eps_theta + TRIG_ABS);
+            }
+            x.v[ia] = a * c - b * s;
+            x.v[ib] = a * s + b * c;
+            x.e[ia] = ((c * ea).powi(2) + (s * eb).powi(2) + round).sqrt() + fun;
+            x.e[ib] = ((s * ea).powi(2) + (c * eb).powi(2) + round).sqrt() + fun;
+        }
+    }
+}
+
+/// Decode attention of `q` ([q_heads, d]) over caches [kv_heads, max_seq, d], positions
+/// 0..=pos, σ = 1/sqrt(d).
+/// - Scores `s_t = σ q·k_t`: through the inputs `σ²Σ_j(q_j² e_kj² + k_j² e_qj²)`; rounding
+///   `σU sqrt(2d)||q∘k_t||_2 + 3U|s_t|` (the dot, σ's two host roundings, the product).
+/// - `out_d = Σ_t p_t v_td` with softmax weights p: a score error δs_t moves the output by
+///   `p_t δs_t (v_td - v̄_d)` (v̄ = Σ_t p_t v_t; exactly zero for a single position); each
+///   exponential's own error `ε_t = U|x_t| + 2(3 + 2|x_t|)U` (x_t = s_t - max) acts the same
+///   way; the normalising sum rounds within `U sqrt(2 len)||p||_2` relative, the reciprocal
+///   2.5 ULP, the last product U; the weighted sum of V within `U sqrt(2 len)||p∘v_d||_2`.
+fn attention(q: &Ev, kc: &Ev, vc: &Ev, c: &DecoderConfig, pos: usize, m: Mode) -> Ev {
+    let (d, len, group) = (c.head_dim, pos + 1, c.q_heads / c.kv_heads);
+    let sigma = 1.0 / (d as f64).sqrt();
+    let mut out = Ev::exact(vec![0.0; c.q_heads * d]);
+    for h in 0..c.q_heads {
+        let base = (h / group) * c.max_seq * d;
+        let qb = h * d;
+        let (mut s, mut es) = (vec![0.0; len], vec![0.0; len]);
+        for t in 0..len {
+            let kb = base + t * d;
+            let (mut dot, mut sq, mut ein) = (0.0, 0.0, 0.0);
+            for j in 0..d {
+                let (qv, kv) = (q.v[qb + j], kc.v[kb + j]);
+                dot += qv * kv;
+                sq += (qv * kv).powi(2);
+                ein += (qv * kc.e[kb + j]).powi(2) + (kv * q.e[qb + j]).powi(2);
+            }
+            s[t] = sigma * dot;
+            let round = m.r * (sigma * U * ((2 * d) as f64 * sq).sqrt() + 3.0 * U * s[t].abs());
+            es[t] = (sigma * sigma * ein + round * round).sqrt();
+        }
+        let mx = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let ex: Vec<f64> = s.iter().map(|st| (st - mx).exp()).collect();
+        let sum: f64 = ex.iter().sum();
+        let p: Vec<f64> = ex.iter().map(|v| v / sum).collect();
+        let eps: Vec<f64> = s
+            .iter()
+            .map(|st| {
+                let x = (st - mx).abs();
+                m.r * (U * x + 2.0 * (3.0 + 2.0 * x) * U)
+            })
+            .collect();
+        let p2: f64 = p.iter().map(|v| v * v).sum();
+        let norm_rel = m.r * (U * ((2 * len) as f64 * p2).sqrt() + 6.0 * U);
+        for j in 0..d {
+            let vj = |t: usize| vc.v[base + t * d + j];
+            let vbar: f64 = (0..len).map(|t| p[t] * vj(t)).sum();
+            let (mut var, mut pv2) = (0.0, 0.0);
+            for t in 0..len {
+                let (v, ev) = (vj(t), vc.e[base + t * d + j]);
+                var += (p[t] * ev).powi(2) + (p[t] * (v - vbar)).powi(2) * (es[t].powi(2) + eps[t].powi(2));
+                pv2 += (p[t] * v).powi(2);
+            }
+            var += (norm_rel * vbar).powi(2) + (m.r * U).powi(2) * (2 * len) as f64 * pv2;
+            out.v[qb + j] = vbar;
+            out.e[qb + j] = var.sqrt();
+        }
+    }
+    out
+}
+
+/// `x + y`: deviations in quadrature, plus one rounding.
+fn add(x: &Ev, y: &Ev, m: Mode) -> Ev {
+    let v: Vec<f64> = x.v.iter().zip(&y.v).map(|(a, b)| a + b).collect();
+    let e =
+        (0..v.len()).map(|i| (x.e[i].powi(2) + y.e[i].powi(2) + (m.r * U * v[i]).powi(2)).sqrt()).collect();
+    Ev { v, e }
+}
+
+/// `silu(g)·u`, silu(g) = g·σ(g): through the derivative `σ(1 + g(1 - σ))·u·e_g` and
+/// `silu(g)·e_u`; rounding `|a|(2(3 + 2|g|)U + 7U)` (exp, `1 + ·`, the division, the product).
+fn silu_mul(g: &Ev, u: &Ev, m: Mode) -> Ev {
+    let n = g.v.len();
+    let (mut v, mut e) = (vec![0.0; n], vec![0.0; n]);
+    for i in 0..n {
+        let (gv, uv) = (g.v[i], u.v[i]);
+        let sig = 1.0 / (1.0 + (-gv).exp());
+        let silu = gv * sig;
+        let dsilu = sig * (1.0 + gv * (1.0 - sig));
+        v[i] = silu * uv;
+        let round = m.r * v[i].abs() * (2.0 * (3.0 + 2.0 * gv.abs()) * U + 7.0 * U);
+        e[i] = ((dsilu * uv * g.e[i]).powi(2) + (silu * u.e[i]).powi(2) + round * round).sqrt();
+    }
+    Ev { v, e }
+}
+
+/// The decoder on the CPU, one deviation mode.
+struct CpuDecoder {
+    cfg: DecoderConfig,
+    mode: Mode,
+    k_cache: Vec<Ev>,
+    v_cache: Vec<Ev>,
+    pos: usize,
+}
+
+impl CpuDecoder {
+    fn new(cfg: DecoderConfig, mode: Mode) -> Self {
+        let n = cfg.kv_heads * cfg.max_seq * cfg.head_dim;
+        let caches = || (0..cfg.layers).map(|_| Ev::exact(vec![0.0; n])).collect::<Vec<_>>();
+        Self { k_cache: caches(), v_cache: caches(), cfg, mode, pos: 0 }
+    }
+
+    /// One decode step of `token`: (logits, the residual stream after the last layer), each
+    /// with its tolerance `LAMBDA·e` in `e`.
+    fn step(&mut self, token: u32) -> (Ev, Ev) {
+        let (w, c, m, pos) = (weights(), self.cfg.clone(), self.mode, self.pos);
+        let (d, eps, base) = (c.head_dim, c.eps as f64, c.rope_base as f64);
+        let mut x = Ev::exact(w.embed.row(token as usize).to_vec());
+        for (l, lw) in w.layers.iter().take(c.layers).enumerate() {
+            let h = rmsnorm(&x, eps, m);
+            let mut q = lw.q.apply(&h, m);
+            let mut k = lw.k.apply(&h, m);
+            let v = lw.v.apply(&h, m);
+            rope(&mut q, c.q_heads, d, pos, base, m);
+            rope(&mut k, c.kv_heads, d, pos, base, m);
+            for j in 0..c.kv_heads {
+                let at = (j * c.max_seq + pos) * d;
+                self.k_cache[l].v[at..at + d].copy_from_slice(&k.v[j * d..(j + 1) * d]);
+                self.k_cache[l].e[at..at + d].copy_from_slice(&k.e[j * d..(j + 1) * d]);
+                self.v_cache[l].v[at..at + d].copy_from_slice(&v.v[j * d..(j + 1) * d]);
+                self.v_cache[l].e[at..at + d].copy_from_slice(&v.e[j * d..(j + 1) * d]);
+            }
+            let attn = attention(&q, &self.k_cache[l], &self.v_cache[l], &c, pos, m);
+            x = add(&x, &lw.o.apply(&attn, m), m);
+            let h = rmsnorm(&x, eps, m);
+            let a = silu_mul(&lw.gate.apply(&h, m), &lw.up.apply(&h, m), m);
+            x = add(&x, &lw.down.apply(&a, m), m);
+        }
+        let logits = w.vocab.apply(&rmsnorm(&x, eps, m), m);
+        self.pos += 1;
+        let tolerance = |mut t: Ev| {
+            t.e.iter_mut().for_each(|e| *e *= LAMBDA);
+            t
+        };
+        (tolerance(logits), tolerance(x))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checks
+// ---------------------------------------------------------------------------------------------
+
+/// The greedy choice: largest value, lowest index among equals (as the kernels choose).
+fn argmax(v: &[f32]) -> u32 {
+    let mut best = 0;
+    for i in 1..v.len() {
+        if v[i] > v[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+/// Asserts `|got - want.v| <= want.e` (the tolerance) elementwise; returns (max |error|, max
+/// error/tolerance).
+fn check_vs(what: &str, got: &[f32], want: &Ev) -> (f64, f64) {
+    assert_eq!(got.len(), want.v.len(), "{what}: length");
+    let (mut max_err, mut max_ratio, mut worst) = (0.0f64, 0.0f64, 0usize);
+    for (i, (&g, (&w, &tol))) in got.iter().zip(want.v.iter().zip(&want.e)).enumerate() {
+        let err = (g as f64 - w).abs();
+        let ratio = if g.is_nan() { f64::INFINITY } else { err / tol };
+        max_err = max_err.max(err);
+        if ratio > max_ratio {
+            max_ratio = ratio;
+            worst = i;
+        }
+    }
+    assert!(
+        max_ratio <= 1.0,
+        "{what}: element {worst} of {}: got {} want {} (error {:e} > tolerance {:e})",
+        got.len(),
+        got[worst],
+        want.v[worst],
+        (got[worst] as f64 - want.v[worst]).abs(),
+        want.e[worst]
+    );
+    (max_err, max_ratio)
+}
+
+/// Asserts `|a - b| <= bound` elementwise (two GPU runs); returns (max |a - b|, max
+/// difference/tolerance).
+fn check_pair(what: &str, a: &[f32], b: &[f32], bound: &[f64]) -> (f64, f64) {
+    assert_eq!(a.len(), b.len(), "{what}: length");
+    let (mut max_diff, mut max_ratio, mut worst) = (0.0f64, 0.0f64, 0usize);
+    for i in 0..a.len() {
+        let diff = (a[i] as f64 - b[i] as f64).abs();
+        let ratio = if diff.is_nan() { f64::INFINITY } else { diff / bound[i] };
+        max_diff = max_diff.max(diff);
+        if ratio > max_ratio {
+            max_ratio = ratio;
+            worst = i;
+        }
+    }
+    assert!(
+        max_ratio <= 1.0,
+        "{what}: element {worst} of {}: {} vs {} (difference {:e} > tolerance {:e})",
+        a.len(),
+        a[worst],
+        b[worst],
+        (a[worst] as f64 - b[worst] as f64).abs(),
+        bound[worst]
+    );
+    (max_diff, max_ratio)
+}
+
+/// The GPU's greedy token must be one the reference allows: its reference logit is within the
+/// two tolerances of the reference maximum (otherwise the device picked a token it cannot have
+/// computed as the largest).
+fn check_token(what: &str, token: u32, reference: &Ev) {
+    let top = (0..reference.v.len()).fold(0, |b, i| if reference.v[i] > reference.v[b] { i } else { b });
+    let t = token as usize;
+    assert!(t < reference.v.len(), "{what}: token {t} past the vocabulary");
+    let gap = reference.v[top] - reference.v[t];
+    assert!(
+        gap <= reference.e[top] + reference.e[t],
+        "{what}: the GPU chose {t} (reference logit {}) but the reference's best is {top} ({}), \
+         {gap:e} higher, beyond the tolerances {:e} + {:e}",
+        reference.v[t],
+        reference.v[top],
+        reference.e[top],
+        reference.e[t]
+    );
+}
+
+/// Every member's residual copy is bitwise the same; returns member 0's.
+fn same_residuals(what: &str, d: &Decoder) -> Vec<f32> {
+    let r = d.residuals().unwrap();
+    assert_eq!(r.len(), d.members().len());
+    for (i, x) in r.iter().enumerate().skip(1) {
+        if let Some(j) = (0..x.len()).find(|&j| x[j].to_bits() != r[0][j].to_bits()) {
+            panic!(
+                "{what}: member {i}'s residual differs from member 0's at element {j}: {} vs {} \
+                 (replicated activations must stay bitwise equal)",
+                x[j], r[0][j]
+            );
+        }
+    }
+    r[0].clone()
+}
+
+/// Step by step on one member and on three: after each `step()`, the logits and residuals of
+/// both are read and compared with the CPU reference (vs-exact tolerance) and with each other
+/// (1-vs-N tolerance); every member's residual must be bitwise equal to the others'; the tokens
+/// the devices choose (visible in the next step's input) must agree with the reference.
+#[test]
+fn step_by_step_logits_match_cpu_reference_and_one_member() {
+    let _s = serial();
+    let cfg = config(2);
+    let g1 = common::logical(1);
+    let g3 = common::logical(3);
+    let mut d1 = Decoder::new(&g1, cfg.clone(), &SplitSpec::Even).unwrap();
+    let mut d3 = Decoder::new(&g3, cfg.clone(), &SplitSpec::Even).unwrap();
+    eprintln!("3-member plan {:?}, all-reduce {:?}", d3.plan, d3.comm().map(|c| c.mode()));
+    let mut exact = CpuDecoder::new(cfg.clone(), VS_EXACT);
+    let mut pair = CpuDecoder::new(cfg.clone(), ONE_VS_N);
+    d1.set_token(FIRST).unwrap();
+    d3.set_token(FIRST).unwrap();
+    let (mut token, mut tokens) = (FIRST, Vec::new());
+    // (max |1 - ref|, max ratio), (max |3 - ref|, ratio), (max |1 - 3|, ratio), max tolerances.
+    let (mut e1, mut e3, mut e13) = ((0.0f64, 0.0f64), (0.0f64, 0.0f64), (0.0f64, 0.0f64));
+    let (mut ex_bound, mut pair_bound, mut x13) = (0.0f64, 0.0f64, 0.0f64);
+    let max2 = |a: (f64, f64), b: (f64, f64)| (a.0.max(b.0), a.1.max(b.1));
+    for step in 0..STEPWISE_STEPS {
+        d1.step().unwrap();
+        d3.step().unwrap();
+        assert_eq!((d1.position(), d3.position()), (step + 1, step + 1));
+        let (l1, l3) = (d1.logits().unwrap(), d3.logits().unwrap());
+        assert_eq!((l1.len(), l3.len()), (cfg.vocab, cfg.vocab));
+        let x1 = same_residuals(&format!("step {step}, 1 member"), &d1);
+        let x3 = same_residuals(&format!("step {step}, 3 members"), &d3);
+        let (rl, rx) = exact.step(token);
+        let (pl, px) = pair.step(token);
+        let what = |s: &str| format!("step {step} (token {token}): {s}");
+        e1 = max2(e1, check_vs(&what("1-member logits vs the f64 reference"), &l1, &rl));
+        e3 = max2(e3, check_vs(&what("3-member logits vs the f64 reference"), &l3, &rl));
+        check_vs(&what("1-member residual vs the f64 reference"), &x1, &rx);
+        check_vs(&what("3-member residual vs the f64 reference"), &x3, &rx);
+        e13 = max2(e13, check_pair(&what("logits, 1 vs 3 members"), &l1, &l3, &pl.e));
+        let (xd, _) = check_pair(&what("residual, 1 vs 3 members"), &x1, &x3, &px.e);
+        x13 = x13.max(xd);
+        ex_bound = ex_bound.max(rl.e.iter().cloned().fold(0.0, f64::max));
+        pair_bound = pair_bound.max(pl.e.iter().cloned().fold(0.0, f64::max));
+        let (t1, t3) = (argmax(&l1), argmax(&l3));
+        check_token(&what("1-member token"), t1, &rl);
+        if t1 != t3 {
+            let gap = (l1[t1 as usize] - l1[t3 as usize]) as f64;
+            panic!(
+                "{}: the 1-member model picks {t1}, the 3-member one {t3}; their 1-member logits \
+                 differ by {gap:e} (1-vs-N tolerances {:e}, {:e}){}",
+                what("greedy token"),
+                pl.e[t1 as usize],
+                pl.e[t3 as usize],
+                if gap <= pl.e[t1 as usize] + pl.e[t3 as usize] {
+                    ": a near tie within rounding, not a bug; change FIRST"
+                } else {
+                    ""
+                }
+            );
+        }
+        token = t1;
+        tokens.push(t1);
+    }
+    eprintln!("step-by-step tokens: {tokens:?}");
+    eprintln!(
+        "max |logit error| vs f64: 1 member {:.3e} ({:.2e} of the tolerance), 3 members {:.3e} ({:.2e}); \
+         largest vs-exact tolerance {ex_bound:.3e}",
+        e1.0, e1.1, e3.0, e3.1
+    );
+    eprintln!(
+        "max |logits 1 - logits 3| = {:.3e} ({:.2e} of the tolerance; largest 1-vs-N tolerance {pair_bound:.3e}); \
+         max |residual 1 - residual 3| = {x13:.3e}",
+        e13.0, e13.1
+    );
+    let distinct = tokens.iter().collect::<std::collections::BTreeSet<_>>().len();
+    assert!(distinct > 3, "the test needs a varied token sequence, got {tokens:?}");
+    let s = d3.stats();
+    assert_eq!((s.tokens, s.members), (STEPWISE_STEPS, 3));
+    assert_eq!(s.all_reduces, ((2 * cfg.layers + 1) * STEPWISE_STEPS) as u64, "all-reduces: {s:?}");
+    assert_eq!(d1.stats().all_reduces, 0, "one member never all-reduces");
+    drop((d1, d3));
+    common::assert_no_validation_errors();
+}
+
+/// One `generate` run: (name, tokens, last logits, last residual).
+type RunResult = (String, Vec<u32>, Vec<f32>, Vec<f32>);
+
+/// Pipelined greedy decoding (`generate`, two steps in flight) of 32 tokens from the same first
+/// token on 1, 2 and 3 members, on a 2:1 split and on a 3-member split whose middle member gets
+/// nothing: identical tokens; the tokens are ones the f64 reference allows; after the run every
+/// member's residual is bitwise the same, and every split's last logits are within the 1-vs-N
+/// tolerance of the one-member logits. Counters: 2·layers + 1 all-reduces per token, and at most
+/// one submit per member per token more than that.
+#[test]
+fn greedy_tokens_are_identical_for_every_split() {
+    let _s = serial();
+    let cfg = config(1);
+    let ar_per_token = 2 * cfg.layers + 1;
+    let runs: [(usize, SplitSpec); 5] = [
+        (1, SplitSpec::Even),
+        (2, SplitSpec::Even),
+        (3, SplitSpec::Even),
+        (2, SplitSpec::parse("2:1").unwrap()),
+        (3, SplitSpec::Weighted(vec![1.0, 0.0, 1.0])),
+    ];
+    // (name, tokens, last logits, last residual)
+    let mut results: Vec<RunResult> = Vec::new();
+    let mut measured = Vec::new();
+    for (n, split) in runs {
+        let name = format!("{n} member(s), {split:?}");
+        let g = common::logical(n);
+        let mut d = Decoder::new(&g, cfg.clone(), &split).unwrap();
+        match &split {
+            SplitSpec::Weighted(w) if w[1] == 0.0 => {
+                let p = &d.plan;
+                assert!(
+                    p.kv_heads[1].is_empty() && p.ffn[1].is_empty() && p.vocab[1].is_empty(),
+                    "{name}: member 1 should get nothing: {p:?}"
+                );
+            }
+            SplitSpec::Weighted(_) => {
+                let p = &d.plan;
+                assert!(
+                    p.kv_heads[0].len() > p.kv_heads[1].len() && p.ffn[0].len() > p.ffn[1].len(),
+                    "{name}: {p:?}"
+                );
+            }
+            SplitSpec::Even => {}
+        }
+        let members: Vec<Member> = d.members().to_vec();
+        let before = d.stats();
+        let started = std::time::Instant::now();
+        // Submits of every member at each on_step call: the difference between two calls in
+        // the loop is one decode step's submits.
+        let mut at_step: Vec<Vec<u64>> = Vec::new();
+        let mut seen = Vec::new();
+        let tokens = d
+            .generate(FIRST, STEPS, |i| {
+                seen.push(i);
+                at_step.push(members.iter().map(|m| m.submit_count()).collect());
+            })
+            .unwrap();
+        let after = d.stats();
+        let took = started.elapsed();
+        assert_eq!(seen, (0..STEPS).collect::<Vec<_>>(), "{name}: on_step once per step, in order");
+        assert_eq!(tokens.len(), STEPS, "{name}");
+        assert_eq!((after.tokens, after.members, d.position()), (STEPS, n, STEPS), "{name}");
+        let ar = after.all_reduces - before.all_reduces;
+        if n >= 2 {
+            assert_eq!(ar, (ar_per_token * STEPS) as u64, "{name}: all-reduces per token ({after:?})");
+        } else {
+            assert_eq!(ar, 0, "{name}");
+        }
+        // Steady state: between on_step(k-1) and on_step(k), k in 1..STEPS-1 (the last call comes
+        // after the final synchronize).
+        let per_step_max = (1..STEPS - 1)
+            .flat_map(|k| (0..n).map(move |i| (k, i)))
+            .map(|(k, i)| at_step[k][i] - at_step[k - 1][i])
+            .max()
+            .unwrap();
+        let avg = (after.submits - before.submits) as f64 / (n * STEPS) as f64;
+        let ar_tok = if n >= 2 { ar_per_token } else { 0 };
+        assert!(
+            per_step_max as usize <= ar_tok + 1,
+            "{name}: {per_step_max} submits per member in one decode step, more than all-reduces per \
+             token ({ar_tok}) + 1"
+        );
+        measured.push(format!(
+            "{name}: {STEPS} tokens in {took:.2?}; {} all-reduces/token; {per_step_max} submits/member/step \
+             (avg {avg:.3} with the final read)",
+            ar as usize / STEPS
+        ));
+        let logits = d.logits().unwrap();
+        let x = same_residuals(&name, &d);
+        results.push((name, tokens, logits, x));
+        drop(d);
+    }
+    for m in &measured {
+        eprintln!("{m}");
+    }
+    let (_, t1, l1, x1) = &results[0];
+    eprintln!("generated tokens: {t1:?}");
+    for (name, tokens, _, _) in &results[1..] {
+        if tokens != t1 {
+            let k = (0..STEPS).find(|&k| tokens[k] != t1[k]).unwrap();
+            panic!("{name}: tokens differ from one member's at step {k}:\n  {tokens:?}\n  {t1:?}");
+        }
+    }
+    // The reference along the generated tokens.
+    let mut exact = CpuDecoder::new(cfg.clone(), VS_EXACT);
+    let mut pair = CpuDecoder::new(cfg.clone(), ONE_VS_N);
+    let (mut last_exact, mut last_pair) = (None, None);
+    for k in 0..STEPS {
+        let input = if k == 0 { FIRST } else { t1[k - 1] };
+        let (rl, rx) = exact.step(input);
+        let (pl, px) = pair.step(input);
+        check_token(&format!("step {k}: generated token"), t1[k], &rl);
+        last_exact = Some((rl, rx));
+        last_pair = Some((pl, px));
+    }
+    let ((rl, rx), (pl, px)) = (last_exact.unwrap(), last_pair.unwrap());
+    check_vs("last logits, 1 member, vs the f64 reference", l1, &rl);
+    check_vs("last residual, 1 member, vs the f64 reference", x1, &rx);
+    for (name, _, l, x) in &results[1..] {
+        let (dl, _) = check_pair(&format!("{name}: last logits vs one member's"), l1, l, &pl.e);
+        let (dx, _) = check_pair(&format!("{name}: last residual vs one member's"), x1, x, &px.e);
+        eprintln!("{name}: last step max |logit diff| vs 1 member {dl:.3e}, residual {dx:.3e}");
+    }
+    common::assert_no_validation_errors();
+}
