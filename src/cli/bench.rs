@@ -73,6 +73,13 @@ pub struct Common {
     /// Bridge spin time in µs (default: CROSSGPU_ALLREDUCE_SPIN_US).
     #[arg(long)]
     pub spin_us: Option<u64>,
+    /// All-reduce layouts to measure instead of the default set, `;`-separated in the
+    /// CROSSGPU_DEVICES syntax, e.g. `nvidia/2;nvidia*2;nvidia,llvmpipe`.
+    #[arg(long)]
+    pub layouts: Option<String>,
+    /// Skip the wgpu baseline.
+    #[arg(long)]
+    pub no_baseline: bool,
 }
 
 #[derive(Serialize, Default)]
@@ -160,28 +167,35 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
             .map_or(1, |d| instance.adapters()[d.0].caps.queue_count as usize);
         let layout_of =
             |n: usize| if n <= queues { format!("{a}*{n}") } else { vec![a.as_str(); n].join(",") };
-        let mut layouts: Vec<(String, Vec<ModeRequest>)> = c
-            .members
-            .iter()
-            .map(|&n| {
-                let modes = if n == 1 {
-                    vec![ModeRequest::Forced(Mode::HostBridge)]
+        let bridge = ModeRequest::Forced(Mode::HostBridge);
+        let all_modes = vec![bridge, ModeRequest::Forced(Mode::SyncFd), ModeRequest::Forced(Mode::Generic)];
+        let mut layouts: Vec<(String, Vec<ModeRequest>)> = Vec::new();
+        if let Some(list) = &c.layouts {
+            for l in list.split(';').map(str::trim).filter(|l| !l.is_empty()) {
+                layouts.push((l.to_string(), all_modes.clone()));
+            }
+        } else {
+            for &n in &c.members {
+                if n == 1 {
+                    layouts.push((format!("{a}*1"), vec![bridge]));
+                    continue;
+                }
+                // Members sharing one queue (what separate GPUs would see: no engine switching),
+                // then one queue each (the switching cost), where the adapter has the queues.
+                layouts.push((format!("{a}/{n}"), all_modes.clone()));
+                if n <= queues {
+                    layouts.push((layout_of(n), vec![bridge]));
                 } else {
-                    vec![
-                        ModeRequest::Forced(Mode::HostBridge),
-                        ModeRequest::Forced(Mode::SyncFd),
-                        ModeRequest::Forced(Mode::Generic),
-                    ]
-                };
-                (layout_of(n), modes)
-            })
-            .collect();
-        let two = vec![ModeRequest::Forced(Mode::HostBridge), ModeRequest::Forced(Mode::Generic)];
-        for extra in
-            [format!("{a},{a}"), if c.pair.is_empty() { String::new() } else { format!("{a},{}", c.pair) }]
-        {
-            if !extra.is_empty() && layouts.iter().all(|l| l.0 != extra) {
-                layouts.push((extra, two.clone()));
+                    layouts.push((layout_of(n), all_modes.clone()));
+                }
+            }
+            for extra in [
+                format!("{a},{a}"),
+                if c.pair.is_empty() { String::new() } else { format!("{a},{}", c.pair) },
+            ] {
+                if !extra.is_empty() && layouts.iter().all(|l| l.0 != extra) {
+                    layouts.push((extra, vec![bridge, ModeRequest::Forced(Mode::Generic)]));
+                }
             }
         }
         let total = layouts.iter().map(|l| l.1.len()).sum::<usize>() * sizes.len()
@@ -212,7 +226,7 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
                 }
             }
         }
-        for &n in c.members.iter().filter(|&&n| n > 1) {
+        for &n in c.members.iter().filter(|&&n| n > 1 && !c.no_baseline) {
             for &bytes in &sizes {
                 pb.inc(1);
                 pb.set_message(format!("wgpu baseline x{n} {bytes} B"));
@@ -252,11 +266,16 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
             .resolve(instance.adapters())?
             .first()
             .map_or(1, |d| instance.adapters()[d.0].caps.queue_count as usize);
-        for &n in &c.members {
-            if n == 3 {
-                continue; // the issue asks for 1, 2 and 4
+        let mut decode_layouts: Vec<(String, usize)> = Vec::new();
+        for &n in c.members.iter().filter(|&&n| n != 3) {
+            // The issue asks for 1, 2 and 4 members; shared queue first, then one queue each.
+            decode_layouts.push((if n == 1 { format!("{a}*1") } else { format!("{a}/{n}") }, n));
+            if n > 1 {
+                decode_layouts
+                    .push((if n <= queues { format!("{a}*{n}") } else { vec![a.as_str(); n].join(",") }, n));
             }
-            let layout = if n <= queues { format!("{a}*{n}") } else { vec![a.as_str(); n].join(",") };
+        }
+        for (layout, n) in decode_layouts {
             let g = open(&instance, &layout)?;
             match run_decode(&g, &cfg, &SplitSpec::Even, &args, true) {
                 Ok(d) => r.decode.push(DecodePoint {
