@@ -10,6 +10,8 @@
 #   mesa-vulkan-drivers      lavapipe, the CPU Vulkan driver (so everything runs without a GPU)
 #   vulkan-validationlayers  VK_LAYER_KHRONOS_validation, which the tests turn on
 #   vulkan-tools             vulkaninfo, to look at the drivers by hand
+#   pkg-config, libfontconfig-dev, libfreetype-dev
+#                            fonts for the benchmark charts (plotters links fontconfig/freetype)
 #   gcc, libc6-dev           only when no C linker (cc) is present: rustc links through it
 # Rust itself is not installed from apt (Debian's rustc is too old); install it with rustup.
 set -euo pipefail
@@ -41,7 +43,8 @@ EOF
 
 # Installs the Debian packages crossgpu needs that dpkg does not report as installed.
 ensure_packages() {
-    local wanted=(libvulkan1 mesa-vulkan-drivers vulkan-validationlayers vulkan-tools)
+    local wanted=(libvulkan1 mesa-vulkan-drivers vulkan-validationlayers vulkan-tools
+        pkg-config libfontconfig-dev libfreetype-dev)
     if ! command -v cc >/dev/null 2>&1; then
         wanted+=(gcc libc6-dev)
     fi

@@ -386,8 +386,13 @@ fn device_lost_surfaces_as_an_error_and_nothing_hangs() {
         comm.all_reduce(&mut t, &AllReduceOptions::default()).unwrap();
         group.members()[1].inject_device_lost();
         let err = comm.all_reduce(&mut t, &AllReduceOptions::default()).unwrap_err();
+        // Members standing in on one VkDevice (CROSSGPU_TEST_STANDINS) lose it together, so the
+        // first member to submit may be the one named.
+        let shares_device = group.layout().len() < group.len();
         match &err {
-            Error::DeviceLost { device } => assert!(device.contains("member 1"), "names the member: {err}"),
+            Error::DeviceLost { device } => {
+                assert!(shares_device || device.contains("member 1"), "names the member: {err}")
+            }
             e => panic!("{mode}: expected DeviceLost, got {e:?}"),
         }
         assert!(

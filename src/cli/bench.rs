@@ -392,20 +392,7 @@ fn chart(points: &[AllReducePoint], out: &Path) -> std::result::Result<(), Strin
             None => series.push((key, vec![p])),
         }
     }
-    let palette = [
-        RED,
-        BLUE,
-        GREEN,
-        MAGENTA,
-        CYAN,
-        BLACK,
-        RGBColor(255, 140, 0),
-        RGBColor(128, 0, 128),
-        RGBColor(0, 128, 128),
-        RGBColor(128, 128, 0),
-        RGBColor(100, 100, 100),
-        RGBColor(200, 80, 80),
-    ];
+    let n_series = series.len().max(1) as f64;
     let e = |e: &dyn std::fmt::Display| e.to_string();
     for (file, title, value, unit) in [
         ("allreduce-latency.png", "all-reduce time per round (pipelined)", 0, "us per round"),
@@ -431,7 +418,8 @@ fn chart(points: &[AllReducePoint], out: &Path) -> std::result::Result<(), Strin
             .map_err(|x| e(&x))?;
         c.configure_mesh().x_desc("payload per member, bytes").y_desc(unit).draw().map_err(|x| e(&x))?;
         for (i, (name, pts)) in series.iter().enumerate() {
-            let color = palette[i % palette.len()];
+            // Evenly spaced hues, alternating lightness, so neighbours differ.
+            let color = HSLColor(i as f64 / n_series, 0.85, if i % 2 == 0 { 0.38 } else { 0.55 }).to_rgba();
             let data: Vec<(f64, f64)> =
                 pts.iter().map(|p| (p.bytes as f64, get(p))).filter(|v| v.1 > 0.0).collect();
             c.draw_series(LineSeries::new(data.clone(), color.stroke_width(2)))
