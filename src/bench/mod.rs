@@ -28,8 +28,8 @@ pub fn summarize(samples: &[f64]) -> Summary {
     Summary { median: at(0.5), p10: at(0.1), p90: at(0.9), samples: v.len() }
 }
 
-/// Deterministic non-zero test data.
-pub(crate) fn data(seed: u64, n: usize) -> Vec<f32> {
+/// Deterministic pseudo-random values in [-0.5, 0.5), never zero: benchmark and demo data.
+pub fn data(seed: u64, n: usize) -> Vec<f32> {
     let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     (0..n)
         .map(|_| {

@@ -13,17 +13,9 @@ pub fn devices() -> Result<()> {
     Ok(())
 }
 
-/// Deterministic pseudo-random values in [-1, 1), never all zero.
+/// Deterministic non-zero pseudo-random values (the benchmarks' generator).
 fn values(seed: u64, n: usize) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
+    crossgpu::bench::data(seed, n)
 }
 
 fn max_rel_err(got: &[f32], want: &[f64]) -> f64 {

@@ -35,6 +35,28 @@ fn check_tiling(what: &str, ranges: &[Range<usize>], features: usize) -> Result<
     Ok(())
 }
 
+/// Generates each member's slice of the logical `[*, in_features]` matrix drawn from `seed`:
+/// `shape_at(range)` gives the slice's shape and its (row, column) offset.
+fn slices(
+    members: &[Member],
+    ranges: &[Range<usize>],
+    in_features: usize,
+    seed: u32,
+    shift: u32,
+    shape_at: impl Fn(&Range<usize>) -> ([usize; 2], (usize, usize)),
+) -> Result<Vec<Tensor>> {
+    members
+        .iter()
+        .zip(ranges)
+        .map(|(m, r)| {
+            let (shape, (row, col)) = shape_at(r);
+            let t = m.empty(&shape, DType::F16)?;
+            m.init_weights(&t, seed, in_features, row, col, shift)?;
+            Ok(t)
+        })
+        .collect()
+}
+
 fn check_members(what: &str, members: &[Member], n: usize) -> Result<()> {
     if members.len() != n {
         return Err(Error::LengthMismatch {
@@ -67,15 +89,8 @@ impl ColumnParallelLinear {
     ) -> Result<Self> {
         check_members("ColumnParallelLinear ranges", members, ranges.len())?;
         check_tiling("ColumnParallelLinear", &ranges, out_features)?;
-        let weights = members
-            .iter()
-            .zip(&ranges)
-            .map(|(m, r)| {
-                let t = m.empty(&[r.len(), in_features], DType::F16)?;
-                m.init_weights(&t, seed, in_features, r.start, 0, shift)?;
-                Ok(t)
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let weights =
+            slices(members, &ranges, in_features, seed, shift, |r| ([r.len(), in_features], (r.start, 0)))?;
         Ok(Self { in_features, out_features, ranges, weights })
     }
 
@@ -116,15 +131,8 @@ impl RowParallelLinear {
     ) -> Result<Self> {
         check_members("RowParallelLinear ranges", members, ranges.len())?;
         check_tiling("RowParallelLinear", &ranges, in_features)?;
-        let weights = members
-            .iter()
-            .zip(&ranges)
-            .map(|(m, r)| {
-                let t = m.empty(&[out_features, r.len()], DType::F16)?;
-                m.init_weights(&t, seed, in_features, 0, r.start, shift)?;
-                Ok(t)
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let weights =
+            slices(members, &ranges, in_features, seed, shift, |r| ([out_features, r.len()], (0, r.start)))?;
         Ok(Self { in_features, out_features, ranges, weights })
     }
 

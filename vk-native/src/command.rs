@@ -74,7 +74,8 @@ const BACKPRESSURE_TIMEOUT_NS: u64 = 120_000_000_000;
 const MAX_IDLE: usize = 32;
 
 struct Pending {
-    encoder: wgpu_hal::vulkan::CommandEncoder,
+    /// `None` for a submit without a command buffer (only semaphores and keep-alives).
+    encoder: Option<wgpu_hal::vulkan::CommandEncoder>,
     cmd: Option<wgpu_hal::vulkan::CommandBuffer>,
     value: u64,
     _keep: Vec<KeepAlive>,
@@ -172,14 +173,30 @@ impl Recorder {
         let done = self.progress.value()?;
         while self.pending.front().is_some_and(|p| p.value <= done) {
             let mut p = self.pending.pop_front().expect("checked");
-            // SAFETY: the submission that used the command buffer completed (`progress` passed
-            // its value), so resetting the encoder's pool is allowed.
-            unsafe { p.encoder.reset_all(p.cmd.take().into_iter()) };
-            if self.idle.len() < MAX_IDLE {
-                self.idle.push(p.encoder);
+            if let Some(mut encoder) = p.encoder.take() {
+                // SAFETY: the submission that used the command buffer completed (`progress`
+                // passed its value), so resetting the encoder's pool is allowed.
+                unsafe { encoder.reset_all(p.cmd.take().into_iter()) };
+                if self.idle.len() < MAX_IDLE {
+                    self.idle.push(encoder);
+                }
             }
         }
         Ok(())
+    }
+
+    /// An idle command encoder, or a new one.
+    fn take_encoder(&mut self) -> Result<wgpu_hal::vulkan::CommandEncoder> {
+        if let Some(e) = self.idle.pop() {
+            return Ok(e);
+        }
+        let desc = wgpu_hal::CommandEncoderDescriptor {
+            label: Some("crossgpu stream"),
+            queue: &self.device.shared.hal_queue,
+        };
+        // SAFETY: the queue belongs to this device; all its queues share family 0.
+        unsafe { self.device.shared.hal.create_command_encoder(&desc) }
+            .map_err(map_hal_device("vkCreateCommandPool"))
     }
 
     fn open(&mut self) -> Result<&mut Active> {
@@ -195,18 +212,7 @@ impl Recorder {
                 }
                 self.recycle()?;
             }
-            let mut encoder = match self.idle.pop() {
-                Some(e) => e,
-                None => {
-                    let desc = wgpu_hal::CommandEncoderDescriptor {
-                        label: Some("crossgpu stream"),
-                        queue: &self.device.shared.hal_queue,
-                    };
-                    // SAFETY: the queue belongs to this device; all queues share family 0.
-                    unsafe { self.device.shared.hal.create_command_encoder(&desc) }
-                        .map_err(map_hal_device("vkCreateCommandPool"))?
-                }
-            };
+            let mut encoder = self.take_encoder()?;
             // SAFETY: the encoder is idle (new or recycled after its work completed).
             unsafe { encoder.begin_encoding(Some("crossgpu stream")) }
                 .map_err(map_hal_device("vkBeginCommandBuffer"))?;
@@ -410,27 +416,7 @@ impl Recorder {
             return Err(e);
         }
         self.submitted = value;
-        match encoder {
-            Some(encoder) => self.pending.push_back(Pending { encoder, cmd, value, _keep: keep }),
-            None => self.pending.push_back(Pending {
-                encoder: match self.idle.pop() {
-                    Some(e) => e,
-                    None => {
-                        // Keep-alives of a command-less submit still need a slot in `pending`.
-                        let desc = wgpu_hal::CommandEncoderDescriptor {
-                            label: Some("crossgpu stream"),
-                            queue: &self.device.shared.hal_queue,
-                        };
-                        // SAFETY: as in `open`.
-                        unsafe { self.device.shared.hal.create_command_encoder(&desc) }
-                            .map_err(map_hal_device("vkCreateCommandPool"))?
-                    }
-                },
-                cmd: None,
-                value,
-                _keep: keep,
-            }),
-        }
+        self.pending.push_back(Pending { encoder, cmd, value, _keep: keep });
         Ok(value)
     }
 
@@ -477,8 +463,10 @@ impl Drop for Recorder {
             unsafe { a.encoder.discard_encoding() };
         }
         for mut p in self.pending.drain(..) {
-            // SAFETY: the work completed (waited above) or the device is idle.
-            unsafe { p.encoder.reset_all(p.cmd.take().into_iter()) };
+            if let Some(mut encoder) = p.encoder.take() {
+                // SAFETY: the work completed (waited above) or the device is idle.
+                unsafe { encoder.reset_all(p.cmd.take().into_iter()) };
+            }
         }
         // Idle encoders hold no pending command buffer; dropping them destroys their pools.
         self.idle.clear();
