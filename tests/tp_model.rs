@@ -612,7 +612,7 @@ fn greedy_tokens_are_identical_for_every_split() {
                     "{name}: {p:?}"
                 );
             }
-            SplitSpec::Even => {}
+            SplitSpec::Even | SplitSpec::Auto => {}
         }
         let members: Vec<Member> = d.members().to_vec();
         let before = d.stats();
@@ -693,5 +693,29 @@ fn greedy_tokens_are_identical_for_every_split() {
         let (dx, _) = check_pair(&format!("{name}: last residual vs one member's"), x1, x, &px.e);
         eprintln!("{name}: last step max |logit diff| vs 1 member {dl:.3e}, residual {dx:.3e}");
     }
+    common::assert_no_validation_errors();
+}
+
+/// `SplitSpec::Auto` (CROSSGPU_SPLIT=auto): each member's matvec throughput is measured at
+/// load and becomes its weight; the plan covers everything and the tokens are those of one
+/// member, as for any split.
+#[test]
+fn auto_split_measures_every_member_and_decodes_like_one_member() {
+    let _s = serial();
+    let cfg = config(1);
+    let one = common::logical(1);
+    let want = Decoder::new(&one, cfg.clone(), &SplitSpec::Even).unwrap().generate(3, 8, |_| {}).unwrap();
+    let group = common::logical(2);
+    let mut dec = Decoder::new(&group, cfg.clone(), &SplitSpec::Auto).unwrap();
+    assert_eq!(dec.plan.weights.len(), 2);
+    assert!(
+        dec.plan.weights.iter().all(|w| w.is_finite() && *w > 0.0),
+        "measured weights {:?}",
+        dec.plan.weights
+    );
+    assert_eq!(dec.plan.ffn.last().unwrap().end, cfg.ffn, "the plan covers the MLP");
+    assert_eq!(dec.plan.vocab.last().unwrap().end, cfg.vocab, "the plan covers the vocabulary");
+    let got = dec.generate(3, 8, |_| {}).unwrap();
+    assert_eq!(got, want, "auto split ({:?}) vs one member", dec.plan.weights);
     common::assert_no_validation_errors();
 }

@@ -27,7 +27,8 @@ pub struct DecodeArgs {
     /// Weight seed.
     #[arg(long)]
     pub seed: Option<u32>,
-    /// Split: `even` or weights like `2:1` (default: CROSSGPU_SPLIT, else even).
+    /// Split: `even`, `auto` (weights from each member's measured matvec throughput) or
+    /// weights like `2:1` (default: CROSSGPU_SPLIT, else even).
     #[arg(long)]
     pub split: Option<String>,
     /// Also decode on member 0 alone and compare the tokens.
@@ -82,6 +83,8 @@ pub fn run_decode(
             dec.plan.ffn,
             dec.plan.vocab
         );
+        let w: Vec<String> = dec.plan.weights.iter().map(|v| format!("{v:.3}")).collect();
+        println!("split weights ({split:?}): {}", w.join(":"));
         println!("all-reduce mode: {mode}");
     }
     let warm = args.warmup.min(cfg.max_seq.saturating_sub(args.tokens));

@@ -129,6 +129,8 @@ impl DecoderConfig {
 /// How the features were shared out.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
+    /// The weight each member's share was cut by (measured ones for `SplitSpec::Auto`).
+    pub weights: Vec<f64>,
     /// KV heads per member (query heads follow, `group` per KV head).
     pub kv_heads: Vec<Range<usize>>,
     pub ffn: Vec<Range<usize>>,
@@ -140,6 +142,7 @@ impl Plan {
     /// 64 features, the vocabulary at 64 entries.
     pub fn new(cfg: &DecoderConfig, weights: &[f64]) -> Result<Self> {
         Ok(Self {
+            weights: weights.to_vec(),
             kv_heads: split_ranges(cfg.kv_heads, 1, weights)?,
             ffn: split_ranges(cfg.ffn, 64, weights)?,
             vocab: split_ranges(cfg.vocab, 64, weights)?,
@@ -224,7 +227,7 @@ impl Decoder {
         if members.len() > 1 && comm.is_none() {
             return Err(Error::Unsupported("a decoder over several members needs a communicator".into()));
         }
-        let weights = split.weights(members.len())?;
+        let weights = split.resolve(&members)?;
         let plan = Plan::new(&cfg, &weights)?;
         let group_size = cfg.q_heads / cfg.kv_heads;
         let d = cfg.head_dim;
