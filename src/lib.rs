@@ -14,6 +14,7 @@
 pub mod bench;
 pub mod comm;
 mod config;
+pub mod embed;
 mod error;
 mod group;
 mod instance;

@@ -1,0 +1,319 @@
+//! Embedding crossgpu in a wgpu application: open `wgpu::Device`s with the interop extensions
+//! ([`request_device`]) and all-reduce the application's own `wgpu::Buffer`s across them
+//! ([`WgpuComm`]), in the HostBridge mode (host memory imported into every device, timeline
+//! semaphores, a bridge thread). f32 wire only.
+//!
+//! # Ordering contract
+//!
+//! [`WgpuComm::all_reduce`] records its work into wgpu command encoders of each device (raw
+//! Vulkan commands through `CommandEncoder::as_hal_mut`) and submits them with that device's
+//! own `wgpu::Queue::submit`, so, on each queue:
+//!
+//! - every `queue.submit` the application made **before** the call happens-before the
+//!   all-reduce's reads of the buffer (each crossgpu command buffer starts with a global memory
+//!   barrier; queue order does the rest);
+//! - every `queue.submit` the application makes **after** the call sees the summed buffer (each
+//!   crossgpu command buffer ends with a global memory barrier). The call returns once the work
+//!   is submitted, without waiting for the GPU; a later submit waits on the GPU, not the host.
+//!   `map_async` + `device.poll` after a later copy reads the sum as usual;
+//! - `queue.write_buffer` calls staged before the all-reduce are flushed by its submissions
+//!   (wgpu flushes staged writes with the next submit), so they too come before it.
+//!
+//! The application must:
+//!
+//! - not submit to the same queues from other threads while `all_reduce` runs (wgpu-hal's
+//!   staged semaphores go with the next submit of the queue, whoever makes it);
+//! - have written each buffer at least once (any write: a pass, a copy, `write_buffer`,
+//!   `mapped_at_creation`) before its first all-reduce: wgpu zero-fills a buffer lazily at its
+//!   first tracked use and does not see crossgpu's raw use;
+//! - not `destroy()` a buffer before the all-reduce that uses it has completed on the GPU
+//!   (dropping it is fine: crossgpu keeps a clone until then).
+//!
+//! Every member of a round ends with bitwise the same sum: each device adds the N slots in
+//! member order.
+
+mod bridge;
+
+use std::sync::Arc;
+
+use vk_native::{EmbeddedMember, EmbeddedSlots, HostSlots, ReduceParams};
+
+use crate::error::{Error, Result};
+
+/// Buffer usages [`WgpuComm::all_reduce`] needs on each buffer.
+pub const REQUIRED_USAGE: wgpu::BufferUsages =
+    wgpu::BufferUsages::STORAGE.union(wgpu::BufferUsages::COPY_SRC).union(wgpu::BufferUsages::COPY_DST);
+
+/// Opens a `wgpu::Device` and `wgpu::Queue` on `adapter` like `Adapter::request_device`, with
+/// VK_EXT_external_memory_host and VK_KHR_external_semaphore_fd enabled where the adapter has
+/// them (through wgpu-hal's `open_with_callback` and `Adapter::create_device_from_hal`). The
+/// device is an ordinary wgpu device in every other way.
+///
+/// Errors: a non-Vulkan adapter, features the adapter lacks.
+pub fn request_device(
+    adapter: &wgpu::Adapter,
+    desc: &wgpu::DeviceDescriptor<'_>,
+) -> Result<(wgpu::Device, wgpu::Queue)> {
+    vk_native::request_wgpu_device(adapter, desc).map_err(|e| Error::native(&adapter.get_info().name, e))
+}
+
+struct Slots {
+    elements: usize,
+    stride: usize,
+    imports: Vec<EmbeddedSlots>,
+    _host: Arc<HostSlots>,
+}
+
+/// An all-reduce over wgpu devices opened by [`request_device`] (one member each). See the
+/// [module documentation](self) for the ordering contract.
+pub struct WgpuComm {
+    devices: Vec<wgpu::Device>,
+    check_layouts: Vec<wgpu::BindGroupLayout>,
+    slots: Option<Slots>,
+    round: u64,
+    bridge: bridge::Bridge,
+    poisoned: Option<String>,
+    // Last: dropped after the bridge has released every round (see Drop).
+    members: Vec<EmbeddedMember>,
+}
+
+impl std::fmt::Debug for WgpuComm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WgpuComm").field("members", &self.members).field("round", &self.round).finish()
+    }
+}
+
+/// How long the bridge waits for a member's phase A before it gives up.
+const TIMEOUT_NS: u64 = 120_000_000_000;
+
+impl WgpuComm {
+    /// A communicator over `devices`, each a device from [`request_device`] with its queue,
+    /// in member order. Errors: no device, the same device twice, a device opened without
+    /// VK_EXT_external_memory_host (e.g. by plain `Adapter::request_device`) or without
+    /// timeline semaphores.
+    pub fn new(devices: &[(&wgpu::Device, &wgpu::Queue)]) -> Result<Self> {
+        if devices.is_empty() {
+            return Err(Error::Unsupported("a WgpuComm needs at least one device".into()));
+        }
+        for (i, (d, _)) in devices.iter().enumerate() {
+            if devices[..i].iter().any(|(e, _)| e == d) {
+                return Err(Error::Unsupported(format!("device {i} appears twice in the WgpuComm")));
+            }
+        }
+        let spec = crate::kernels::spec("reduce_slots_f32")
+            .ok_or_else(|| Error::Unsupported("reduce_slots_f32 kernel missing".into()))?;
+        let words: Vec<u32> =
+            spec.spirv.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        let mut members = Vec::new();
+        let mut check_layouts = Vec::new();
+        for (i, (d, q)) in devices.iter().enumerate() {
+            let m = EmbeddedMember::new(d, q, &words, spec.entry, spec.immediate_bytes)
+                .map_err(|e| Error::native(&format!("wgpu device {i}"), e))?;
+            members.push(m);
+            check_layouts.push(d.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                label: Some("crossgpu buffer check"),
+                entries: &[wgpu::BindGroupLayoutEntry {
+                    binding: 0,
+                    visibility: wgpu::ShaderStages::COMPUTE,
+                    ty: wgpu::BindingType::Buffer {
+                        ty: wgpu::BufferBindingType::Storage { read_only: false },
+                        has_dynamic_offset: false,
+                        min_binding_size: None,
+                    },
+                    count: None,
+                }],
+            }));
+        }
+        let done = members.iter().map(|m| m.done().clone()).collect();
+        let go = members.iter().map(|m| m.go().clone()).collect();
+        let bridge = bridge::Bridge::start(done, go, TIMEOUT_NS)
+            .map_err(|e| Error::Unsupported(format!("cannot start the bridge thread: {e}")))?;
+        Ok(Self {
+            devices: devices.iter().map(|(d, _)| (*d).clone()).collect(),
+            check_layouts,
+            slots: None,
+            round: 0,
+            bridge,
+            poisoned: None,
+            members,
+        })
+    }
+
+    /// Number of members.
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    /// The members' adapter names.
+    pub fn names(&self) -> Vec<String> {
+        self.members.iter().map(|m| m.name().to_string()).collect()
+    }
+
+    /// Checks, through wgpu's own validation, that `buffer` is a live buffer of member `i`'s
+    /// device with STORAGE usage covering `bytes`.
+    fn check_buffer(&self, i: usize, buffer: &wgpu::Buffer, bytes: u64) -> Result<()> {
+        if !buffer.usage().contains(REQUIRED_USAGE) {
+            return Err(Error::Unsupported(format!(
+                "buffer {i} has usage {:?}; all_reduce needs STORAGE | COPY_SRC | COPY_DST",
+                buffer.usage()
+            )));
+        }
+        if buffer.size() < bytes {
+            return Err(Error::LengthMismatch {
+                what: format!("all_reduce buffer {i} (bytes)"),
+                expected: bytes as usize,
+                got: buffer.size() as usize,
+            });
+        }
+        let device = &self.devices[i];
+        let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let _bg = device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("crossgpu buffer check"),
+            layout: &self.check_layouts[i],
+            entries: &[wgpu::BindGroupEntry {
+                binding: 0,
+                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                    buffer,
+                    offset: 0,
+                    size: wgpu::BufferSize::new(bytes),
+                }),
+            }],
+        });
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(Error::Unsupported(format!(
+                "buffer {i} cannot be used by member {i}'s device (another device's, or destroyed): {e}"
+            )));
+        }
+        Ok(())
+    }
+
+    fn ensure_slots(&mut self, n: usize) -> Result<()> {
+        if self.slots.as_ref().is_some_and(|s| s.elements >= n) {
+            return Ok(());
+        }
+        // Old imports may still be used by pending rounds: wait for them.
+        self.synchronize()?;
+        self.slots = None;
+        let members = self.members.len();
+        // Slot stride: 64 elements (256 bytes) granularity, covers any storage offset alignment.
+        let stride = n.next_multiple_of(64);
+        let align = self.members.iter().map(|m| m.min_import_alignment()).max().unwrap_or(4096);
+        let bytes = (members * stride * 4) as u64;
+        let host = HostSlots::new(bytes, align).map_err(|e| Error::native("host slots", e))?;
+        let mut imports = Vec::new();
+        for (i, m) in self.members.iter().enumerate() {
+            imports
+                .push(m.import(&host).map_err(|e| Error::native(&format!("member {i} ({})", m.name()), e))?);
+        }
+        self.slots = Some(Slots { elements: stride, stride, imports, _host: host });
+        Ok(())
+    }
+
+    /// Sums the first `len_f32` f32 elements of `buffers` (one per member, in member order,
+    /// each of its member's device, usage STORAGE | COPY_SRC | COPY_DST) across the members,
+    /// in place, on the f32 wire. Returns once the work is submitted; see the
+    /// [ordering contract](self).
+    ///
+    /// Errors: wrong number of buffers, a buffer too small, without the usages, or of another
+    /// device; a sum larger than the devices' `maxStorageBufferRange`; an earlier failure.
+    pub fn all_reduce(&mut self, buffers: &[&wgpu::Buffer], len_f32: usize) -> Result<()> {
+        if let Some(p) = &self.poisoned {
+            return Err(Error::Poisoned("WgpuComm".into(), p.clone()));
+        }
+        if let Some(e) = self.bridge.error() {
+            self.poisoned = Some(e.clone());
+            return Err(Error::Poisoned("WgpuComm".into(), e));
+        }
+        if buffers.len() != self.members.len() {
+            return Err(Error::LengthMismatch {
+                what: "all_reduce buffers (one per member)".into(),
+                expected: self.members.len(),
+                got: buffers.len(),
+            });
+        }
+        if len_f32 == 0 {
+            return Ok(());
+        }
+        let bytes = (len_f32 as u64) * 4;
+        let total = bytes.next_multiple_of(256) * self.members.len() as u64;
+        let max = self.members.iter().map(|m| m.max_storage_buffer_range()).min().unwrap_or(0);
+        if total > max || len_f32 > u32::MAX as usize / 2 {
+            return Err(Error::Unsupported(format!(
+                "all_reduce of {len_f32} f32 over {} members needs {total} bytes of slots; the devices bind at most {max}",
+                self.members.len()
+            )));
+        }
+        for (i, b) in buffers.iter().enumerate() {
+            self.check_buffer(i, b, bytes)?;
+        }
+        self.ensure_slots(len_f32)?;
+        let slots = self.slots.as_ref().expect("made above");
+        let stride = slots.stride;
+        let imports = slots.imports.clone();
+        let round = self.round + 1;
+        let n = self.members.len();
+        // Phase A on every member first, then phase B: no phase B is queued ahead of a phase A
+        // that another member's bridge release depends on.
+        let r: Result<()> = (|| {
+            for (i, m) in self.members.iter_mut().enumerate() {
+                m.submit_phase_a(buffers[i], &imports[i], (i * stride * 4) as u64, bytes, round)
+                    .map_err(|e| Error::native(&format!("member {i}"), e))?;
+            }
+            self.bridge.request(round);
+            for (i, m) in self.members.iter_mut().enumerate() {
+                let params = ReduceParams {
+                    n: len_f32 as u32,
+                    members: n as u32,
+                    stride: stride as u32,
+                    self_index: i as u32,
+                };
+                m.submit_phase_b(buffers[i], &imports[i], params, round)
+                    .map_err(|e| Error::native(&format!("member {i}"), e))?;
+            }
+            Ok(())
+        })();
+        if let Err(e) = &r {
+            // A partly submitted round cannot be completed or undone safely.
+            self.poisoned = Some(e.to_string());
+        }
+        self.round = round;
+        r
+    }
+
+    /// Blocks until every submitted all-reduce has completed on every device.
+    pub fn synchronize(&mut self) -> Result<()> {
+        self.bridge.wait_released(self.round, TIMEOUT_NS).map_err(|e| {
+            self.poisoned = Some(e.clone());
+            Error::Poisoned("WgpuComm".into(), e)
+        })?;
+        for (i, m) in self.members.iter_mut().enumerate() {
+            let ok = m.wait_idle(TIMEOUT_NS).map_err(|e| Error::native(&format!("member {i}"), e))?;
+            if !ok {
+                return Err(Error::Timeout {
+                    what: format!("member {i}'s all-reduce"),
+                    ms: TIMEOUT_NS / 1_000_000,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for WgpuComm {
+    fn drop(&mut self) {
+        // Every submitted phase B waits on `go`: make sure each round is released (by the bridge
+        // or, after a failure, from here) before the members wait for their work and go away.
+        if self.bridge.wait_released(self.round, TIMEOUT_NS).is_err() {
+            for m in &self.members {
+                if m.go().value().is_ok_and(|v| v < self.round) {
+                    let _ = m.go().signal(self.round);
+                }
+            }
+        }
+        self.bridge.stop();
+    }
+}

@@ -1,0 +1,347 @@
+//! The wgpu embedding (`crossgpu::embed`) on lavapipe: two wgpu devices on the one adapter,
+//! application compute passes interleaved with all-reduces over 100 rounds, each checked
+//! against an f64 reference and bitwise across members; and the errors.
+//!
+//! Validation: the wgpu instance is created with `InstanceFlags::VALIDATION` when the Khronos
+//! layer is installed. Its messages reach wgpu-hal's debug messenger, which logs them through
+//! the `log` crate (not `crossgpu::validation_messages()`, which only sees crossgpu's own
+//! instance), so this test installs a logger that records every error-level record from wgpu
+//! and fails on any.
+
+mod common;
+
+use std::sync::{Mutex, OnceLock};
+
+use crossgpu::embed::{self, WgpuComm};
+use crossgpu::Error;
+
+static ERRORS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+struct Capture;
+
+impl log::Log for Capture {
+    fn enabled(&self, m: &log::Metadata<'_>) -> bool {
+        m.level() <= log::Level::Warn
+    }
+    fn log(&self, r: &log::Record<'_>) {
+        if r.level() <= log::Level::Warn {
+            eprintln!("[{} {}] {}", r.level(), r.target(), r.args());
+        }
+        if r.level() == log::Level::Error && r.target().starts_with("wgpu") {
+            ERRORS.lock().unwrap().push(format!("{}: {}", r.target(), r.args()));
+        }
+    }
+    fn flush(&self) {}
+}
+
+fn instance() -> &'static wgpu::Instance {
+    static INSTANCE: OnceLock<wgpu::Instance> = OnceLock::new();
+    INSTANCE.get_or_init(|| {
+        if log::set_logger(&Capture).is_ok() {
+            log::set_max_level(log::LevelFilter::Warn);
+        }
+        let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
+        desc.backends = wgpu::Backends::VULKAN;
+        if common::layer_installed() {
+            desc.flags = wgpu::InstanceFlags::VALIDATION;
+        } else {
+            eprintln!("NOTE: VK_LAYER_KHRONOS_validation is not installed: running WITHOUT validation");
+        }
+        wgpu::Instance::new(desc)
+    })
+}
+
+fn assert_no_wgpu_errors() {
+    let errors = ERRORS.lock().unwrap();
+    assert!(errors.is_empty(), "wgpu / validation layer errors:\n{}", errors.join("\n"));
+}
+
+/// Lavapipe's adapter (the tests' reference device), else the first Vulkan adapter.
+fn adapter() -> wgpu::Adapter {
+    let adapters = pollster::block_on(instance().enumerate_adapters(wgpu::Backends::VULKAN));
+    let mut adapters: Vec<_> = adapters.into_iter().collect();
+    assert!(!adapters.is_empty(), "no Vulkan adapter");
+    let pos = adapters.iter().position(|a| a.get_info().device_type == wgpu::DeviceType::Cpu).unwrap_or(0);
+    adapters.swap_remove(pos)
+}
+
+fn desc() -> wgpu::DeviceDescriptor<'static> {
+    wgpu::DeviceDescriptor { label: Some("app device"), ..Default::default() }
+}
+
+const SHADER: &str = r#"
+struct P { seed: u32, n: u32, _a: u32, _b: u32 }
+@group(0) @binding(0) var<storage, read_write> buf: array<f32>;
+@group(0) @binding(1) var<uniform> p: P;
+
+fn hash(x: u32) -> u32 {
+    var h = x;
+    h ^= h >> 16u; h *= 0x7feb352du; h ^= h >> 15u; h *= 0x846ca68bu; h ^= h >> 16u;
+    return h;
+}
+
+@compute @workgroup_size(64)
+fn fill(@builtin(global_invocation_id) g: vec3<u32>) {
+    let i = g.x + g.y * 65535u * 64u;
+    if (i >= p.n) { return; }
+    let h = hash(i ^ hash(p.seed));
+    buf[i] = (f32(h >> 8u) / 16777216.0 - 0.5) * 4.0;
+}
+
+@compute @workgroup_size(64)
+fn twice(@builtin(global_invocation_id) g: vec3<u32>) {
+    let i = g.x + g.y * 65535u * 64u;
+    if (i >= p.n) { return; }
+    buf[i] = buf[i] * 2.0;
+}
+"#;
+
+fn hash(x: u32) -> u32 {
+    let mut h = x;
+    h ^= h >> 16;
+    h = h.wrapping_mul(0x7feb352d);
+    h ^= h >> 15;
+    h = h.wrapping_mul(0x846ca68b);
+    h ^= h >> 16;
+    h
+}
+
+fn cpu_fill(seed: u32, n: usize) -> Vec<f32> {
+    (0..n as u32).map(|i| ((hash(i ^ hash(seed)) >> 8) as f32 / 16_777_216.0 - 0.5) * 4.0).collect()
+}
+
+/// One application device: its buffer, uniform, pipelines and read-backs.
+struct App {
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+    buf: wgpu::Buffer,
+    uniform: wgpu::Buffer,
+    read_a: wgpu::Buffer,
+    read_b: wgpu::Buffer,
+    fill: wgpu::ComputePipeline,
+    twice: wgpu::ComputePipeline,
+    bind: wgpu::BindGroup,
+}
+
+impl App {
+    fn new(device: wgpu::Device, queue: wgpu::Queue, max: usize) -> Self {
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some("app"),
+            source: wgpu::ShaderSource::Wgsl(SHADER.into()),
+        });
+        let storage = |binding, ty| wgpu::BindGroupLayoutEntry {
+            binding,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: wgpu::BindingType::Buffer { ty, has_dynamic_offset: false, min_binding_size: None },
+            count: None,
+        };
+        let bgl = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some("app"),
+            entries: &[
+                storage(0, wgpu::BufferBindingType::Storage { read_only: false }),
+                storage(1, wgpu::BufferBindingType::Uniform),
+            ],
+        });
+        let layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some("app"),
+            bind_group_layouts: &[Some(&bgl)],
+            immediate_size: 0,
+        });
+        let pipe = |entry| {
+            device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(entry),
+                layout: Some(&layout),
+                module: &module,
+                entry_point: Some(entry),
+                compilation_options: Default::default(),
+                cache: None,
+            })
+        };
+        let fill = pipe("fill");
+        let twice = pipe("twice");
+        let bytes = (max * 4) as u64;
+        let buf = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("partial"),
+            size: bytes,
+            usage: embed::REQUIRED_USAGE,
+            mapped_at_creation: false,
+        });
+        let uniform = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("params"),
+            size: 16,
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let read = |label| {
+            device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(label),
+                size: bytes,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            })
+        };
+        let (read_a, read_b) = (read("read a"), read("read b"));
+        let bind = device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("app"),
+            layout: &bgl,
+            entries: &[
+                wgpu::BindGroupEntry { binding: 0, resource: buf.as_entire_binding() },
+                wgpu::BindGroupEntry { binding: 1, resource: uniform.as_entire_binding() },
+            ],
+        });
+        Self { device, queue, buf, uniform, read_a, read_b, fill, twice, bind }
+    }
+
+    fn pass(&self, enc: &mut wgpu::CommandEncoder, pipeline: &wgpu::ComputePipeline, n: usize) {
+        let groups = n.div_ceil(64);
+        let (x, y) = (groups.min(65_535), groups.div_ceil(65_535));
+        let mut pass = enc.begin_compute_pass(&Default::default());
+        pass.set_pipeline(pipeline);
+        pass.set_bind_group(0, &self.bind, &[]);
+        pass.dispatch_workgroups(x as u32, y as u32, 1);
+    }
+
+    /// The application's own work before the all-reduce: fill the partial.
+    fn produce(&self, seed: u32, n: usize) {
+        let p = [seed, n as u32, 0, 0];
+        self.queue.write_buffer(&self.uniform, 0, bytemuck_bytes(&p));
+        let mut enc = self.device.create_command_encoder(&Default::default());
+        self.pass(&mut enc, &self.fill, n);
+        self.queue.submit([enc.finish()]);
+    }
+
+    /// The application's own work after the all-reduce: read the sum, double it, read again.
+    fn consume(&self, n: usize) {
+        let bytes = (n * 4) as u64;
+        let mut enc = self.device.create_command_encoder(&Default::default());
+        enc.copy_buffer_to_buffer(&self.buf, 0, &self.read_a, 0, bytes);
+        self.pass(&mut enc, &self.twice, n);
+        enc.copy_buffer_to_buffer(&self.buf, 0, &self.read_b, 0, bytes);
+        self.queue.submit([enc.finish()]);
+    }
+
+    fn read(&self, which: &wgpu::Buffer, n: usize) -> Vec<f32> {
+        let bytes = (n * 4) as u64;
+        let slice = which.slice(..bytes);
+        slice.map_async(wgpu::MapMode::Read, |r| r.expect("map_async"));
+        self.device.poll(wgpu::PollType::wait_indefinitely()).expect("poll");
+        let out = slice
+            .get_mapped_range()
+            .expect("mapped range")
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        which.unmap();
+        out
+    }
+}
+
+fn bytemuck_bytes(p: &[u32; 4]) -> &[u8] {
+    bytemuck::cast_slice(p)
+}
+
+#[test]
+fn interleaved_rounds_on_two_devices_of_one_adapter() {
+    let adapter = adapter();
+    eprintln!("adapter: {:?}", adapter.get_info().name);
+    const MAX: usize = 70_000;
+    let apps: Vec<App> = (0..2)
+        .map(|_| {
+            let (d, q) = embed::request_device(&adapter, &desc()).expect("embed::request_device");
+            App::new(d, q, MAX)
+        })
+        .collect();
+    let pairs: Vec<_> = apps.iter().map(|a| (&a.device, &a.queue)).collect();
+    let mut comm = WgpuComm::new(&pairs).expect("WgpuComm::new");
+    let members = apps.len();
+    for round in 0..100u32 {
+        let n = match round {
+            0 => 1,
+            1 => MAX,
+            _ => 1 + (round as usize * 7919) % 20_000,
+        };
+        let seeds: Vec<u32> = (0..members as u32).map(|m| round * 16 + m + 1).collect();
+        for (app, &seed) in apps.iter().zip(&seeds) {
+            app.produce(seed, n);
+        }
+        let bufs: Vec<&wgpu::Buffer> = apps.iter().map(|a| &a.buf).collect();
+        comm.all_reduce(&bufs, n).unwrap_or_else(|e| panic!("round {round}: {e}"));
+        for app in &apps {
+            app.consume(n);
+        }
+        let parts: Vec<Vec<f32>> = seeds.iter().map(|&s| cpu_fill(s, n)).collect();
+        let mut sums = Vec::new();
+        for (m, app) in apps.iter().enumerate() {
+            let a = app.read(&app.read_a, n);
+            let b = app.read(&app.read_b, n);
+            for i in 0..n {
+                let exact: f64 = parts.iter().map(|p| f64::from(p[i])).sum();
+                let abs: f64 = parts.iter().map(|p| f64::from(p[i]).abs()).sum();
+                let tol = (members as f64 - 1.0) * 2f64.powi(-24) * abs;
+                assert!(
+                    (f64::from(a[i]) - exact).abs() <= tol,
+                    "round {round} member {m} element {i}: {} vs {exact} (tol {tol})",
+                    a[i]
+                );
+                assert_eq!(
+                    b[i].to_bits(),
+                    (a[i] * 2.0).to_bits(),
+                    "round {round} member {m} element {i}: later app pass"
+                );
+            }
+            sums.push(a);
+        }
+        for m in 1..members {
+            assert!(
+                sums[m].iter().zip(&sums[0]).all(|(x, y)| x.to_bits() == y.to_bits()),
+                "round {round}: member {m} differs bitwise from member 0"
+            );
+        }
+    }
+    comm.synchronize().expect("synchronize");
+    drop(comm);
+    assert_no_wgpu_errors();
+}
+
+#[test]
+fn bad_buffers_and_plain_devices_are_errors() {
+    let adapter = adapter();
+    let (d0, q0) = embed::request_device(&adapter, &desc()).expect("request_device");
+    let (d1, q1) = embed::request_device(&adapter, &desc()).expect("request_device");
+    let mut comm = WgpuComm::new(&[(&d0, &q0), (&d1, &q1)]).expect("WgpuComm::new");
+    let make = |d: &wgpu::Device, usage, size| {
+        d.create_buffer(&wgpu::BufferDescriptor { label: None, size, usage, mapped_at_creation: false })
+    };
+    let good0 = make(&d0, embed::REQUIRED_USAGE, 4096);
+    let good1 = make(&d1, embed::REQUIRED_USAGE, 4096);
+    q0.write_buffer(&good0, 0, &[0u8; 4096]);
+    q1.write_buffer(&good1, 0, &[0u8; 4096]);
+
+    // Without STORAGE.
+    let no_storage = make(&d1, wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST, 4096);
+    let e = comm.all_reduce(&[&good0, &no_storage], 1024).expect_err("no STORAGE usage");
+    assert!(matches!(e, Error::Unsupported(_)), "{e}");
+    // Too small.
+    let small = make(&d1, embed::REQUIRED_USAGE, 64);
+    let e = comm.all_reduce(&[&good0, &small], 1024).expect_err("too small");
+    assert!(matches!(e, Error::LengthMismatch { .. }), "{e}");
+    // Of another device.
+    let e = comm.all_reduce(&[&good0, &good0], 1024).expect_err("buffer of another device");
+    assert!(matches!(e, Error::Unsupported(_)), "{e}");
+    // Wrong count.
+    let e = comm.all_reduce(&[&good0], 1024).expect_err("one buffer for two members");
+    assert!(matches!(e, Error::LengthMismatch { .. }), "{e}");
+    // The communicator still works after rejected calls.
+    comm.all_reduce(&[&good0, &good1], 1024).expect("all_reduce after rejected calls");
+    comm.synchronize().expect("synchronize");
+
+    // A device from plain request_device (no VK_EXT_external_memory_host).
+    let (plain, plain_q) = pollster::block_on(adapter.request_device(&desc())).expect("request_device");
+    let e = WgpuComm::new(&[(&d0, &q0), (&plain, &plain_q)]).expect_err("plain device");
+    assert!(matches!(e, Error::MissingExtension { .. }), "{e}");
+    // The same device twice.
+    let e = WgpuComm::new(&[(&d0, &q0), (&d0, &q0)]).expect_err("same device twice");
+    assert!(matches!(e, Error::Unsupported(_)), "{e}");
+    drop(comm);
+    assert_no_wgpu_errors();
+}

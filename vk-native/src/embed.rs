@@ -1,0 +1,875 @@
+//! Embedding in wgpu applications: a `wgpu::Device` opened with the interop extensions, and the
+//! raw pieces of an all-reduce recorded into the application's own wgpu command encoders and
+//! submitted with the application's own `wgpu::Queue::submit`.
+//!
+//! How the work is ordered against the application's work (the contract `crossgpu::embed`
+//! documents): every command buffer made here is recorded through
+//! `wgpu::CommandEncoder::as_hal_mut` (raw commands only) and submitted with `queue.submit`,
+//! so wgpu serialises the VkQueue and the submission lands in queue order between the
+//! application's submits. Timeline semaphore waits and signals are attached to that one
+//! submission through wgpu-hal's `Queue::add_wait_semaphore`/`add_signal_semaphore`. wgpu-core
+//! does not track raw use of a buffer, so every command buffer starts with a global memory
+//! barrier (all earlier writes → its reads and writes) and ends with one (its writes → any later
+//! access).
+//!
+//! Objects made here (imported slot buffers, semaphores, the pipeline, bind groups) hold a clone
+//! of the `wgpu::Device`, so the VkDevice outlives them; they are destroyed only after the
+//! submissions that use them completed (each submission signals the member's `progress`
+//! timeline, and pending resources are kept until it passes their value).
+
+use std::alloc::Layout;
+use std::collections::VecDeque;
+use std::num::NonZeroU64;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use ash::{ext, khr, vk};
+use wgpu_hal::{CommandEncoder as _, Device as _};
+
+use crate::error::{map_hal_device, map_vk, NativeError, Result};
+
+type VkApi = wgpu_hal::vulkan::Api;
+
+/// Opens a `wgpu::Device` and `wgpu::Queue` on `adapter` (a Vulkan adapter) with
+/// VK_EXT_external_memory_host and VK_KHR_external_semaphore_fd added where the adapter has
+/// them, through wgpu-hal's `open_with_callback` and `Adapter::create_device_from_hal`.
+///
+/// Fails with [`NativeError::Unsupported`] for a non-Vulkan adapter or features the adapter
+/// lacks. A device opened on an adapter without VK_EXT_external_memory_host is returned too;
+/// [`EmbeddedMember::new`] then reports the missing extension.
+pub fn request_wgpu_device(
+    adapter: &wgpu::Adapter,
+    desc: &wgpu::DeviceDescriptor<'_>,
+) -> Result<(wgpu::Device, wgpu::Queue)> {
+    if !adapter.features().contains(desc.required_features) {
+        return Err(NativeError::Unsupported(format!(
+            "the adapter lacks features {:?}",
+            desc.required_features - adapter.features()
+        )));
+    }
+    let open = {
+        // SAFETY: the guard only lends the wgpu-hal adapter; nothing is destroyed through it and
+        // it is dropped at the end of this block, before wgpu uses the adapter again.
+        let hal_adapter = unsafe { adapter.as_hal::<VkApi>() }
+            .ok_or_else(|| NativeError::Unsupported("not a Vulkan adapter".into()))?;
+        let caps = hal_adapter.physical_device_capabilities();
+        let host_ext = caps.supports_extension(ext::external_memory_host::NAME);
+        let fd_ext = caps.supports_extension(khr::external_semaphore_fd::NAME);
+        let callback: Box<wgpu_hal::vulkan::CreateDeviceCallback<'_>> = Box::new(move |args| {
+            if host_ext && !args.extensions.contains(&ext::external_memory_host::NAME) {
+                args.extensions.push(ext::external_memory_host::NAME);
+            }
+            if fd_ext && !args.extensions.contains(&khr::external_semaphore_fd::NAME) {
+                args.extensions.push(khr::external_semaphore_fd::NAME);
+            }
+        });
+        // SAFETY: the callback only adds extensions the physical device exposes (checked above)
+        // and removes nothing; the features were checked against the adapter's.
+        unsafe {
+            hal_adapter.open_with_callback(
+                desc.required_features,
+                &desc.required_limits,
+                &desc.memory_hints,
+                Some(callback),
+            )
+        }
+        .map_err(map_hal_device("vkCreateDevice"))?
+    };
+    // SAFETY: `open` was just created from this very adapter's wgpu-hal adapter, with the
+    // features of `desc` (plus extensions wgpu does not know of, which change nothing it relies on).
+    unsafe { adapter.create_device_from_hal(open, desc) }
+        .map_err(|e| NativeError::Unsupported(format!("create_device_from_hal: {e}")))
+}
+
+/// Zeroed, page-aligned host memory that several devices import (the all-reduce's slots).
+pub struct HostSlots {
+    ptr: NonNull<u8>,
+    layout: Layout,
+}
+
+// SAFETY: plain memory owned by this value; the host never dereferences it except through
+// devices, whose accesses are ordered by the semaphore protocol of the caller.
+unsafe impl Send for HostSlots {}
+// SAFETY: see above.
+unsafe impl Sync for HostSlots {}
+
+impl std::fmt::Debug for HostSlots {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostSlots").field("len", &self.layout.size()).finish()
+    }
+}
+
+impl HostSlots {
+    /// Allocates `len` bytes rounded up to and aligned to `align` (at least 4096).
+    pub fn new(len: u64, align: u64) -> Result<Arc<Self>> {
+        let align = align.max(4096).next_power_of_two();
+        let size = len.max(1).next_multiple_of(align);
+        let layout = Layout::from_size_align(size as usize, align as usize)
+            .map_err(|e| NativeError::Unsupported(format!("host slot layout: {e}")))?;
+        // SAFETY: the layout has non-zero size.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        let ptr = NonNull::new(ptr)
+            .ok_or_else(|| NativeError::OutOfHostMemory(format!(": {size} bytes of host slots")))?;
+        Ok(Arc::new(Self { ptr, layout }))
+    }
+
+    pub fn len(&self) -> u64 {
+        self.layout.size() as u64
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.layout.size() == 0
+    }
+}
+
+impl Drop for HostSlots {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout; every EmbeddedSlots over it holds an Arc.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) }
+    }
+}
+
+/// What a member needs from its wgpu device, shared by everything made on it.
+struct Shared {
+    // Declared first so that it is the last field dropped: keeps the VkDevice alive.
+    raw: ash::Device,
+    host_memory: ext::external_memory_host::Device,
+    mem_props: vk::PhysicalDeviceMemoryProperties,
+    min_align: u64,
+    max_storage_range: u64,
+    name: String,
+    queue: wgpu::Queue,
+    device: wgpu::Device,
+}
+
+struct TimelineInner {
+    shared: Arc<Shared>,
+    raw: vk::Semaphore,
+}
+
+impl Drop for TimelineInner {
+    fn drop(&mut self) {
+        // SAFETY: the member waits for every submission that uses its semaphores before it
+        // drops them (EmbeddedMember::drop).
+        unsafe { self.shared.raw.destroy_semaphore(self.raw, None) };
+    }
+}
+
+/// A timeline semaphore of an embedded member's device, signalled and waited from the host.
+#[derive(Clone)]
+pub struct EmbeddedTimeline(Arc<TimelineInner>);
+
+impl std::fmt::Debug for EmbeddedTimeline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("EmbeddedTimeline").field(&self.0.raw).finish()
+    }
+}
+
+impl EmbeddedTimeline {
+    fn new(shared: &Arc<Shared>) -> Result<Self> {
+        let mut ty = vk::SemaphoreTypeCreateInfo::default().semaphore_type(vk::SemaphoreType::TIMELINE);
+        let info = vk::SemaphoreCreateInfo::default().push_next(&mut ty);
+        // SAFETY: timeline semaphores are supported and enabled (checked in EmbeddedMember::new).
+        let raw = unsafe { shared.raw.create_semaphore(&info, None) }.map_err(map_vk("vkCreateSemaphore"))?;
+        Ok(Self(Arc::new(TimelineInner { shared: shared.clone(), raw })))
+    }
+
+    /// The current counter value.
+    pub fn value(&self) -> Result<u64> {
+        // SAFETY: live timeline semaphore.
+        unsafe { self.0.shared.raw.get_semaphore_counter_value(self.0.raw) }
+            .map_err(map_vk("vkGetSemaphoreCounterValue"))
+    }
+
+    /// Signals `value` from the host (it must exceed the current value and any pending signal).
+    pub fn signal(&self, value: u64) -> Result<()> {
+        let info = vk::SemaphoreSignalInfo::default().semaphore(self.0.raw).value(value);
+        // SAFETY: live timeline semaphore.
+        unsafe { self.0.shared.raw.signal_semaphore(&info) }.map_err(map_vk("vkSignalSemaphore"))
+    }
+
+    /// Blocks until the counter reaches `value` or `timeout_ns` passes; `Ok(false)` on timeout.
+    pub fn wait(&self, value: u64, timeout_ns: u64) -> Result<bool> {
+        let sems = [self.0.raw];
+        let values = [value];
+        let info = vk::SemaphoreWaitInfo::default().semaphores(&sems).values(&values);
+        // SAFETY: live timeline semaphore.
+        match unsafe { self.0.shared.raw.wait_semaphores(&info, timeout_ns) } {
+            Ok(()) => Ok(true),
+            Err(vk::Result::TIMEOUT) => Ok(false),
+            Err(e) => Err(map_vk("vkWaitSemaphores")(e)),
+        }
+    }
+}
+
+struct SlotsInner {
+    hal: Option<wgpu_hal::vulkan::Buffer>,
+    buffer: vk::Buffer,
+    memory: vk::DeviceMemory,
+    size: u64,
+    shared: Arc<Shared>,
+    // Last: dropped after the buffer and memory over it are destroyed.
+    _host: Arc<HostSlots>,
+}
+
+impl Drop for SlotsInner {
+    fn drop(&mut self) {
+        self.hal.take();
+        // SAFETY: pending submissions that use the buffer hold this value alive, so none is
+        // pending; the buffer is destroyed before its memory.
+        unsafe {
+            self.shared.raw.destroy_buffer(self.buffer, None);
+            self.shared.raw.free_memory(self.memory, None);
+        }
+    }
+}
+
+/// [`HostSlots`] imported into one embedded member's device as a storage buffer.
+#[derive(Clone)]
+pub struct EmbeddedSlots(Arc<SlotsInner>);
+
+impl EmbeddedSlots {
+    pub fn size(&self) -> u64 {
+        self.0.size
+    }
+    fn hal(&self) -> &wgpu_hal::vulkan::Buffer {
+        self.0.hal.as_ref().expect("alive")
+    }
+}
+
+/// The immediates of `reduce_slots_f32` (see `wgsl/reduce_slots_f32.wgsl`).
+#[derive(Debug, Clone, Copy)]
+pub struct ReduceParams {
+    /// Elements to reduce.
+    pub n: u32,
+    /// Members (slots).
+    pub members: u32,
+    /// Elements between consecutive slots.
+    pub stride: u32,
+    /// This member's index: its own term is read from its buffer.
+    pub self_index: u32,
+}
+
+struct Pending {
+    value: u64,
+    bind_group: Option<wgpu_hal::vulkan::BindGroup>,
+    _buffer: wgpu::Buffer,
+    _slots: EmbeddedSlots,
+}
+
+/// The member's semaphores and submit counter, borrowed apart from its kernel.
+struct Timelines<'a> {
+    shared: &'a Arc<Shared>,
+    go: &'a EmbeddedTimeline,
+    done: &'a EmbeddedTimeline,
+    progress: &'a EmbeddedTimeline,
+    submitted: &'a mut u64,
+}
+
+struct HalKernel {
+    module: Option<wgpu_hal::vulkan::ShaderModule>,
+    bgl: Option<wgpu_hal::vulkan::BindGroupLayout>,
+    layout: Option<wgpu_hal::vulkan::PipelineLayout>,
+    pipeline: Option<wgpu_hal::vulkan::ComputePipeline>,
+    immediate_bytes: u32,
+}
+
+/// One application wgpu device (and its queue) as a member of an all-reduce: the raw pieces
+/// (slot import, `done`/`go`/`progress` timelines, the reduce pipeline) and the two phases,
+/// each recorded into a fresh wgpu command encoder and submitted with the application's queue.
+pub struct EmbeddedMember {
+    kernel: HalKernel,
+    pending: VecDeque<Pending>,
+    done: EmbeddedTimeline,
+    go: EmbeddedTimeline,
+    progress: EmbeddedTimeline,
+    submitted: u64,
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for EmbeddedMember {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmbeddedMember").field("name", &self.shared.name).finish()
+    }
+}
+
+fn global_barrier(
+    raw: &ash::Device,
+    cmd: vk::CommandBuffer,
+    src_stage: vk::PipelineStageFlags,
+    src: vk::AccessFlags,
+    dst_stage: vk::PipelineStageFlags,
+    dst: vk::AccessFlags,
+) {
+    let mb = [vk::MemoryBarrier::default().src_access_mask(src).dst_access_mask(dst)];
+    // SAFETY: `cmd` is recording (lent by wgpu's as_hal_mut); a plain memory barrier outside any
+    // render pass is valid anywhere in a compute-capable command buffer.
+    unsafe {
+        raw.cmd_pipeline_barrier(cmd, src_stage, dst_stage, vk::DependencyFlags::empty(), &mb, &[], &[])
+    };
+}
+
+const ALL_ACCESS: vk::AccessFlags = vk::AccessFlags::from_raw(
+    vk::AccessFlags::MEMORY_READ.as_raw()
+        | vk::AccessFlags::MEMORY_WRITE.as_raw()
+        | vk::AccessFlags::HOST_READ.as_raw()
+        | vk::AccessFlags::HOST_WRITE.as_raw(),
+);
+
+impl EmbeddedMember {
+    /// Makes `device` (opened by [`request_wgpu_device`]) and its `queue` a member. `spirv` and
+    /// the layout are the `reduce_slots_f32` kernel's (bindings: slots read-only, dst
+    /// read-write; `immediate_bytes` of push constants).
+    ///
+    /// Errors: not a Vulkan device, VK_EXT_external_memory_host not enabled on it (a device
+    /// from plain `request_device`), no timeline semaphores.
+    pub fn new(
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        spirv: &[u32],
+        entry: &str,
+        immediate_bytes: u32,
+    ) -> Result<Self> {
+        let shared = {
+            // SAFETY: the guard only lends wgpu-hal's device; we clone the ash function table and
+            // never destroy the device through it (we hold a wgpu::Device clone instead).
+            let hal = unsafe { device.as_hal::<VkApi>() }
+                .ok_or_else(|| NativeError::Unsupported("not a Vulkan device".into()))?;
+            if !hal.enabled_device_extensions().contains(&ext::external_memory_host::NAME) {
+                return Err(NativeError::MissingExtension(
+                    "VK_EXT_external_memory_host (open the device with crossgpu::embed::request_device)",
+                ));
+            }
+            let inst = hal.shared_instance().raw_instance();
+            let phd = hal.raw_physical_device();
+            let mut host_props = vk::PhysicalDeviceExternalMemoryHostPropertiesEXT::default();
+            let mut props2 = vk::PhysicalDeviceProperties2::default().push_next(&mut host_props);
+            // SAFETY: live physical device of this instance; the chained struct belongs to an
+            // extension the device exposes (it was enabled).
+            unsafe { inst.get_physical_device_properties2(phd, &mut props2) };
+            let props = props2.properties;
+            let mut v12 = vk::PhysicalDeviceVulkan12Features::default();
+            let mut f2 = vk::PhysicalDeviceFeatures2::default().push_next(&mut v12);
+            let timeline = props.api_version >= vk::API_VERSION_1_2 && {
+                // SAFETY: live physical device; Vulkan 1.2 structures on a 1.2 device.
+                unsafe { inst.get_physical_device_features2(phd, &mut f2) };
+                v12.timeline_semaphore == vk::TRUE
+            };
+            if !timeline {
+                return Err(NativeError::MissingExtension("timeline semaphores (Vulkan 1.2)"));
+            }
+            // SAFETY: live physical device of this instance.
+            let mem_props = unsafe { inst.get_physical_device_memory_properties(phd) };
+            let raw = hal.raw_device().clone();
+            let name = props
+                .device_name_as_c_str()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|_| "device".into());
+            Arc::new(Shared {
+                host_memory: ext::external_memory_host::Device::new(inst, &raw),
+                raw,
+                mem_props,
+                min_align: host_props.min_imported_host_pointer_alignment.max(1),
+                max_storage_range: u64::from(props.limits.max_storage_buffer_range),
+                name,
+                queue: queue.clone(),
+                device: device.clone(),
+            })
+        };
+        let kernel = Self::make_kernel(&shared, spirv, entry, immediate_bytes)?;
+        let done = EmbeddedTimeline::new(&shared)?;
+        let go = EmbeddedTimeline::new(&shared)?;
+        let progress = EmbeddedTimeline::new(&shared)?;
+        Ok(Self { kernel, pending: VecDeque::new(), done, go, progress, submitted: 0, shared })
+    }
+
+    fn make_kernel(
+        shared: &Arc<Shared>,
+        spirv: &[u32],
+        entry: &str,
+        immediate_bytes: u32,
+    ) -> Result<HalKernel> {
+        // SAFETY: as in `new`; the objects made through the guard are destroyed through it in
+        // `Drop` after the GPU finished with them.
+        let d = unsafe { shared.device.as_hal::<VkApi>() }
+            .ok_or_else(|| NativeError::Unsupported("not a Vulkan device".into()))?;
+        let err = |what: &str, e: String| NativeError::Unsupported(format!("kernel {entry}: {what}: {e}"));
+        let mut k = HalKernel { module: None, bgl: None, layout: None, pipeline: None, immediate_bytes };
+        let desc = wgpu_hal::ShaderModuleDescriptor {
+            label: Some(entry),
+            runtime_checks: wgpu_types::ShaderRuntimeChecks::unchecked(),
+        };
+        // SAFETY: the SPIR-V was produced and validated by naga at build time; on error, what was
+        // made so far is destroyed by `destroy_kernel` below.
+        let r: Result<()> = unsafe {
+            (|| {
+                k.module = Some(
+                    d.create_shader_module(&desc, wgpu_hal::ShaderInput::SpirV(spirv))
+                        .map_err(|e| err("shader module", format!("{e}")))?,
+                );
+                let entries: Vec<_> = [true, false]
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &ro)| wgpu_types::BindGroupLayoutEntry {
+                        binding: i as u32,
+                        visibility: wgpu_types::ShaderStages::COMPUTE,
+                        ty: wgpu_types::BindingType::Buffer {
+                            ty: wgpu_types::BufferBindingType::Storage { read_only: ro },
+                            has_dynamic_offset: false,
+                            min_binding_size: None,
+                        },
+                        count: None,
+                    })
+                    .collect();
+                k.bgl = Some(
+                    d.create_bind_group_layout(&wgpu_hal::BindGroupLayoutDescriptor {
+                        label: Some(entry),
+                        flags: wgpu_hal::BindGroupLayoutFlags::empty(),
+                        entries: &entries,
+                    })
+                    .map_err(map_hal_device("vkCreateDescriptorSetLayout"))?,
+                );
+                k.layout = Some(
+                    d.create_pipeline_layout(&wgpu_hal::PipelineLayoutDescriptor {
+                        label: Some(entry),
+                        flags: wgpu_hal::PipelineLayoutFlags::empty(),
+                        bind_group_layouts: &[k.bgl.as_ref()],
+                        immediate_size: immediate_bytes,
+                    })
+                    .map_err(map_hal_device("vkCreatePipelineLayout"))?,
+                );
+                let constants = Default::default();
+                k.pipeline = Some(
+                    d.create_compute_pipeline(&wgpu_hal::ComputePipelineDescriptor {
+                        label: Some(entry),
+                        layout: k.layout.as_ref().expect("made above"),
+                        stage: wgpu_hal::ProgrammableStage {
+                            module: k.module.as_ref().expect("made above"),
+                            entry_point: entry,
+                            constants: &constants,
+                            zero_initialize_workgroup_memory: false,
+                        },
+                        cache: None,
+                    })
+                    .map_err(|e| err("pipeline", format!("{e}")))?,
+                );
+                Ok(())
+            })()
+        };
+        drop(d);
+        match r {
+            Ok(()) => Ok(k),
+            Err(e) => {
+                Self::destroy_kernel(shared, &mut k);
+                Err(e)
+            }
+        }
+    }
+
+    fn destroy_kernel(shared: &Shared, k: &mut HalKernel) {
+        // SAFETY: see `make_kernel`.
+        let Some(d) = (unsafe { shared.device.as_hal::<VkApi>() }) else { return };
+        // SAFETY: no pending submission uses these (the caller waited); reverse creation order.
+        unsafe {
+            if let Some(p) = k.pipeline.take() {
+                d.destroy_compute_pipeline(p);
+            }
+            if let Some(p) = k.layout.take() {
+                d.destroy_pipeline_layout(p);
+            }
+            if let Some(b) = k.bgl.take() {
+                d.destroy_bind_group_layout(b);
+            }
+            if let Some(m) = k.module.take() {
+                d.destroy_shader_module(m);
+            }
+        }
+    }
+
+    /// The adapter's name.
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// `minImportedHostPointerAlignment`.
+    pub fn min_import_alignment(&self) -> u64 {
+        self.shared.min_align
+    }
+
+    /// `maxStorageBufferRange`.
+    pub fn max_storage_buffer_range(&self) -> u64 {
+        self.shared.max_storage_range
+    }
+
+    /// Timeline the GPU signals with the round number at the end of phase A.
+    pub fn done(&self) -> &EmbeddedTimeline {
+        &self.done
+    }
+
+    /// Timeline the host signals with the round number to release phase B.
+    pub fn go(&self) -> &EmbeddedTimeline {
+        &self.go
+    }
+
+    /// Imports all of `host` into this member's device.
+    pub fn import(&self, host: &Arc<HostSlots>) -> Result<EmbeddedSlots> {
+        let s = &self.shared;
+        let align = s.min_align;
+        let addr = host.ptr.as_ptr() as u64;
+        if !addr.is_multiple_of(align) || !host.len().is_multiple_of(align) {
+            return Err(NativeError::Unsupported(format!(
+                "host slots not aligned to minImportedHostPointerAlignment {align}"
+            )));
+        }
+        let handle = vk::ExternalMemoryHandleTypeFlags::HOST_ALLOCATION_EXT;
+        let mut ptr_props = vk::MemoryHostPointerPropertiesEXT::default();
+        // SAFETY: the pointer is a live host allocation aligned as the extension requires.
+        unsafe {
+            (s.host_memory.fp().get_memory_host_pointer_properties_ext)(
+                s.raw.handle(),
+                handle,
+                host.ptr.as_ptr() as *const std::ffi::c_void,
+                &mut ptr_props,
+            )
+        }
+        .result()
+        .map_err(map_vk("vkGetMemoryHostPointerPropertiesEXT"))?;
+        let mut ext_info = vk::ExternalMemoryBufferCreateInfo::default().handle_types(handle);
+        let info = vk::BufferCreateInfo::default()
+            .size(host.len())
+            .usage(
+                vk::BufferUsageFlags::STORAGE_BUFFER
+                    | vk::BufferUsageFlags::TRANSFER_SRC
+                    | vk::BufferUsageFlags::TRANSFER_DST,
+            )
+            .sharing_mode(vk::SharingMode::EXCLUSIVE)
+            .push_next(&mut ext_info);
+        // SAFETY: valid create info; destroyed in SlotsInner::drop or below on failure.
+        let buffer = unsafe { s.raw.create_buffer(&info, None) }.map_err(map_vk("vkCreateBuffer"))?;
+        // SAFETY: live buffer.
+        let reqs = unsafe { s.raw.get_buffer_memory_requirements(buffer) };
+        let bits = reqs.memory_type_bits & ptr_props.memory_type_bits;
+        let want = vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT;
+        let type_index = (0..s.mem_props.memory_type_count).find(|&i| {
+            bits & (1 << i) != 0 && s.mem_props.memory_types[i as usize].property_flags.contains(want)
+        });
+        let Some(type_index) = type_index else {
+            // SAFETY: created above, unused.
+            unsafe { s.raw.destroy_buffer(buffer, None) };
+            return Err(NativeError::Unsupported(
+                "no host-coherent memory type accepts this host pointer".into(),
+            ));
+        };
+        let mut import = vk::ImportMemoryHostPointerInfoEXT::default()
+            .handle_type(handle)
+            .host_pointer(host.ptr.as_ptr() as *mut std::ffi::c_void);
+        let alloc = vk::MemoryAllocateInfo::default()
+            .allocation_size(host.len())
+            .memory_type_index(type_index)
+            .push_next(&mut import);
+        // SAFETY: the host pointer stays valid until the memory is freed (the Arc is held).
+        let memory = match unsafe { s.raw.allocate_memory(&alloc, None) } {
+            Ok(m) => m,
+            Err(e) => {
+                // SAFETY: created above, unused.
+                unsafe { s.raw.destroy_buffer(buffer, None) };
+                return Err(map_vk("vkAllocateMemory (host pointer import)")(e));
+            }
+        };
+        // SAFETY: unbound buffer and memory of one device, sizes match.
+        if let Err(e) = unsafe { s.raw.bind_buffer_memory(buffer, memory, 0) } {
+            // SAFETY: both created above, unused.
+            unsafe {
+                s.raw.destroy_buffer(buffer, None);
+                s.raw.free_memory(memory, None);
+            }
+            return Err(map_vk("vkBindBufferMemory")(e));
+        }
+        // SAFETY: wgpu-hal only reads the handle for bindings and copies; we destroy it ourselves.
+        let hal = unsafe { wgpu_hal::vulkan::Buffer::from_raw(buffer) };
+        Ok(EmbeddedSlots(Arc::new(SlotsInner {
+            hal: Some(hal),
+            buffer,
+            memory,
+            size: host.len(),
+            shared: s.clone(),
+            _host: host.clone(),
+        })))
+    }
+
+    fn timelines(&mut self) -> Timelines<'_> {
+        Timelines {
+            shared: &self.shared,
+            go: &self.go,
+            done: &self.done,
+            progress: &self.progress,
+            submitted: &mut self.submitted,
+        }
+    }
+
+    /// The raw handle of an application buffer. The caller has checked (through wgpu's own
+    /// validation) that it is a live buffer of this member's device.
+    fn raw_buffer(buffer: &wgpu::Buffer) -> Result<vk::Buffer> {
+        // SAFETY: the guard lends wgpu-hal's buffer only for reading its handle; it is dropped
+        // at once (it holds wgpu's snatch lock), and the caller keeps a wgpu::Buffer clone alive
+        // until the submissions that use the handle completed.
+        let guard = unsafe { buffer.as_hal::<VkApi>() }
+            .ok_or_else(|| NativeError::Unsupported("buffer is destroyed or not a Vulkan buffer".into()))?;
+        // SAFETY: live buffer (guard held).
+        Ok(unsafe { guard.raw_handle() })
+    }
+
+    /// Records `f` into a fresh wgpu command encoder (raw commands only) between a leading and
+    /// a trailing global barrier, attaches the semaphores and submits with the application's
+    /// queue; returns the `progress` value of the submission.
+    fn submit_raw(
+        t: Timelines<'_>,
+        wait_go: Option<u64>,
+        signal_done: Option<u64>,
+        f: impl FnOnce(&ash::Device, &mut wgpu_hal::vulkan::CommandEncoder),
+    ) -> Result<u64> {
+        let s = t.shared;
+        let mut encoder = s
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("crossgpu all-reduce") });
+        // SAFETY: the closure records only into the lent encoder, neither ends nor destroys it,
+        // and does not touch the wgpu encoder meanwhile; every resource it uses is kept alive in
+        // `pending` until `progress` passes this submission's value. wgpu-core does not track the
+        // raw use, hence the global barriers at both ends.
+        let recorded = unsafe {
+            encoder.as_hal_mut::<VkApi, _, _>(|enc| {
+                let Some(enc) = enc else { return false };
+                let cmd = enc.raw_handle();
+                global_barrier(
+                    &s.raw,
+                    cmd,
+                    vk::PipelineStageFlags::ALL_COMMANDS | vk::PipelineStageFlags::HOST,
+                    ALL_ACCESS,
+                    vk::PipelineStageFlags::ALL_COMMANDS,
+                    ALL_ACCESS,
+                );
+                f(&s.raw, enc);
+                global_barrier(
+                    &s.raw,
+                    cmd,
+                    vk::PipelineStageFlags::ALL_COMMANDS,
+                    ALL_ACCESS,
+                    vk::PipelineStageFlags::ALL_COMMANDS | vk::PipelineStageFlags::HOST,
+                    ALL_ACCESS,
+                );
+                true
+            })
+        };
+        if !recorded {
+            return Err(NativeError::Unsupported("the wgpu command encoder is not a Vulkan one".into()));
+        }
+        let cmd_buf = encoder.finish();
+        let value = *t.submitted + 1;
+        {
+            // SAFETY: the guard lends wgpu-hal's queue to stage semaphores for the next submit,
+            // which is ours, right below (the ordering contract forbids concurrent submits to
+            // this queue from other threads during an all-reduce).
+            let q = unsafe { s.queue.as_hal::<VkApi>() }
+                .ok_or_else(|| NativeError::Unsupported("not a Vulkan queue".into()))?;
+            if let Some(v) = wait_go {
+                q.add_wait_semaphore(t.go.0.raw, Some(v), vk::PipelineStageFlags::ALL_COMMANDS);
+            }
+            if let Some(v) = signal_done {
+                q.add_signal_semaphore(t.done.0.raw, Some(v));
+            }
+            q.add_signal_semaphore(t.progress.0.raw, Some(value));
+        }
+        s.queue.submit([cmd_buf]);
+        *t.submitted = value;
+        Ok(value)
+    }
+
+    /// Phase A of round `round`: copies `bytes` of `buffer` into this member's slot at
+    /// `slot_offset` of `slots`, then signals `done = round`.
+    pub fn submit_phase_a(
+        &mut self,
+        buffer: &wgpu::Buffer,
+        slots: &EmbeddedSlots,
+        slot_offset: u64,
+        bytes: u64,
+        round: u64,
+    ) -> Result<()> {
+        self.recycle()?;
+        let size = NonZeroU64::new(bytes).ok_or_else(|| NativeError::Unsupported("empty copy".into()))?;
+        if bytes > buffer.size() || slot_offset + bytes > slots.size() || !bytes.is_multiple_of(4) {
+            return Err(NativeError::Unsupported("phase A copy out of range".into()));
+        }
+        let raw_buf = Self::raw_buffer(buffer)?;
+        // SAFETY: a non-owning wgpu-hal wrapper of a live handle, never destroyed through it.
+        let src = unsafe { wgpu_hal::vulkan::Buffer::from_raw(raw_buf) };
+        let slot_hal = slots.hal();
+        let value = Self::submit_raw(self.timelines(), None, Some(round), |_, enc| {
+            let region = wgpu_hal::BufferCopy { src_offset: 0, dst_offset: slot_offset, size };
+            // SAFETY: both buffers are of this device and alive; the range is checked above.
+            unsafe { enc.copy_buffer_to_buffer(&src, slot_hal, std::iter::once(region)) };
+        })?;
+        self.pending.push_back(Pending {
+            value,
+            bind_group: None,
+            _buffer: buffer.clone(),
+            _slots: slots.clone(),
+        });
+        Ok(())
+    }
+
+    /// Phase B of round `round`: waits `go = round`, then sums the slots into `buffer`
+    /// (`params.n` elements) with `reduce_slots_f32`.
+    pub fn submit_phase_b(
+        &mut self,
+        buffer: &wgpu::Buffer,
+        slots: &EmbeddedSlots,
+        params: ReduceParams,
+        round: u64,
+    ) -> Result<()> {
+        let slot_bytes = u64::from(params.members) * u64::from(params.stride) * 4;
+        let dst_bytes = u64::from(params.n) * 4;
+        if params.n == 0 || slot_bytes > slots.size() || dst_bytes > buffer.size() {
+            return Err(NativeError::Unsupported("phase B ranges out of range".into()));
+        }
+        if slot_bytes > self.shared.max_storage_range || dst_bytes > self.shared.max_storage_range {
+            return Err(NativeError::Unsupported(format!(
+                "{slot_bytes} bytes of slots exceed maxStorageBufferRange {}",
+                self.shared.max_storage_range
+            )));
+        }
+        if self.kernel.immediate_bytes != 32 {
+            return Err(NativeError::Unsupported("reduce kernel takes 32 bytes of immediates".into()));
+        }
+        let raw_buf = Self::raw_buffer(buffer)?;
+        // SAFETY: non-owning wrapper, as in phase A.
+        let dst = unsafe { wgpu_hal::vulkan::Buffer::from_raw(raw_buf) };
+        let bind_group = {
+            // SAFETY: as in `make_kernel`; the bind group is destroyed in `recycle`/`Drop` after
+            // the submission that uses it completed.
+            let d = unsafe { self.shared.device.as_hal::<VkApi>() }
+                .ok_or_else(|| NativeError::Unsupported("not a Vulkan device".into()))?;
+            let bindings = [
+                wgpu_hal::BufferBinding::new_unchecked(slots.hal(), 0, NonZeroU64::new(slot_bytes)),
+                wgpu_hal::BufferBinding::new_unchecked(&dst, 0, NonZeroU64::new(dst_bytes)),
+            ];
+            let entries: Vec<_> = (0..2u32)
+                .map(|i| wgpu_hal::BindGroupEntry { binding: i, resource_index: i, count: 1 })
+                .collect();
+            let desc = wgpu_hal::BindGroupDescriptor {
+                label: Some("crossgpu reduce"),
+                layout: self.kernel.bgl.as_ref().expect("alive"),
+                buffers: &bindings,
+                samplers: &[],
+                textures: &[],
+                entries: &entries,
+                acceleration_structures: &[],
+                external_textures: &[],
+            };
+            // SAFETY: the ranges are inside live buffers of this device and within its limits.
+            unsafe { d.create_bind_group(&desc) }.map_err(map_hal_device("vkAllocateDescriptorSets"))?
+        };
+        let imm = [params.n, params.members, params.stride, 0, 0, params.self_index, 0, 0];
+        let groups = params.n.div_ceil(256).clamp(1, 65_535);
+        let pipeline = self.kernel.pipeline.as_ref().expect("alive");
+        let layout = self.kernel.layout.as_ref().expect("alive");
+        let bg = &bind_group;
+        let t = Timelines {
+            shared: &self.shared,
+            go: &self.go,
+            done: &self.done,
+            progress: &self.progress,
+            submitted: &mut self.submitted,
+        };
+        let result = Self::submit_raw(t, Some(round), None, |_, enc| {
+            // SAFETY: pipeline, layout and bind group are of this device and alive until the
+            // submission completed; the immediates match the layout's size.
+            unsafe {
+                enc.begin_compute_pass(&wgpu_hal::ComputePassDescriptor {
+                    label: None,
+                    timestamp_writes: None,
+                });
+                enc.set_compute_pipeline(pipeline);
+                enc.set_bind_group(layout, 0, bg, &[]);
+                enc.set_immediates(layout, 0, &imm);
+                enc.dispatch_workgroups([groups, 1, 1]);
+                enc.end_compute_pass();
+            }
+        });
+        match result {
+            Ok(value) => {
+                self.pending.push_back(Pending {
+                    value,
+                    bind_group: Some(bind_group),
+                    _buffer: buffer.clone(),
+                    _slots: slots.clone(),
+                });
+                Ok(())
+            }
+            Err(e) => {
+                // SAFETY: never submitted.
+                if let Some(d) = unsafe { self.shared.device.as_hal::<VkApi>() } {
+                    // SAFETY: the bind group is unused.
+                    unsafe { d.destroy_bind_group(bind_group) };
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Releases the resources of completed submissions.
+    pub fn recycle(&mut self) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let done = self.progress.value()?;
+        while self.pending.front().is_some_and(|p| p.value <= done) {
+            let mut p = self.pending.pop_front().expect("checked");
+            if let Some(bg) = p.bind_group.take() {
+                // SAFETY: as in `make_kernel`.
+                if let Some(d) = unsafe { self.shared.device.as_hal::<VkApi>() } {
+                    // SAFETY: the submission that used it completed.
+                    unsafe { d.destroy_bind_group(bg) };
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits until every submission of this member completed, up to `timeout_ns`.
+    pub fn wait_idle(&mut self, timeout_ns: u64) -> Result<bool> {
+        let ok = self.progress.wait(self.submitted, timeout_ns)?;
+        if ok {
+            self.recycle()?;
+        }
+        Ok(ok)
+    }
+}
+
+impl Drop for EmbeddedMember {
+    fn drop(&mut self) {
+        // Pending work uses our semaphores, pipeline and bind groups: wait for it. The caller
+        // released every `go` it submitted a wait for, so this terminates.
+        let mut waited = 0;
+        while !matches!(self.progress.wait(self.submitted, 1_000_000_000), Ok(true) | Err(_)) {
+            waited += 1;
+            log::warn!("crossgpu embed: waiting for {} to finish ({waited} s)", self.shared.name);
+            if waited >= 60 {
+                log::error!("crossgpu embed: giving up; waiting for the device to go idle");
+                // SAFETY: last resort; wgpu does not submit from our thread meanwhile.
+                let _ = unsafe { self.shared.raw.device_wait_idle() };
+                break;
+            }
+        }
+        let _ = self.recycle();
+        for mut p in self.pending.drain(..) {
+            if let Some(bg) = p.bind_group.take() {
+                // SAFETY: as in `make_kernel`.
+                if let Some(d) = unsafe { self.shared.device.as_hal::<VkApi>() } {
+                    // SAFETY: the work completed (waited above).
+                    unsafe { d.destroy_bind_group(bg) };
+                }
+            }
+        }
+        Self::destroy_kernel(&self.shared, &mut self.kernel);
+    }
+}
