@@ -16,14 +16,14 @@ fi
 cargo build --release --bins --examples
 cargo test --release --no-run 2>&1 | tee /tmp/test-build.log
 rm -rf /tmp/crossgpu-dev && mkdir -p /tmp/crossgpu-dev/t
-cp target/release/crossgpu target/release/examples/tp_decode /tmp/crossgpu-dev/
+cp target/release/crossgpu target/release/examples/{tp_decode,cross_vendor,wgpu_app} /tmp/crossgpu-dev/
 # The newest binary of each integration test.
 for t in tests/*.rs; do
     name=$(basename "$t" .rs)
     bin=$(ls -t target/release/deps/"$name"-* 2>/dev/null | grep -v '\.d$' | head -1 || true)
     [ -n "$bin" ] && cp "$bin" /tmp/crossgpu-dev/t/"$name"
 done
-strip /tmp/crossgpu-dev/crossgpu /tmp/crossgpu-dev/tp_decode /tmp/crossgpu-dev/t/*
+strip /tmp/crossgpu-dev/crossgpu /tmp/crossgpu-dev/{tp_decode,cross_vendor,wgpu_app} /tmp/crossgpu-dev/t/*
 rm -rf .dev && mkdir -p .dev
 tar -C /tmp/crossgpu-dev -cJf .dev/dev.tar.xz .
 du -sh .gl .mesa .vvl .dev

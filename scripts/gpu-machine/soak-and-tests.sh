@@ -5,6 +5,8 @@
 set -uo pipefail
 source scripts/gpu-machine/setup.sh
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+# Issue 5: the cross-vendor example (NVIDIA + lavapipe) and the wgpu application example.
+{ cross_vendor; echo "exit $?"; wgpu_app; echo "exit $?"; } > "$OUT/cross-vendor.txt" 2>&1
 CROSSGPU_DEVICES='nvidia/3' timeout 300 crossgpu soak --rounds 1000000 --members 3 --check-every 1000 > "$OUT/soak.txt" 2>&1
 echo "soak exit $?" >> "$OUT/soak.txt"
 run_tests() { # $1: label; the environment selects the members
