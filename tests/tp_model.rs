@@ -573,7 +573,7 @@ fn step_by_step_logits_match_cpu_reference_and_one_member() {
 type RunResult = (String, Vec<u32>, Vec<f32>, Vec<f32>);
 
 /// Pipelined greedy decoding (`generate`, two steps in flight) of 32 tokens from the same first
-/// token on 1, 2 and 3 members, on a 2:1 split and on a 3-member split whose middle member gets
+/// token on 1, 2, 3 and 4 members, on a 2:1 split and on a 3-member split whose middle member gets
 /// nothing: identical tokens; the tokens are ones the f64 reference allows; after the run every
 /// member's residual is bitwise the same, and every split's last logits are within the 1-vs-N
 /// tolerance of the one-member logits. Counters: 2·layers + 1 all-reduces per token, and at most
@@ -583,10 +583,11 @@ fn greedy_tokens_are_identical_for_every_split() {
     let _s = serial();
     let cfg = config(1);
     let ar_per_token = 2 * cfg.layers + 1;
-    let runs: [(usize, SplitSpec); 5] = [
+    let runs: [(usize, SplitSpec); 6] = [
         (1, SplitSpec::Even),
         (2, SplitSpec::Even),
         (3, SplitSpec::Even),
+        (4, SplitSpec::Even),
         (2, SplitSpec::parse("2:1").unwrap()),
         (3, SplitSpec::Weighted(vec![1.0, 0.0, 1.0])),
     ];
