@@ -36,7 +36,7 @@ mod bridge;
 
 use std::sync::Arc;
 
-use vk_native::{EmbeddedMember, EmbeddedSlots, HostSlots, ReduceParams};
+use vk_native::{EmbeddedMember, EmbeddedSlots, HostAllocation, ReduceParams};
 
 use crate::error::{Error, Result};
 
@@ -61,7 +61,7 @@ struct Slots {
     elements: usize,
     stride: usize,
     imports: Vec<EmbeddedSlots>,
-    _host: Arc<HostSlots>,
+    _host: Arc<HostAllocation>,
 }
 
 /// An all-reduce over wgpu devices opened by [`request_device`] (one member each). See the
@@ -203,7 +203,7 @@ impl WgpuComm {
         let stride = n.next_multiple_of(64);
         let align = self.members.iter().map(|m| m.min_import_alignment()).max().unwrap_or(4096);
         let bytes = (members * stride * 4) as u64;
-        let host = HostSlots::new(bytes, align).map_err(|e| Error::native("host slots", e))?;
+        let host = Arc::new(HostAllocation::new(bytes, align).map_err(|e| Error::native("host slots", e))?);
         let mut imports = Vec::new();
         for (i, m) in self.members.iter().enumerate() {
             imports

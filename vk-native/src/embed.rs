@@ -17,16 +17,15 @@
 //! submissions that use them completed (each submission signals the member's `progress`
 //! timeline, and pending resources are kept until it passes their value).
 
-use std::alloc::Layout;
 use std::collections::VecDeque;
 use std::num::NonZeroU64;
-use std::ptr::NonNull;
 use std::sync::Arc;
 
 use ash::{ext, khr, vk};
 use wgpu_hal::{CommandEncoder as _, Device as _};
 
 use crate::error::{map_hal_device, map_vk, NativeError, Result};
+use crate::host::HostAllocation;
 
 type VkApi = wgpu_hal::vulkan::Api;
 
@@ -79,54 +78,6 @@ pub fn request_wgpu_device(
     // features of `desc` (plus extensions wgpu does not know of, which change nothing it relies on).
     unsafe { adapter.create_device_from_hal(open, desc) }
         .map_err(|e| NativeError::Unsupported(format!("create_device_from_hal: {e}")))
-}
-
-/// Zeroed, page-aligned host memory that several devices import (the all-reduce's slots).
-pub struct HostSlots {
-    ptr: NonNull<u8>,
-    layout: Layout,
-}
-
-// SAFETY: plain memory owned by this value; the host never dereferences it except through
-// devices, whose accesses are ordered by the semaphore protocol of the caller.
-unsafe impl Send for HostSlots {}
-// SAFETY: see above.
-unsafe impl Sync for HostSlots {}
-
-impl std::fmt::Debug for HostSlots {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HostSlots").field("len", &self.layout.size()).finish()
-    }
-}
-
-impl HostSlots {
-    /// Allocates `len` bytes rounded up to and aligned to `align` (at least 4096).
-    pub fn new(len: u64, align: u64) -> Result<Arc<Self>> {
-        let align = align.max(4096).next_power_of_two();
-        let size = len.max(1).next_multiple_of(align);
-        let layout = Layout::from_size_align(size as usize, align as usize)
-            .map_err(|e| NativeError::Unsupported(format!("host slot layout: {e}")))?;
-        // SAFETY: the layout has non-zero size.
-        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
-        let ptr = NonNull::new(ptr)
-            .ok_or_else(|| NativeError::OutOfHostMemory(format!(": {size} bytes of host slots")))?;
-        Ok(Arc::new(Self { ptr, layout }))
-    }
-
-    pub fn len(&self) -> u64 {
-        self.layout.size() as u64
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.layout.size() == 0
-    }
-}
-
-impl Drop for HostSlots {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout; every EmbeddedSlots over it holds an Arc.
-        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) }
-    }
 }
 
 /// What a member needs from its wgpu device, shared by everything made on it.
@@ -209,7 +160,7 @@ struct SlotsInner {
     size: u64,
     shared: Arc<Shared>,
     // Last: dropped after the buffer and memory over it are destroyed.
-    _host: Arc<HostSlots>,
+    _host: Arc<HostAllocation>,
 }
 
 impl Drop for SlotsInner {
@@ -224,7 +175,7 @@ impl Drop for SlotsInner {
     }
 }
 
-/// [`HostSlots`] imported into one embedded member's device as a storage buffer.
+/// [`HostAllocation`] imported into one embedded member's device as a storage buffer.
 #[derive(Clone)]
 pub struct EmbeddedSlots(Arc<SlotsInner>);
 
@@ -512,10 +463,10 @@ impl EmbeddedMember {
     }
 
     /// Imports all of `host` into this member's device.
-    pub fn import(&self, host: &Arc<HostSlots>) -> Result<EmbeddedSlots> {
+    pub fn import(&self, host: &Arc<HostAllocation>) -> Result<EmbeddedSlots> {
         let s = &self.shared;
         let align = s.min_align;
-        let addr = host.ptr.as_ptr() as u64;
+        let addr = host.as_ptr() as u64;
         if !addr.is_multiple_of(align) || !host.len().is_multiple_of(align) {
             return Err(NativeError::Unsupported(format!(
                 "host slots not aligned to minImportedHostPointerAlignment {align}"
@@ -528,7 +479,7 @@ impl EmbeddedMember {
             (s.host_memory.fp().get_memory_host_pointer_properties_ext)(
                 s.raw.handle(),
                 handle,
-                host.ptr.as_ptr() as *const std::ffi::c_void,
+                host.as_ptr() as *const std::ffi::c_void,
                 &mut ptr_props,
             )
         }
@@ -562,7 +513,7 @@ impl EmbeddedMember {
         };
         let mut import = vk::ImportMemoryHostPointerInfoEXT::default()
             .handle_type(handle)
-            .host_pointer(host.ptr.as_ptr() as *mut std::ffi::c_void);
+            .host_pointer(host.as_ptr() as *mut std::ffi::c_void);
         let alloc = vk::MemoryAllocateInfo::default()
             .allocation_size(host.len())
             .memory_type_index(type_index)

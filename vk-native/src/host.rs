@@ -54,6 +54,11 @@ impl HostAllocation {
         self.layout.size() as u64
     }
 
+    /// The start of the allocation, for importing it into a device.
+    pub(crate) fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.layout.size() == 0
     }

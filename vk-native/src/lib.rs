@@ -32,9 +32,7 @@ mod validation;
 pub use buffer::{Buffer, BufferId, BufferUsage, StagingBuffer};
 pub use command::{Access, Recorder, SubmitInfo};
 pub use device::{Device, DeviceId};
-pub use embed::{
-    request_wgpu_device, EmbeddedMember, EmbeddedSlots, EmbeddedTimeline, HostSlots, ReduceParams,
-};
+pub use embed::{request_wgpu_device, EmbeddedMember, EmbeddedSlots, EmbeddedTimeline, ReduceParams};
 pub use error::{NativeError, Result};
 pub use host::{HostAllocation, ImportedBuffer};
 pub use instance::{AdapterInfo, Capabilities, DeviceType, Instance, InstanceOptions};
