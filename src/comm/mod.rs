@@ -10,7 +10,8 @@
 //! - **Generic**: read back, sum on the CPU, write back; works on any devices.
 //!
 //! ## The two phases, per member i, round k (slot half h = k mod 2)
-//! A: copy (f32 wire) or convert (f16 wire) the partial into slot (h, i); barrier from shader
+//! A: copy (f32 wire), or convert in device memory and copy (f16 wire), the partial into slot
+//!    (h, i); barrier from shader
 //!    and transfer writes to host reads; submit, signalling `done[i] = k`. This closes the
 //!    member's open command buffer: the caller's earlier work rides in the same submit.
 //! B: recorded at the start of the next command buffer, whose submit waits for `go[i] = k`:
@@ -46,7 +47,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use vk_native::{BindRange, GpuBuffer, StagingBuffer, TimelineSemaphore};
+use vk_native::{BindRange, Buffer, BufferUsage, GpuBuffer, StagingBuffer, TimelineSemaphore};
 
 use crate::config;
 use crate::error::{Error, Result};
@@ -172,10 +173,30 @@ impl FaultHooks {
 /// Per-member semaphores of the fast modes.
 struct Fast {
     slots: Option<HostSlots>,
+    /// Per member, device memory the f16-wire conversion writes before the copy engine moves it
+    /// to the host slot (shader stores to host memory ran at half the copy engine's rate on the
+    /// H200). Made at first use, replaced when the slots grow.
+    scratch: Vec<Option<Buffer>>,
     done: Vec<TimelineSemaphore>,
     go: Vec<TimelineSemaphore>,
     bridge: Option<HostBridge>,
     exchange: Option<SyncFdExchange>,
+}
+
+impl Fast {
+    /// Drops the slots and scratch buffers and every cached bind group over them.
+    fn forget(&mut self, members: &[Member]) {
+        if let Some(old) = self.slots.take() {
+            for (m, b) in members.iter().zip(&old.imports) {
+                m.shared.forget_buffer(b.id());
+            }
+        }
+        for (m, b) in members.iter().zip(self.scratch.iter_mut()) {
+            if let Some(b) = b.take() {
+                m.shared.forget_buffer(b.id());
+            }
+        }
+    }
 }
 
 /// An all-reduce communicator over a group's members.
@@ -334,7 +355,8 @@ impl Comm {
             Mode::SyncFd => (None, Some(SyncFdExchange::new(&self.members).map_err(|e| e.to_string())?)),
             Mode::Generic => (None, None),
         };
-        self.fast = Some(Fast { slots: Some(slots), done, go, bridge, exchange });
+        let scratch = vec![None; self.members.len()];
+        self.fast = Some(Fast { slots: Some(slots), scratch, done, go, bridge, exchange });
         Ok(())
     }
 
@@ -344,6 +366,7 @@ impl Comm {
             if let Some(b) = f.bridge.as_mut() {
                 b.stop();
             }
+            f.forget(&self.members);
         }
         self.mode = Mode::Generic;
         self.reason = format!("fallback: {why}");
@@ -529,11 +552,7 @@ impl Comm {
         let new_cap = words.max(cap * 2).next_multiple_of(1024).min(max_cap);
         self.quiesce()?;
         let fast = self.fast.as_mut().expect("fast mode has state");
-        if let Some(old) = fast.slots.take() {
-            for (m, b) in self.members.iter().zip(&old.imports) {
-                m.shared.forget_buffer(b.id());
-            }
-        }
+        fast.forget(&self.members);
         match HostSlots::new(&self.members, new_cap, &self.hooks) {
             Ok(slots) => {
                 log::debug!("all-reduce slots grown to {new_cap} words per half");
@@ -635,12 +654,27 @@ impl Comm {
             let sh = &m.shared;
             let slot = &slots.imports[i];
             if f16_wire {
-                let g =
-                    sh.bind_ranges("f32_to_f16", &[BindRange::whole(&t.buffer), slots.region(i, i, half)])?;
+                // Convert into device memory, then let the copy engine write the host slot.
+                let need = slots.capacity * 4;
+                if fast.scratch[i].as_ref().is_none_or(|b| b.size() < need) {
+                    if let Some(old) = fast.scratch[i].take() {
+                        sh.forget_buffer(old.id());
+                    }
+                    let usage = BufferUsage { copy_src: true, copy_dst: false };
+                    let b =
+                        Buffer::new(&sh.device, need, usage, "crossgpu f16 wire").map_err(|e| sh.err(e))?;
+                    fast.scratch[i] = Some(b);
+                }
+                let scratch = fast.scratch[i].as_ref().expect("made above");
+                let g = sh.bind("f32_to_f16", &[&t.buffer, scratch])?;
                 let mut s = sh.stream();
-                s.access(&[t.id()], &[slot.id()]).map_err(|e| sh.err(e))?;
+                s.access(&[t.id()], &[scratch.id()]).map_err(|e| sh.err(e))?;
                 s.rec
                     .dispatch(&g, &[n as u32, c0 as u32, 0, 0], elementwise_groups(words as usize))
+                    .map_err(|e| sh.err(e))?;
+                s.access(&[scratch.id()], &[slot.id()]).map_err(|e| sh.err(e))?;
+                s.rec
+                    .copy(scratch, 0, slot, slots.region_bytes(i, half), words * 4)
                     .map_err(|e| sh.err(e))?;
             } else {
                 let mut s = sh.stream();
@@ -725,6 +759,9 @@ impl Drop for Comm {
             if let Err(e) = m.synchronize() {
                 log::warn!("dropping the communicator: {e}");
             }
+        }
+        if let Some(mut f) = self.fast.take() {
+            f.forget(&self.members);
         }
     }
 }

@@ -69,11 +69,6 @@ impl HostSlots {
         (h * self.members + j as u64) * self.stride * 4
     }
 
-    /// Member `reader`'s binding of member `j`'s region in half `h`.
-    pub(crate) fn region(&self, reader: usize, j: usize, h: u64) -> BindRange<'_> {
-        BindRange { buffer: &self.imports[reader], offset: self.region_bytes(j, h), size: self.stride * 4 }
-    }
-
     /// Member `reader`'s binding of all of half `h`.
     pub(crate) fn half(&self, reader: usize, h: u64) -> BindRange<'_> {
         BindRange {
