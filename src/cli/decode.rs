@@ -75,7 +75,7 @@ pub fn run_decode(
         dec.comm().map_or("none (one member)".to_string(), |c| format!("{} ({})", c.mode(), c.reason()));
     if show {
         println!(
-            "loaded {:.2}B parameters on {} member(s) in {:.1} s; split: KV heads {:?}, FFN {:?}, vocab {:?}",
+            "loaded {:.3}B parameters on {} member(s) in {:.1} s; split: KV heads {:?}, FFN {:?}, vocab {:?}",
             cfg.parameters() as f64 / 1e9,
             group.len(),
             t0.elapsed().as_secs_f64(),

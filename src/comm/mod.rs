@@ -3,10 +3,10 @@
 //!
 //! Layering (after NCCL): [`Comm::all_reduce`] validates and plans (mode, wire precision, round,
 //! slot half), then one of three transports runs it:
-//! - **HostBridge**: two phases through [`slots::HostSlots`] in imported host memory, members
-//!   released by the [`bridge::HostBridge`] thread through host-signalled timeline semaphores.
+//! - **HostBridge**: two phases through `slots::HostSlots` in imported host memory, members
+//!   released by the `bridge::HostBridge` thread through host-signalled timeline semaphores.
 //! - **SyncFd**: the same two phases, members released by SYNC_FD payloads exchanged between
-//!   devices ([`sync_fd::SyncFdExchange`]), no host thread on the path.
+//!   devices (`sync_fd::SyncFdExchange`), no host thread on the path.
 //! - **Generic**: read back, sum on the CPU, write back; works on any devices.
 //!
 //! ## The two phases, per member i, round k (slot half h = k mod 2)
