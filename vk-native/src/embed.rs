@@ -26,6 +26,7 @@ use wgpu_hal::{CommandEncoder as _, Device as _};
 
 use crate::error::{map_hal_device, map_vk, NativeError, Result};
 use crate::host::HostAllocation;
+use crate::kernel::PipelineObjects;
 
 type VkApi = wgpu_hal::vulkan::Api;
 
@@ -218,10 +219,7 @@ struct Timelines<'a> {
 }
 
 struct HalKernel {
-    module: Option<wgpu_hal::vulkan::ShaderModule>,
-    bgl: Option<wgpu_hal::vulkan::BindGroupLayout>,
-    layout: Option<wgpu_hal::vulkan::PipelineLayout>,
-    pipeline: Option<wgpu_hal::vulkan::ComputePipeline>,
+    objects: PipelineObjects,
     immediate_bytes: u32,
 }
 
@@ -340,101 +338,22 @@ impl EmbeddedMember {
         entry: &str,
         immediate_bytes: u32,
     ) -> Result<HalKernel> {
-        // SAFETY: as in `new`; the objects made through the guard are destroyed through it in
-        // `Drop` after the GPU finished with them.
+        // SAFETY: the guard only lends the wgpu-hal device for the call.
         let d = unsafe { shared.device.as_hal::<VkApi>() }
             .ok_or_else(|| NativeError::Unsupported("not a Vulkan device".into()))?;
-        let err = |what: &str, e: String| NativeError::Unsupported(format!("kernel {entry}: {what}: {e}"));
-        let mut k = HalKernel { module: None, bgl: None, layout: None, pipeline: None, immediate_bytes };
-        let desc = wgpu_hal::ShaderModuleDescriptor {
-            label: Some(entry),
-            runtime_checks: wgpu_types::ShaderRuntimeChecks::unchecked(),
-        };
-        // SAFETY: the SPIR-V was produced and validated by naga at build time; on error, what was
-        // made so far is destroyed by `destroy_kernel` below.
-        let r: Result<()> = unsafe {
-            (|| {
-                k.module = Some(
-                    d.create_shader_module(&desc, wgpu_hal::ShaderInput::SpirV(spirv))
-                        .map_err(|e| err("shader module", format!("{e}")))?,
-                );
-                let entries: Vec<_> = [true, false]
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &ro)| wgpu_types::BindGroupLayoutEntry {
-                        binding: i as u32,
-                        visibility: wgpu_types::ShaderStages::COMPUTE,
-                        ty: wgpu_types::BindingType::Buffer {
-                            ty: wgpu_types::BufferBindingType::Storage { read_only: ro },
-                            has_dynamic_offset: false,
-                            min_binding_size: None,
-                        },
-                        count: None,
-                    })
-                    .collect();
-                k.bgl = Some(
-                    d.create_bind_group_layout(&wgpu_hal::BindGroupLayoutDescriptor {
-                        label: Some(entry),
-                        flags: wgpu_hal::BindGroupLayoutFlags::empty(),
-                        entries: &entries,
-                    })
-                    .map_err(map_hal_device("vkCreateDescriptorSetLayout"))?,
-                );
-                k.layout = Some(
-                    d.create_pipeline_layout(&wgpu_hal::PipelineLayoutDescriptor {
-                        label: Some(entry),
-                        flags: wgpu_hal::PipelineLayoutFlags::empty(),
-                        bind_group_layouts: &[k.bgl.as_ref()],
-                        immediate_size: immediate_bytes,
-                    })
-                    .map_err(map_hal_device("vkCreatePipelineLayout"))?,
-                );
-                let constants = Default::default();
-                k.pipeline = Some(
-                    d.create_compute_pipeline(&wgpu_hal::ComputePipelineDescriptor {
-                        label: Some(entry),
-                        layout: k.layout.as_ref().expect("made above"),
-                        stage: wgpu_hal::ProgrammableStage {
-                            module: k.module.as_ref().expect("made above"),
-                            entry_point: entry,
-                            constants: &constants,
-                            zero_initialize_workgroup_memory: false,
-                        },
-                        cache: None,
-                    })
-                    .map_err(|e| err("pipeline", format!("{e}")))?,
-                );
-                Ok(())
-            })()
-        };
-        drop(d);
-        match r {
-            Ok(()) => Ok(k),
-            Err(e) => {
-                Self::destroy_kernel(shared, &mut k);
-                Err(e)
-            }
-        }
+        // SAFETY: the SPIR-V is `reduce_slots_f32`'s from build.rs, whose interface is two
+        // storage buffers (read, read-write) and the immediates given; `destroy_kernel` destroys
+        // the objects on this device.
+        let objects =
+            unsafe { PipelineObjects::new(&d, entry, spirv, entry, &[true, false], immediate_bytes)? };
+        Ok(HalKernel { objects, immediate_bytes })
     }
 
     fn destroy_kernel(shared: &Shared, k: &mut HalKernel) {
         // SAFETY: see `make_kernel`.
         let Some(d) = (unsafe { shared.device.as_hal::<VkApi>() }) else { return };
-        // SAFETY: no pending submission uses these (the caller waited); reverse creation order.
-        unsafe {
-            if let Some(p) = k.pipeline.take() {
-                d.destroy_compute_pipeline(p);
-            }
-            if let Some(p) = k.layout.take() {
-                d.destroy_pipeline_layout(p);
-            }
-            if let Some(b) = k.bgl.take() {
-                d.destroy_bind_group_layout(b);
-            }
-            if let Some(m) = k.module.take() {
-                d.destroy_shader_module(m);
-            }
-        }
+        // SAFETY: no pending submission uses these (the caller waited); made on this device.
+        unsafe { k.objects.destroy(&d) };
     }
 
     /// The adapter's name.
@@ -708,7 +627,7 @@ impl EmbeddedMember {
                 .collect();
             let desc = wgpu_hal::BindGroupDescriptor {
                 label: Some("crossgpu reduce"),
-                layout: self.kernel.bgl.as_ref().expect("alive"),
+                layout: self.kernel.objects.bgl.as_ref().expect("alive"),
                 buffers: &bindings,
                 samplers: &[],
                 textures: &[],
@@ -721,8 +640,8 @@ impl EmbeddedMember {
         };
         let imm = [params.n, params.members, params.stride, 0, 0, params.self_index, 0, 0];
         let groups = params.n.div_ceil(256).clamp(1, 65_535);
-        let pipeline = self.kernel.pipeline.as_ref().expect("alive");
-        let layout = self.kernel.layout.as_ref().expect("alive");
+        let pipeline = self.kernel.objects.pipeline.as_ref().expect("alive");
+        let layout = self.kernel.objects.layout.as_ref().expect("alive");
         let bg = &bind_group;
         let t = Timelines {
             shared: &self.shared,

@@ -37,28 +37,117 @@ pub struct KernelLayout {
     pub immediate_bytes: u32,
 }
 
-struct KernelInner {
-    device: Device,
-    name: String,
-    layout: KernelLayout,
-    // Destroyed in Drop in reverse order of creation.
+/// The wgpu-hal objects of one compute pipeline: group 0 of storage buffers and one block of
+/// immediates. Made and destroyed on a wgpu-hal device the caller lends — crossgpu's own
+/// ([`Kernel`]) or one borrowed from a wgpu application (`embed.rs`).
+pub(crate) struct PipelineObjects {
     module: Option<wgpu_hal::vulkan::ShaderModule>,
-    bgl: Option<wgpu_hal::vulkan::BindGroupLayout>,
-    pipeline_layout: Option<wgpu_hal::vulkan::PipelineLayout>,
-    pipeline: Option<wgpu_hal::vulkan::ComputePipeline>,
+    pub(crate) bgl: Option<wgpu_hal::vulkan::BindGroupLayout>,
+    pub(crate) layout: Option<wgpu_hal::vulkan::PipelineLayout>,
+    pub(crate) pipeline: Option<wgpu_hal::vulkan::ComputePipeline>,
 }
 
-impl Drop for KernelInner {
-    fn drop(&mut self) {
-        crate::live::dec(&crate::live::KERNELS);
-        let d = &self.device.shared.hal;
-        // SAFETY: bind groups and pending command buffers that use these hold this value alive,
-        // so nothing uses them now; destroyed in reverse order of creation.
+impl PipelineObjects {
+    /// Creates the pipeline for `entry` of `spirv`, whose bindings 0..n are read-only where
+    /// `read_only` says, with `immediate_bytes` of immediates. On error, what was made is
+    /// destroyed again.
+    ///
+    /// # Safety
+    /// `spirv` must be valid SPIR-V (naga wrote and validated it at build time) whose interface
+    /// matches `read_only` and `immediate_bytes`; the objects must be destroyed with
+    /// [`PipelineObjects::destroy`] on the same device `d`.
+    pub(crate) unsafe fn new(
+        d: &wgpu_hal::vulkan::Device,
+        name: &str,
+        spirv: &[u32],
+        entry: &str,
+        read_only: &[bool],
+        immediate_bytes: u32,
+    ) -> Result<Self> {
+        let err = |what: &str, e: String| NativeError::Unsupported(format!("kernel {name}: {what}: {e}"));
+        let mut o = Self { module: None, bgl: None, layout: None, pipeline: None };
+        let desc = wgpu_hal::ShaderModuleDescriptor {
+            label: Some(name),
+            runtime_checks: wgpu_types::ShaderRuntimeChecks::unchecked(),
+        };
+        // SAFETY: the caller vouches for the SPIR-V and the device; each object is made from the
+        // ones before it, on `d`.
+        let r: Result<()> = unsafe {
+            (|| {
+                o.module = Some(
+                    d.create_shader_module(&desc, wgpu_hal::ShaderInput::SpirV(spirv))
+                        .map_err(|e| err("shader module", format!("{e}")))?,
+                );
+                let entries: Vec<_> = read_only
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &ro)| wgpu_types::BindGroupLayoutEntry {
+                        binding: i as u32,
+                        visibility: wgpu_types::ShaderStages::COMPUTE,
+                        ty: wgpu_types::BindingType::Buffer {
+                            ty: wgpu_types::BufferBindingType::Storage { read_only: ro },
+                            has_dynamic_offset: false,
+                            min_binding_size: None,
+                        },
+                        count: None,
+                    })
+                    .collect();
+                o.bgl = Some(
+                    d.create_bind_group_layout(&wgpu_hal::BindGroupLayoutDescriptor {
+                        label: Some(name),
+                        flags: wgpu_hal::BindGroupLayoutFlags::empty(),
+                        entries: &entries,
+                    })
+                    .map_err(map_hal_device("vkCreateDescriptorSetLayout"))?,
+                );
+                o.layout = Some(
+                    d.create_pipeline_layout(&wgpu_hal::PipelineLayoutDescriptor {
+                        label: Some(name),
+                        flags: wgpu_hal::PipelineLayoutFlags::empty(),
+                        bind_group_layouts: &[o.bgl.as_ref()],
+                        immediate_size: immediate_bytes,
+                    })
+                    .map_err(map_hal_device("vkCreatePipelineLayout"))?,
+                );
+                let constants = Default::default();
+                o.pipeline = Some(
+                    d.create_compute_pipeline(&wgpu_hal::ComputePipelineDescriptor {
+                        label: Some(name),
+                        layout: o.layout.as_ref().expect("made above"),
+                        stage: wgpu_hal::ProgrammableStage {
+                            module: o.module.as_ref().expect("made above"),
+                            entry_point: entry,
+                            constants: &constants,
+                            zero_initialize_workgroup_memory: false,
+                        },
+                        cache: None,
+                    })
+                    .map_err(|e| err("pipeline", format!("{e}")))?,
+                );
+                Ok(())
+            })()
+        };
+        match r {
+            Ok(()) => Ok(o),
+            Err(e) => {
+                // SAFETY: nothing made above has been used.
+                unsafe { o.destroy(d) };
+                Err(e)
+            }
+        }
+    }
+
+    /// Destroys the objects, in reverse order of creation.
+    ///
+    /// # Safety
+    /// `d` is the device they were made on, and no pending work uses them.
+    pub(crate) unsafe fn destroy(&mut self, d: &wgpu_hal::vulkan::Device) {
+        // SAFETY: the caller's contract.
         unsafe {
             if let Some(p) = self.pipeline.take() {
                 d.destroy_compute_pipeline(p);
             }
-            if let Some(p) = self.pipeline_layout.take() {
+            if let Some(p) = self.layout.take() {
                 d.destroy_pipeline_layout(p);
             }
             if let Some(b) = self.bgl.take() {
@@ -68,6 +157,22 @@ impl Drop for KernelInner {
                 d.destroy_shader_module(m);
             }
         }
+    }
+}
+
+struct KernelInner {
+    device: Device,
+    name: String,
+    layout: KernelLayout,
+    objects: PipelineObjects,
+}
+
+impl Drop for KernelInner {
+    fn drop(&mut self) {
+        crate::live::dec(&crate::live::KERNELS);
+        // SAFETY: bind groups and pending command buffers that use the pipeline hold this value
+        // alive, so nothing uses it now; it was made on this device.
+        unsafe { self.objects.destroy(&self.device.shared.hal) };
     }
 }
 
@@ -90,77 +195,21 @@ impl Kernel {
         entry: &str,
         layout: &KernelLayout,
     ) -> Result<Self> {
-        let d = &device.shared.hal;
-        let err = |what: &str, e: String| NativeError::Unsupported(format!("kernel {name}: {what}: {e}"));
-        let desc = wgpu_hal::ShaderModuleDescriptor {
-            label: Some(name),
-            runtime_checks: wgpu_types::ShaderRuntimeChecks::unchecked(),
+        // SAFETY: the SPIR-V comes from build.rs (naga-validated) and `layout` is the interface
+        // build.rs read from the same module; KernelInner's Drop destroys it on this device.
+        let objects = unsafe {
+            PipelineObjects::new(
+                &device.shared.hal,
+                name,
+                spirv,
+                entry,
+                &layout.read_only,
+                layout.immediate_bytes,
+            )?
         };
         crate::live::inc(&crate::live::KERNELS);
-        let mut inner = KernelInner {
-            device: device.clone(),
-            name: name.to_string(),
-            layout: layout.clone(),
-            module: None,
-            bgl: None,
-            pipeline_layout: None,
-            pipeline: None,
-        };
-        // SAFETY: the SPIR-V was produced and validated by naga at build time; on any error below
-        // `inner`'s Drop destroys what was created so far.
-        unsafe {
-            inner.module = Some(
-                d.create_shader_module(&desc, wgpu_hal::ShaderInput::SpirV(spirv))
-                    .map_err(|e| err("shader module", format!("{e}")))?,
-            );
-            let entries: Vec<_> = layout
-                .read_only
-                .iter()
-                .enumerate()
-                .map(|(i, &ro)| wgpu_types::BindGroupLayoutEntry {
-                    binding: i as u32,
-                    visibility: wgpu_types::ShaderStages::COMPUTE,
-                    ty: wgpu_types::BindingType::Buffer {
-                        ty: wgpu_types::BufferBindingType::Storage { read_only: ro },
-                        has_dynamic_offset: false,
-                        min_binding_size: None,
-                    },
-                    count: None,
-                })
-                .collect();
-            inner.bgl = Some(
-                d.create_bind_group_layout(&wgpu_hal::BindGroupLayoutDescriptor {
-                    label: Some(name),
-                    flags: wgpu_hal::BindGroupLayoutFlags::empty(),
-                    entries: &entries,
-                })
-                .map_err(map_hal_device("vkCreateDescriptorSetLayout"))?,
-            );
-            inner.pipeline_layout = Some(
-                d.create_pipeline_layout(&wgpu_hal::PipelineLayoutDescriptor {
-                    label: Some(name),
-                    flags: wgpu_hal::PipelineLayoutFlags::empty(),
-                    bind_group_layouts: &[inner.bgl.as_ref()],
-                    immediate_size: layout.immediate_bytes,
-                })
-                .map_err(map_hal_device("vkCreatePipelineLayout"))?,
-            );
-            let constants = Default::default();
-            inner.pipeline = Some(
-                d.create_compute_pipeline(&wgpu_hal::ComputePipelineDescriptor {
-                    label: Some(name),
-                    layout: inner.pipeline_layout.as_ref().expect("made above"),
-                    stage: wgpu_hal::ProgrammableStage {
-                        module: inner.module.as_ref().expect("made above"),
-                        entry_point: entry,
-                        constants: &constants,
-                        zero_initialize_workgroup_memory: false,
-                    },
-                    cache: None,
-                })
-                .map_err(|e| err("pipeline", format!("{e}")))?,
-            );
-        }
+        let inner =
+            KernelInner { device: device.clone(), name: name.to_string(), layout: layout.clone(), objects };
         Ok(Self(Arc::new(inner)))
     }
 
@@ -237,7 +286,7 @@ impl Kernel {
             .collect();
         let desc = wgpu_hal::BindGroupDescriptor {
             label: Some(&k.name),
-            layout: k.bgl.as_ref().expect("alive"),
+            layout: k.objects.bgl.as_ref().expect("alive"),
             buffers: &bindings,
             samplers: &[],
             textures: &[],
@@ -259,11 +308,11 @@ impl Kernel {
     }
 
     pub(crate) fn hal_pipeline(&self) -> &wgpu_hal::vulkan::ComputePipeline {
-        self.0.pipeline.as_ref().expect("alive")
+        self.0.objects.pipeline.as_ref().expect("alive")
     }
 
     pub(crate) fn hal_layout(&self) -> &wgpu_hal::vulkan::PipelineLayout {
-        self.0.pipeline_layout.as_ref().expect("alive")
+        self.0.objects.layout.as_ref().expect("alive")
     }
 }
 
