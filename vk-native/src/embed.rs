@@ -622,21 +622,8 @@ impl EmbeddedMember {
                 wgpu_hal::BufferBinding::new_unchecked(slots.hal(), 0, NonZeroU64::new(slot_bytes)),
                 wgpu_hal::BufferBinding::new_unchecked(&dst, 0, NonZeroU64::new(dst_bytes)),
             ];
-            let entries: Vec<_> = (0..2u32)
-                .map(|i| wgpu_hal::BindGroupEntry { binding: i, resource_index: i, count: 1 })
-                .collect();
-            let desc = wgpu_hal::BindGroupDescriptor {
-                label: Some("crossgpu reduce"),
-                layout: self.kernel.objects.bgl.as_ref().expect("alive"),
-                buffers: &bindings,
-                samplers: &[],
-                textures: &[],
-                entries: &entries,
-                acceleration_structures: &[],
-                external_textures: &[],
-            };
             // SAFETY: the ranges are inside live buffers of this device and within its limits.
-            unsafe { d.create_bind_group(&desc) }.map_err(map_hal_device("vkAllocateDescriptorSets"))?
+            unsafe { self.kernel.objects.bind(&d, "crossgpu reduce", &bindings)? }
         };
         let imm = [params.n, params.members, params.stride, 0, 0, params.self_index, 0, 0];
         let groups = params.n.div_ceil(256).clamp(1, 65_535);

@@ -137,6 +137,35 @@ impl PipelineObjects {
         }
     }
 
+    /// A bind group over `bindings` (bindings 0..n in order) for this pipeline's layout.
+    ///
+    /// # Safety
+    /// `d` is the device the objects were made on; every binding lies inside a live buffer of
+    /// that device, within its binding limits; the bind group is destroyed on `d` after the
+    /// last submission that uses it completed.
+    pub(crate) unsafe fn bind(
+        &self,
+        d: &wgpu_hal::vulkan::Device,
+        label: &str,
+        bindings: &[wgpu_hal::BufferBinding<'_, wgpu_hal::vulkan::Buffer>],
+    ) -> Result<wgpu_hal::vulkan::BindGroup> {
+        let entries: Vec<_> = (0..bindings.len() as u32)
+            .map(|i| wgpu_hal::BindGroupEntry { binding: i, resource_index: i, count: 1 })
+            .collect();
+        let desc = wgpu_hal::BindGroupDescriptor {
+            label: Some(label),
+            layout: self.bgl.as_ref().expect("alive"),
+            buffers: bindings,
+            samplers: &[],
+            textures: &[],
+            entries: &entries,
+            acceleration_structures: &[],
+            external_textures: &[],
+        };
+        // SAFETY: the caller's contract.
+        unsafe { d.create_bind_group(&desc) }.map_err(map_hal_device("vkAllocateDescriptorSets"))
+    }
+
     /// Destroys the objects, in reverse order of creation.
     ///
     /// # Safety
@@ -281,23 +310,9 @@ impl Kernel {
                 wgpu_hal::BufferBinding::new_unchecked(r.buffer.hal(), r.offset, NonZeroU64::new(r.size))
             })
             .collect();
-        let entries: Vec<_> = (0..ranges.len() as u32)
-            .map(|i| wgpu_hal::BindGroupEntry { binding: i, resource_index: i, count: 1 })
-            .collect();
-        let desc = wgpu_hal::BindGroupDescriptor {
-            label: Some(&k.name),
-            layout: k.objects.bgl.as_ref().expect("alive"),
-            buffers: &bindings,
-            samplers: &[],
-            textures: &[],
-            entries: &entries,
-            acceleration_structures: &[],
-            external_textures: &[],
-        };
         // SAFETY: the ranges are inside live buffers of this device and within the device's
         // binding limits (checked above); the bind group keeps the buffers and the kernel alive.
-        let hal = unsafe { k.device.shared.hal.create_bind_group(&desc) }
-            .map_err(map_hal_device("vkAllocateDescriptorSets"))?;
+        let hal = unsafe { k.objects.bind(&k.device.shared.hal, &k.name, &bindings)? };
         crate::live::inc(&crate::live::BIND_GROUPS);
         Ok(BindGroup(Arc::new(BindGroupInner {
             hal: Some(hal),
