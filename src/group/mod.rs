@@ -222,6 +222,7 @@ impl DeviceGroup {
         shared_queue: &[bool],
     ) -> Result<Self> {
         let timeout_ms = config::timeout_ms_from_env()?;
+        let max_in_flight = config::max_in_flight_from_env()?;
         let id = GroupId(NEXT_GROUP.fetch_add(1, Ordering::Relaxed));
         let mut members = Vec::new();
         for (dev_no, &(adapter, queues)) in devices.iter().enumerate() {
@@ -241,7 +242,8 @@ impl DeviceGroup {
                 } else {
                     format!("member {index}: {} (VkDevice {dev_no}, queue {q})", info.name)
                 };
-                let rec = Recorder::new(&device, q).map_err(|e| Error::native(&label, e))?;
+                let rec = Recorder::with_max_pending(&device, q, max_in_flight)
+                    .map_err(|e| Error::native(&label, e))?;
                 members.push(Member {
                     shared: Arc::new(MemberShared {
                         index,

@@ -30,7 +30,7 @@ mod semaphore;
 mod validation;
 
 pub use buffer::{Buffer, BufferId, BufferUsage, StagingBuffer};
-pub use command::{Access, Recorder, SubmitInfo};
+pub use command::{Access, Recorder, SubmitInfo, DEFAULT_MAX_PENDING};
 pub use device::{Device, DeviceId};
 pub use embed::{request_wgpu_device, EmbeddedMember, EmbeddedSlots, EmbeddedTimeline, ReduceParams};
 pub use error::{NativeError, Result};
