@@ -9,6 +9,8 @@
 //! | `CROSSGPU_ALLREDUCE` | `auto`, `bridge`, `sync_fd` or `generic` | `auto` |
 //! | `CROSSGPU_ALLREDUCE_SPIN_US` | how long the host bridge spins before blocking, µs | 200 |
 //! | `CROSSGPU_F16_WIRE_BYTES` | payload size from which the wire is f16 | 1048576 |
+//! | `CROSSGPU_PHASE_B_STAGE_BYTES` | wire bytes per member from which phase B copies the peers' slots into device memory before summing | 1048576 |
+//! | `CROSSGPU_MAX_IN_FLIGHT` | submits a member's stream keeps in flight before the host waits for the oldest (each holds a command pool) | 128 |
 
 use crate::error::{Error, Result};
 
@@ -42,6 +44,11 @@ pub(crate) fn validation_from_env() -> Result<bool> {
             why: "expected 0 or 1".into(),
         }),
     }
+}
+
+/// `CROSSGPU_MAX_IN_FLIGHT`: 1 to 65536 submits per stream.
+pub(crate) fn max_in_flight_from_env() -> Result<usize> {
+    Ok(u64_var("CROSSGPU_MAX_IN_FLIGHT", vk_native::DEFAULT_MAX_PENDING as u64, 1, 65_536)? as usize)
 }
 
 /// `CROSSGPU_TIMEOUT_MS`: 1 ms to one day.

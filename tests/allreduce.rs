@@ -310,3 +310,32 @@ fn members_sharing_one_queue_reduce_correctly() {
     }
     common::assert_no_validation_errors();
 }
+
+#[test]
+fn staged_phase_b_agrees_bitwise_with_direct_reads() {
+    // `stage_bytes`: from that wire size on, phase B copies the peers' slots into device memory
+    // and sums from there. The sums must be the same bits as reading host memory directly, in
+    // both slot halves, on both wires, as the slots (and the stage) grow, and when rounds below
+    // and above the threshold alternate. Sizes ascend, so the slots grow along the way.
+    let mut rng = common::rng(12);
+    for members in [2, 3, 4] {
+        let group = common::logical(members);
+        let bridge = options(ModeRequest::Forced(Mode::HostBridge));
+        let mut direct = Comm::with_options(&group, bridge.clone()).unwrap();
+        let mut staged = Comm::with_options(&group, CommOptions { stage_bytes: 4096, ..bridge }).unwrap();
+        for (k, n) in [1, 1023, 1024, 1025, 5000, 3, 70_001, 262_147, 2, 300_001].into_iter().enumerate() {
+            let parts: Vec<Vec<f32>> = (0..members).map(|_| common::random(&mut rng, n)).collect();
+            let precision = if k % 2 == 0 { Precision::F32 } else { Precision::F16 };
+            let opts = AllReduceOptions { precision, ..Default::default() };
+            let f16 = precision == Precision::F16;
+            let a = check_round(&group, &mut direct, &parts, &opts, f16);
+            let b = check_round(&group, &mut staged, &parts, &opts, f16);
+            assert!(
+                a.iter().map(|v| v.to_bits()).eq(b.iter().map(|v| v.to_bits())),
+                "{members} members, n = {n}, {precision:?}: staged phase B differs from direct reads"
+            );
+        }
+        assert_eq!(staged.mode(), Mode::HostBridge);
+    }
+    common::assert_no_validation_errors();
+}

@@ -124,6 +124,8 @@ fn child(name: &str, env: &[(&str, &str)]) -> (bool, String) {
         "CROSSGPU_ALLREDUCE",
         "CROSSGPU_ALLREDUCE_SPIN_US",
         "CROSSGPU_F16_WIRE_BYTES",
+        "CROSSGPU_MAX_IN_FLIGHT",
+        "CROSSGPU_PHASE_B_STAGE_BYTES",
     ] {
         cmd.env_remove(v);
     }
@@ -473,7 +475,8 @@ fn bad_mode_and_device_specs_are_clear_errors() {
 }
 
 /// Every bad value of the all-reduce's variables is refused by `CommOptions::from_env` (so by
-/// `Comm::new`), and a bad `CROSSGPU_TIMEOUT_MS` or `CROSSGPU_DEVICES` by `DeviceGroup::from_env`,
+/// `Comm::new`), and a bad `CROSSGPU_TIMEOUT_MS`, `CROSSGPU_DEVICES` or `CROSSGPU_MAX_IN_FLIGHT`
+/// by `DeviceGroup::from_env`,
 /// each with an error naming the variable. Each case runs in a child process with the variable
 /// set.
 #[test]
@@ -493,6 +496,11 @@ fn bad_environment_values_are_errors_at_creation() {
         ("CROSSGPU_F16_WIRE_BYTES", "-1", "non-negative integer"),
         ("CROSSGPU_DEVICES", "0,,0", "empty item"),
         ("CROSSGPU_DEVICES", "0x0", "1 to 64"),
+        ("CROSSGPU_PHASE_B_STAGE_BYTES", "-1", "non-negative integer"),
+        ("CROSSGPU_PHASE_B_STAGE_BYTES", "1MiB", "non-negative integer"),
+        ("CROSSGPU_MAX_IN_FLIGHT", "0", "between 1 and 65536"),
+        ("CROSSGPU_MAX_IN_FLIGHT", "65537", "between 1 and 65536"),
+        ("CROSSGPU_MAX_IN_FLIGHT", "many", "non-negative integer"),
     ];
     for &(var, value, why) in bad {
         let (ok, out) = child("child_print_config_from_env", &[(var, value)]);
@@ -506,7 +514,9 @@ fn bad_environment_values_are_errors_at_creation() {
             .iter()
             .find(|l| l.starts_with("group: "))
             .unwrap_or_else(|| panic!("{var}={value}: no group line:\n{out}"));
-        let expected_where = if var == "CROSSGPU_DEVICES" { group_line } else { comm_line };
+        // The group reads CROSSGPU_DEVICES and CROSSGPU_MAX_IN_FLIGHT; the Comm the others.
+        let group_var = matches!(var, "CROSSGPU_DEVICES" | "CROSSGPU_MAX_IN_FLIGHT");
+        let expected_where = if group_var { group_line } else { comm_line };
         let wanted = format!("Err(bad value '{value}' for {var}: ");
         assert!(
             expected_where.contains(&wanted) && expected_where.contains(why),
@@ -515,7 +525,7 @@ fn bad_environment_values_are_errors_at_creation() {
         if var == "CROSSGPU_TIMEOUT_MS" {
             // Both read it: the group (member waits) and the Comm (bridge waits).
             assert!(group_line.contains(&wanted), "{var}={value}: group: {group_line}");
-        } else if var != "CROSSGPU_DEVICES" {
+        } else if !group_var {
             // The group opened; `Comm::new` on it refuses the value.
             let new_line = lines
                 .iter()
