@@ -1,6 +1,6 @@
 //! The baseline: what a wgpu user writes today to sum a tensor across devices — read each
 //! partial back with `map_async`, sum on the CPU, write the sum back with `write_buffer` — one
-//! wgpu device per member on the given adapter (wgpu opens a VkDevice per device).
+//! wgpu device per member on the given adapters, round-robin (wgpu opens a VkDevice per device).
 
 use std::time::Instant;
 
@@ -19,25 +19,38 @@ fn wgpu_err(e: impl std::fmt::Display) -> Error {
     Error::Unsupported(format!("wgpu baseline: {e}"))
 }
 
-/// Measures the baseline for `members` wgpu devices on the first Vulkan adapter whose name
-/// contains `adapter` (case-insensitive), `bytes` of f32 per member.
-pub fn measure(adapter: &str, members: usize, bytes: u64) -> Result<AllReducePoint> {
+/// Measures the baseline for `members` wgpu devices, `bytes` of f32 per member. `adapters` is
+/// a comma-separated list of Vulkan adapters, each an index (in enumeration order, as
+/// `crossgpu devices` lists them) or a name fragment (case-insensitive); members take them
+/// round-robin, so `nvidia` puts every member on one GPU and `0,1` spreads them over two.
+pub fn measure(adapters: &str, members: usize, bytes: u64) -> Result<AllReducePoint> {
     let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
     desc.backends = wgpu::Backends::VULKAN;
     let instance = wgpu::Instance::new(desc);
-    let adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::VULKAN));
-    let want = adapter.to_lowercase();
-    let chosen = adapters
-        .into_iter()
-        .find(|a| a.get_info().name.to_lowercase().contains(&want))
-        .ok_or_else(|| wgpu_err(format!("no Vulkan adapter matches '{adapter}'")))?;
-    let limits = chosen.limits();
+    let all = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::VULKAN));
+    let items: Vec<&str> = adapters.split(',').map(str::trim).filter(|a| !a.is_empty()).collect();
+    if items.is_empty() {
+        return Err(wgpu_err(format!("no adapter named in '{adapters}'")));
+    }
+    let pick = |item: &str| -> Result<wgpu::Adapter> {
+        let found = match item.parse::<usize>() {
+            Ok(i) => all.get(i),
+            Err(_) => {
+                let want = item.to_lowercase();
+                all.iter().find(|a| a.get_info().name.to_lowercase().contains(&want))
+            }
+        };
+        found.cloned().ok_or_else(|| wgpu_err(format!("no Vulkan adapter matches '{item}'")))
+    };
+    let chosen: Vec<wgpu::Adapter> =
+        (0..members).map(|i| pick(items[i % items.len()])).collect::<Result<_>>()?;
     let n = (bytes / 4) as usize;
     let ms = (0..members)
         .map(|i| {
-            let (device, queue) = pollster::block_on(chosen.request_device(&wgpu::DeviceDescriptor {
+            let adapter = &chosen[i];
+            let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
                 label: Some("baseline"),
-                required_limits: limits.clone(),
+                required_limits: adapter.limits(),
                 ..Default::default()
             }))
             .map_err(wgpu_err)?;
@@ -107,7 +120,7 @@ pub fn measure(adapter: &str, members: usize, bytes: u64) -> Result<AllReducePoi
     }
     let s = summarize(&samples);
     Ok(AllReducePoint {
-        layout: format!("{members} wgpu devices on {adapter}"),
+        layout: format!("{members} wgpu devices on {adapters}"),
         members,
         mode: "wgpu baseline".into(),
         bytes,

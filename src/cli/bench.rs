@@ -80,6 +80,17 @@ pub struct Common {
     /// Skip the wgpu baseline.
     #[arg(long)]
     pub no_baseline: bool,
+    /// Modes measured on `--layouts` (comma-separated: bridge, sync_fd, generic).
+    #[arg(long, default_value = "bridge,sync_fd,generic")]
+    pub modes: String,
+    /// Wire precision of the all-reduce: `auto` (f16 from CROSSGPU_F16_WIRE_BYTES up), `f32`
+    /// (the same bytes as NCCL's f32 all-reduce) or `f16`.
+    #[arg(long, default_value = "auto", value_parser = ["auto", "f32", "f16"])]
+    pub wire: String,
+    /// Adapters the wgpu baseline's members take round-robin, e.g. `0,1` for two physical
+    /// GPUs (default: `--adapter` for every member).
+    #[arg(long)]
+    pub baseline_adapters: Option<String>,
 }
 
 #[derive(Serialize, Default)]
@@ -171,8 +182,9 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
         let all_modes = vec![bridge, ModeRequest::Forced(Mode::SyncFd), ModeRequest::Forced(Mode::Generic)];
         let mut layouts: Vec<(String, Vec<ModeRequest>)> = Vec::new();
         if let Some(list) = &c.layouts {
+            let modes = c.modes.split(',').map(ModeRequest::parse).collect::<Result<Vec<_>>>()?;
             for l in list.split(';').map(str::trim).filter(|l| !l.is_empty()) {
-                layouts.push((l.to_string(), all_modes.clone()));
+                layouts.push((l.to_string(), modes.clone()));
             }
         } else {
             for &n in &c.members {
@@ -213,7 +225,12 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
                         r.skipped.push(format!("{layout} {mode:?} {bytes} B: past a member's maxStorageBufferRange ({max_member_bytes} B)"));
                         continue;
                     }
-                    match allreduce::measure(&g, layout, *mode, Precision::Auto, bytes, spin) {
+                    let precision = match c.wire.as_str() {
+                        "f32" => Precision::F32,
+                        "f16" => Precision::F16,
+                        _ => Precision::Auto,
+                    };
+                    match allreduce::measure(&g, layout, *mode, precision, bytes, spin) {
                         Ok(p) => r.allreduce.push(p),
                         Err(e) => {
                             r.skipped.push(format!("{layout} {mode:?} {bytes} B: {e}"));
@@ -230,7 +247,7 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
             for &bytes in &sizes {
                 pb.inc(1);
                 pb.set_message(format!("wgpu baseline x{n} {bytes} B"));
-                match baseline::measure(a, n, bytes) {
+                match baseline::measure(c.baseline_adapters.as_deref().unwrap_or(a), n, bytes) {
                     Ok(p) => r.allreduce.push(p),
                     Err(e) => r.skipped.push(format!("wgpu baseline x{n} {bytes} B: {e}")),
                 }

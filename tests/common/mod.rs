@@ -61,7 +61,16 @@ pub fn group(spec: &str) -> DeviceGroup {
 /// `CROSSGPU_TEST_STANDINS=shared`, `n` members sharing one queue of one VkDevice. The
 /// adapter is `CROSSGPU_TEST_ADAPTER` (an index or a name, default 0), so the same tests run on
 /// the GPU machine's NVIDIA adapter.
+///
+/// `CROSSGPU_TEST_ADAPTERS` (a comma-separated list such as `0,1`) instead spreads the `n`
+/// members round-robin over those adapters, one VkDevice each: separate physical GPUs on a
+/// multi-GPU machine (`0,1` with `n = 3` gives `0,1,0`).
 pub fn logical(n: usize) -> DeviceGroup {
+    if let Ok(list) = std::env::var("CROSSGPU_TEST_ADAPTERS") {
+        let adapters: Vec<&str> = list.split(',').map(str::trim).filter(|a| !a.is_empty()).collect();
+        assert!(!adapters.is_empty(), "CROSSGPU_TEST_ADAPTERS={list:?} names no adapter");
+        return group(&(0..n).map(|i| adapters[i % adapters.len()]).collect::<Vec<_>>().join(","));
+    }
     let adapter = std::env::var("CROSSGPU_TEST_ADAPTER").unwrap_or_else(|_| "0".into());
     match std::env::var("CROSSGPU_TEST_STANDINS").as_deref() {
         Ok("1") => group(&format!("{adapter}*{n}")),
