@@ -8,8 +8,9 @@
 //! Picks the first adapter of each distinct (vendor, driver) pair (on a machine with a single
 //! one, two members on it, and says so), prints the all-reduce mode the `Comm` got and why,
 //! checks all-reduces at several sizes against an f64 reference and bitwise across members
-//! (f32 wire), and decodes with the small tensor-parallel decoder, comparing its tokens with a
-//! one-member run. Prints OK.
+//! (f32 wire), and decodes with the small tensor-parallel decoder split by measured speed
+//! (`SplitSpec::Auto`, or `CROSSGPU_SPLIT` when set), printing the split it chose and comparing
+//! its tokens with a one-member run. Prints OK.
 
 use crossgpu::tp::{Decoder, DecoderConfig, SplitSpec};
 use crossgpu::{AllReduceOptions, Comm, DeviceGroup, Instance, Precision};
@@ -103,7 +104,20 @@ fn run() -> crossgpu::Result<()> {
     drop(comm);
 
     let steps = 16;
-    let mut decoder = Decoder::new(&group, DecoderConfig::small(), &SplitSpec::Even)?;
+    // Mixed hardware: split by measured speed unless CROSSGPU_SPLIT says otherwise.
+    let split = match std::env::var("CROSSGPU_SPLIT") {
+        Ok(_) => SplitSpec::from_env()?,
+        Err(_) => SplitSpec::Auto,
+    };
+    let mut decoder = Decoder::new(&group, DecoderConfig::small(), &split)?;
+    let w: Vec<String> = decoder.plan.weights.iter().map(|v| format!("{v:.3}")).collect();
+    println!(
+        "split {split:?}: weights {} -> KV heads {:?}, FFN {:?}, vocab {:?}",
+        w.join(":"),
+        decoder.plan.kv_heads,
+        decoder.plan.ffn,
+        decoder.plan.vocab
+    );
     let tokens = decoder.generate(1, steps, |_| {})?;
     drop(decoder);
     let single = DeviceGroup::open_resolved(&instance, &devices[..1])?;
