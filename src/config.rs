@@ -9,7 +9,7 @@
 //! | `CROSSGPU_ALLREDUCE` | `auto`, `bridge`, `sync_fd` or `generic` | `auto` |
 //! | `CROSSGPU_ALLREDUCE_SPIN_US` | how long the host bridge spins before blocking, µs | 200 |
 //! | `CROSSGPU_F16_WIRE_BYTES` | payload size from which the wire is f16 | 1048576 |
-//! | `CROSSGPU_PHASE_B_STAGE_BYTES` | wire bytes per member from which phase B copies the peers' slots into device memory before summing | 1048576 |
+//! | `CROSSGPU_PHASE_A_KERNEL_BYTES` | wire bytes per member up to which phase A writes the host slot from a kernel instead of the copy engine | 65536 |
 //! | `CROSSGPU_MAX_IN_FLIGHT` | submits a member's stream keeps in flight before the host waits for the oldest (each holds a command pool) | 128 |
 
 use crate::error::{Error, Result};

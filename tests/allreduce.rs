@@ -312,30 +312,41 @@ fn members_sharing_one_queue_reduce_correctly() {
 }
 
 #[test]
-fn staged_phase_b_agrees_bitwise_with_direct_reads() {
-    // `stage_bytes`: from that wire size on, phase B copies the peers' slots into device memory
-    // and sums from there. The sums must be the same bits as reading host memory directly, in
-    // both slot halves, on both wires, as the slots (and the stage) grow, and when rounds below
-    // and above the threshold alternate. Sizes ascend, so the slots grow along the way.
+fn kernel_phase_a_agrees_bitwise_with_the_copy_engine() {
+    // `phase_a_kernel_bytes`: up to that wire size, phase A stores into the host slot from a
+    // kernel (copy or f16 conversion) instead of the copy engine. Every threshold must give the
+    // same bits, in both slot halves, on both wires, as the slots grow, with rounds below and
+    // above the threshold alternating (sizes ascend, with small ones between).
     let mut rng = common::rng(12);
     for members in [2, 3, 4] {
         let group = common::logical(members);
         let bridge = options(ModeRequest::Forced(Mode::HostBridge));
-        let mut direct = Comm::with_options(&group, bridge.clone()).unwrap();
-        let mut staged = Comm::with_options(&group, CommOptions { stage_bytes: 4096, ..bridge }).unwrap();
+        let mut comms: Vec<(&str, Comm)> = [
+            ("copy engine always", CommOptions { phase_a_kernel_bytes: 0, ..bridge.clone() }),
+            ("kernel up to 4 KiB", CommOptions { phase_a_kernel_bytes: 4096, ..bridge.clone() }),
+            ("kernel always", CommOptions { phase_a_kernel_bytes: u64::MAX, ..bridge }),
+        ]
+        .into_iter()
+        .map(|(name, o)| (name, Comm::with_options(&group, o).unwrap()))
+        .collect();
         for (k, n) in [1, 1023, 1024, 1025, 5000, 3, 70_001, 262_147, 2, 300_001].into_iter().enumerate() {
             let parts: Vec<Vec<f32>> = (0..members).map(|_| common::random(&mut rng, n)).collect();
             let precision = if k % 2 == 0 { Precision::F32 } else { Precision::F16 };
             let opts = AllReduceOptions { precision, ..Default::default() };
             let f16 = precision == Precision::F16;
-            let a = check_round(&group, &mut direct, &parts, &opts, f16);
-            let b = check_round(&group, &mut staged, &parts, &opts, f16);
-            assert!(
-                a.iter().map(|v| v.to_bits()).eq(b.iter().map(|v| v.to_bits())),
-                "{members} members, n = {n}, {precision:?}: staged phase B differs from direct reads"
-            );
+            let results: Vec<(&str, Vec<f32>)> = comms
+                .iter_mut()
+                .map(|(name, c)| (*name, check_round(&group, c, &parts, &opts, f16)))
+                .collect();
+            for (name, r) in &results[1..] {
+                assert!(
+                    r.iter().map(|v| v.to_bits()).eq(results[0].1.iter().map(|v| v.to_bits())),
+                    "{members} members, n = {n}, {precision:?}: '{name}' differs from '{}'",
+                    results[0].0
+                );
+            }
         }
-        assert_eq!(staged.mode(), Mode::HostBridge);
+        assert!(comms.iter().all(|(_, c)| c.mode() == Mode::HostBridge));
     }
     common::assert_no_validation_errors();
 }

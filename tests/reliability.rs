@@ -125,7 +125,7 @@ fn child(name: &str, env: &[(&str, &str)]) -> (bool, String) {
         "CROSSGPU_ALLREDUCE_SPIN_US",
         "CROSSGPU_F16_WIRE_BYTES",
         "CROSSGPU_MAX_IN_FLIGHT",
-        "CROSSGPU_PHASE_B_STAGE_BYTES",
+        "CROSSGPU_PHASE_A_KERNEL_BYTES",
     ] {
         cmd.env_remove(v);
     }
@@ -496,8 +496,8 @@ fn bad_environment_values_are_errors_at_creation() {
         ("CROSSGPU_F16_WIRE_BYTES", "-1", "non-negative integer"),
         ("CROSSGPU_DEVICES", "0,,0", "empty item"),
         ("CROSSGPU_DEVICES", "0x0", "1 to 64"),
-        ("CROSSGPU_PHASE_B_STAGE_BYTES", "-1", "non-negative integer"),
-        ("CROSSGPU_PHASE_B_STAGE_BYTES", "1MiB", "non-negative integer"),
+        ("CROSSGPU_PHASE_A_KERNEL_BYTES", "-1", "non-negative integer"),
+        ("CROSSGPU_PHASE_A_KERNEL_BYTES", "1MiB", "non-negative integer"),
         ("CROSSGPU_MAX_IN_FLIGHT", "0", "between 1 and 65536"),
         ("CROSSGPU_MAX_IN_FLIGHT", "65537", "between 1 and 65536"),
         ("CROSSGPU_MAX_IN_FLIGHT", "many", "non-negative integer"),

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 use vk_native::{
-    Access, Buffer, BufferUsage, GpuBuffer, HostAllocation, ImportedBuffer, Recorder, SubmitInfo,
+    Access, BindRange, Buffer, BufferUsage, GpuBuffer, HostAllocation, ImportedBuffer, Recorder, SubmitInfo,
     TimelineSemaphore,
 };
 
@@ -25,6 +25,19 @@ pub struct Limits {
     pub device_to_host_gbps: Summary,
     /// Imported host memory → device memory, GB/s.
     pub host_to_device_gbps: Summary,
+    /// Both directions at once: in each step one vkCmdCopyBuffer device → host and one host →
+    /// device (half the buffer each), with no barrier between the two; bytes of both per second,
+    /// GB/s. Near the sum of the two one-way rates means the link's directions overlap.
+    pub duplex_copy_gbps: Summary,
+    /// Imported host memory → device memory read by the WGSL `copy_vec4` kernel (what phase B
+    /// does when it reads the peers' slots straight from host memory), GB/s.
+    pub host_read_kernel_gbps: Summary,
+    /// Device memory → imported host memory written by the `copy_vec4` kernel, GB/s.
+    pub host_write_kernel_gbps: Summary,
+    /// Both directions at once through kernels: one `copy_vec4` dispatch reading half the
+    /// imported buffer into device memory and one writing the other half from device memory,
+    /// no barrier between them; bytes of both per second, GB/s.
+    pub duplex_kernel_gbps: Summary,
     /// Device-local copy with the WGSL `copy_vec4` kernel, bytes read + written per second, GB/s.
     pub device_copy_kernel_gbps: Summary,
     /// Device-local copy with vkCmdCopyBuffer, read + written, GB/s.
@@ -81,23 +94,67 @@ pub fn measure(m: &Member, bytes: u64, reps: usize) -> Result<Limits> {
     let device_to_host_gbps = bandwidth(&a, &imported, 1.0)?;
     let host_to_device_gbps = bandwidth(&imported, &a, 1.0)?;
     let device_copy_command_gbps = bandwidth(&a, &b, 2.0)?;
-
-    let words = (bytes / 16).min(dev.info().caps.max_storage_buffer_range / 16) as u32;
-    let kernel = m.shared.kernels.get("copy_vec4").map_err(&e)?;
-    let group = kernel.bind(&[&a, &b]).map_err(&e)?;
-    let groups = [(words as usize).div_ceil(256).clamp(1, 65_535) as u32, 1, 1];
+    let half = bytes / 2;
     let mut samples = Vec::new();
     for rep in 0..reps + 1 {
         for _ in 0..COPIES {
-            rec.dispatch(&group, &[words, 0, 0, 0], groups).map_err(&e)?;
+            rec.copy(&a, 0, &imported, 0, half).map_err(&e)?;
+            rec.copy(&imported, half, &b, 0, half).map_err(&e)?;
+            rec.barrier(Access::TRANSFER_WRITE, Access::TRANSFER_WRITE | Access::TRANSFER_READ)
+                .map_err(&e)?;
+        }
+        let s = timed(&mut rec, timeout).map_err(&e)?;
+        if rep > 0 {
+            samples.push((COPIES as u64 * 2 * half) as f64 / s / 1e9);
+        }
+    }
+    let duplex_copy_gbps = summarize(&samples);
+
+    let words = (bytes / 16).min(dev.info().caps.max_storage_buffer_range / 16) as u32;
+    let kernel = m.shared.kernels.get("copy_vec4").map_err(&e)?;
+    let groups = [(words as usize).div_ceil(256).clamp(1, 65_535) as u32, 1, 1];
+    // `factor`: 2 when both sides are device memory (read + written), 1 across the bus.
+    let mut kernel_bandwidth = |src: &dyn GpuBuffer, dst: &dyn GpuBuffer, factor: f64| -> Result<Summary> {
+        let group = kernel.bind(&[src, dst]).map_err(&e)?;
+        let mut samples = Vec::new();
+        for rep in 0..reps + 1 {
+            for _ in 0..COPIES {
+                rec.dispatch(&group, &[words, 0, 0, 0], groups).map_err(&e)?;
+                rec.barrier(Access::COMPUTE_WRITE, Access::COMPUTE_WRITE | Access::COMPUTE_READ)
+                    .map_err(&e)?;
+            }
+            let s = timed(&mut rec, timeout).map_err(&e)?;
+            if rep > 0 {
+                samples.push(factor * (COPIES as u64 * words as u64 * 16) as f64 / s / 1e9);
+            }
+        }
+        Ok(summarize(&samples))
+    };
+    let device_copy_kernel_gbps = kernel_bandwidth(&a, &b, 2.0)?;
+    let host_read_kernel_gbps = kernel_bandwidth(&imported, &b, 1.0)?;
+    let host_write_kernel_gbps = kernel_bandwidth(&a, &imported, 1.0)?;
+    let half_words = ((half / 16).min(dev.info().caps.max_storage_buffer_range / 16)) as u32;
+    fn range(buffer: &dyn GpuBuffer, offset: u64, words: u32) -> BindRange<'_> {
+        BindRange { buffer, offset, size: words as u64 * 16 }
+    }
+    let read_host =
+        kernel.bind_ranges(&[range(&imported, half, half_words), range(&b, 0, half_words)]).map_err(&e)?;
+    let write_host =
+        kernel.bind_ranges(&[range(&a, 0, half_words), range(&imported, 0, half_words)]).map_err(&e)?;
+    let half_groups = [(half_words as usize).div_ceil(256).clamp(1, 65_535) as u32, 1, 1];
+    let mut samples = Vec::new();
+    for rep in 0..reps + 1 {
+        for _ in 0..COPIES {
+            rec.dispatch(&read_host, &[half_words, 0, 0, 0], half_groups).map_err(&e)?;
+            rec.dispatch(&write_host, &[half_words, 0, 0, 0], half_groups).map_err(&e)?;
             rec.barrier(Access::COMPUTE_WRITE, Access::COMPUTE_WRITE | Access::COMPUTE_READ).map_err(&e)?;
         }
         let s = timed(&mut rec, timeout).map_err(&e)?;
         if rep > 0 {
-            samples.push(2.0 * (COPIES as u64 * words as u64 * 16) as f64 / s / 1e9);
+            samples.push((COPIES as u64 * 2 * half_words as u64 * 16) as f64 / s / 1e9);
         }
     }
-    let device_copy_kernel_gbps = summarize(&samples);
+    let duplex_kernel_gbps = summarize(&samples);
 
     // Host-signalled timeline round trip: the GPU's wait is submitted first, then the host
     // signals and spins until the GPU's signal arrives.
@@ -138,6 +195,10 @@ pub fn measure(m: &Member, bytes: u64, reps: usize) -> Result<Limits> {
         device: m.label().to_string(),
         bytes,
         device_to_host_gbps,
+        duplex_copy_gbps,
+        host_read_kernel_gbps,
+        host_write_kernel_gbps,
+        duplex_kernel_gbps,
         host_to_device_gbps,
         device_copy_kernel_gbps,
         device_copy_command_gbps,

@@ -134,13 +134,12 @@ pub struct CommOptions {
     pub f16_threshold_bytes: u64,
     /// Bound on every wait (`CROSSGPU_TIMEOUT_MS`).
     pub timeout: Duration,
-    /// Wire bytes per member from which phase B first copies the peers' slots into device
-    /// memory with the copy engine and sums from there, instead of reading host memory from
-    /// the shader (`CROSSGPU_PHASE_B_STAGE_BYTES`, default 1 MiB; a value past the largest
-    /// payload turns it off). The stage is device memory the size of one slot half (members ×
-    /// slot capacity) per member, made at the first staged round. On two H200s it made a
-    /// 256 MiB f32 all-reduce 1.5× faster (docs/BENCHMARKS.md).
-    pub stage_bytes: u64,
+    /// Wire bytes per member up to which phase A writes the host slot with a kernel (a copy or
+    /// the f16 conversion storing straight into host memory) instead of the copy engine
+    /// (`CROSSGPU_PHASE_A_KERNEL_BYTES`, default 64 KiB). Meant for small rounds, where launch
+    /// latency matters more than bandwidth: on two H200s it took a 32 KiB round from 34 to
+    /// 30 µs and the 27B decode from 48.2–49.2 to 50.2–50.3 tokens/s.
+    pub phase_a_kernel_bytes: u64,
 }
 
 impl CommOptions {
@@ -156,7 +155,7 @@ impl CommOptions {
             spin: Duration::from_micros(config::u64_var("CROSSGPU_ALLREDUCE_SPIN_US", 200, 0, 1_000_000)?),
             f16_threshold_bytes: config::u64_var("CROSSGPU_F16_WIRE_BYTES", 1 << 20, 0, u64::MAX / 2)?,
             timeout: Duration::from_millis(config::timeout_ms_from_env()?),
-            stage_bytes: config::u64_var("CROSSGPU_PHASE_B_STAGE_BYTES", 1 << 20, 0, u64::MAX)?,
+            phase_a_kernel_bytes: config::u64_var("CROSSGPU_PHASE_A_KERNEL_BYTES", 65536, 0, u64::MAX)?,
         })
     }
 }
@@ -185,9 +184,6 @@ struct Fast {
     /// to the host slot (shader stores to host memory ran at half the copy engine's rate on the
     /// H200). Made at first use, replaced when the slots grow.
     scratch: Vec<Option<Buffer>>,
-    /// Per member, device memory laid out like one slot half, into which a staged phase B
-    /// copies the peers' regions (see [`CommOptions::stage_bytes`]). Made at first use.
-    stage: Vec<Option<Buffer>>,
     done: Vec<TimelineSemaphore>,
     go: Vec<TimelineSemaphore>,
     bridge: Option<HostBridge>,
@@ -202,7 +198,7 @@ impl Fast {
                 m.shared.forget_buffer(b.id());
             }
         }
-        for (m, b) in members.iter().zip(self.scratch.iter_mut().chain(self.stage.iter_mut())) {
+        for (m, b) in members.iter().zip(self.scratch.iter_mut()) {
             if let Some(b) = b.take() {
                 m.shared.forget_buffer(b.id());
             }
@@ -367,8 +363,7 @@ impl Comm {
             Mode::Generic => (None, None),
         };
         let scratch = vec![None; self.members.len()];
-        let stage = vec![None; self.members.len()];
-        self.fast = Some(Fast { slots: Some(slots), scratch, stage, done, go, bridge, exchange });
+        self.fast = Some(Fast { slots: Some(slots), scratch, done, go, bridge, exchange });
         Ok(())
     }
 
@@ -665,7 +660,19 @@ impl Comm {
             let t = t.borrow();
             let sh = &m.shared;
             let slot = &slots.imports[i];
-            if f16_wire {
+            let by_kernel = words * 4 <= self.opts.phase_a_kernel_bytes;
+            if by_kernel {
+                // A kernel stores straight into this member's region of the half.
+                let region =
+                    BindRange { buffer: slot, offset: slots.region_bytes(i, half), size: slots.stride * 4 };
+                let entry = if f16_wire { "f32_to_f16" } else { "copy_u32" };
+                let g = sh.bind_ranges(entry, &[BindRange::whole(&t.buffer), region])?;
+                let mut s = sh.stream();
+                s.access(&[t.id()], &[slot.id()]).map_err(|e| sh.err(e))?;
+                s.rec
+                    .dispatch(&g, &[n as u32, c0 as u32, 0, 0], elementwise_groups(words as usize))
+                    .map_err(|e| sh.err(e))?;
+            } else if f16_wire {
                 // Convert into device memory, then let the copy engine write the host slot.
                 let need = slots.capacity * 4;
                 if fast.scratch[i].as_ref().is_none_or(|b| b.size() < need) {
@@ -720,43 +727,21 @@ impl Comm {
             let sh = &m.shared;
             let slot = &slots.imports[i];
             let entry = if f16_wire { "reduce_slots_f16" } else { "reduce_slots_f32" };
-            let staged = nm > 1 && words * 4 >= self.opts.stage_bytes;
-            let half_bytes = nm as u64 * slots.stride * 4;
-            if staged && fast.stage[i].as_ref().is_none_or(|b| b.size() < half_bytes) {
-                if let Some(old) = fast.stage[i].take() {
-                    sh.forget_buffer(old.id());
-                }
-                let usage = BufferUsage { copy_src: false, copy_dst: true };
-                let b = Buffer::new(&sh.device, half_bytes, usage, "crossgpu phase B stage")
-                    .map_err(|e| sh.err(e))?;
-                fast.stage[i] = Some(b);
-            }
-            let stage = fast.stage[i].as_ref().filter(|_| staged);
-            let g = match stage {
-                Some(st) => sh.bind_ranges(entry, &[BindRange::whole(st), BindRange::whole(&t.buffer)])?,
-                None => sh.bind_ranges(entry, &[slots.half(i, half), BindRange::whole(&t.buffer)])?,
-            };
+            // The kernel reads the peers' slots straight from host memory with 16-byte loads.
+            // (Copying them into device memory with the copy engine first was measured too: it
+            // was slower once the kernel read vec4s and skipped its own slot; docs/BENCHMARKS.md.)
+            let g = sh.bind_ranges(entry, &[slots.half(i, half), BindRange::whole(&t.buffer)])?;
             let mut s = sh.stream();
             match fast.exchange.as_mut() {
                 Some(x) => x.phase_b_waits(i, &mut s),
                 None => s.wait_next_submit(&fast.go[i], round),
             }
             s.barrier_from_host().map_err(|e| sh.err(e))?;
-            if let Some(st) = stage {
-                // The copy engine moves each peer's region into the stage (same layout as the
-                // half), then the kernel sums from device memory.
-                s.access(&[slot.id()], &[st.id()]).map_err(|e| sh.err(e))?;
-                for j in (0..nm).filter(|&j| j != i) {
-                    s.rec
-                        .copy(slot, slots.region_bytes(j, half), st, j as u64 * slots.stride * 4, words * 4)
-                        .map_err(|e| sh.err(e))?;
-                }
-                s.access(&[st.id(), t.id()], &[t.id()]).map_err(|e| sh.err(e))?;
-            } else {
-                s.access(&[slot.id(), t.id()], &[t.id()]).map_err(|e| sh.err(e))?;
-            }
+            s.access(&[slot.id(), t.id()], &[t.id()]).map_err(|e| sh.err(e))?;
             let imm = [n as u32, nm as u32, slots.stride as u32, 0, c0 as u32, i as u32, 0, 0];
-            s.rec.dispatch(&g, &imm, elementwise_groups(words as usize)).map_err(|e| sh.err(e))?;
+            // reduce_slots reads 4 words per thread and step (vec4 loads).
+            let groups = elementwise_groups((words as usize).div_ceil(4));
+            s.rec.dispatch(&g, &imm, groups).map_err(|e| sh.err(e))?;
             if f16_wire {
                 // Large rounds go out at once, so the GPU starts as soon as it is released.
                 s.submit(&[], &[]).map_err(|e| sh.err(e))?;

@@ -601,6 +601,13 @@ impl EmbeddedMember {
         if params.n == 0 || slot_bytes > slots.size() || dst_bytes > buffer.size() {
             return Err(NativeError::Unsupported("phase B ranges out of range".into()));
         }
+        if !params.stride.is_multiple_of(4) || params.n > params.stride {
+            // The kernel reads slots as vec4: whole vec4s inside each member's slot.
+            return Err(NativeError::Unsupported(format!(
+                "slot stride {} must be a multiple of 4 elements and at least n = {}",
+                params.stride, params.n
+            )));
+        }
         if slot_bytes > self.shared.max_storage_range || dst_bytes > self.shared.max_storage_range {
             return Err(NativeError::Unsupported(format!(
                 "{slot_bytes} bytes of slots exceed maxStorageBufferRange {}",
@@ -626,7 +633,8 @@ impl EmbeddedMember {
             unsafe { self.kernel.objects.bind(&d, "crossgpu reduce", &bindings)? }
         };
         let imm = [params.n, params.members, params.stride, 0, 0, params.self_index, 0, 0];
-        let groups = params.n.div_ceil(256).clamp(1, 65_535);
+        // Four elements per thread and step (the kernel's vec4 loads).
+        let groups = params.n.div_ceil(4 * 256).clamp(1, 65_535);
         let pipeline = self.kernel.objects.pipeline.as_ref().expect("alive");
         let layout = self.kernel.objects.layout.as_ref().expect("alive");
         let bg = &bind_group;

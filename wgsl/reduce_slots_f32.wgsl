@@ -1,0 +1,68 @@
+// reduce_slots_f32: phase B of the all-reduce for the f32 wire. dst[dst_offset + i] = the sum
+// over members j = 0..members-1, in that order, of slots[j * stride + offset + i], read straight
+// from the imported host memory (the binding covers the slots of the round's half) or from a
+// device-memory copy of them. The member's own term is taken from its tensor instead (the same
+// bits it copied into its slot in phase A), and its own slot is not read at all: each member
+// reads N-1 slots, not N, over the bus. Every device runs the same additions in the same order
+// on the same wire values (its own included), so every device ends with bitwise the same sum.
+//
+// Slots are read as vec4 (16-byte loads). That needs `stride` and `offset` to be multiples of 4
+// words and the binding to cover whole vec4s: the last vec4 of a slot may hold up to 3 words
+// past n, read but never used.
+
+struct Params {
+    n: u32,
+    members: u32,
+    stride: u32,
+    offset: u32,
+    dst_offset: u32,
+    self_index: u32,
+    _pad1: u32,
+    _pad2: u32,
+}
+
+@group(0) @binding(0) var<storage, read> slots: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read_write> dst: array<f32>;
+var<immediate> p: Params;
+
+@compute @workgroup_size(256)
+fn reduce_slots_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let quads = (p.n + 3u) / 4u;
+    let step = nwg.x * 256u;
+    for (var q = gid.x; q < quads; q += step) {
+        let e = 4u * q;
+        let base = p.dst_offset + e;
+        let live = min(p.n - e, 4u);
+        var own = vec4<f32>(0.0);
+        if (live == 4u) {
+            own = vec4<f32>(dst[base], dst[base + 1u], dst[base + 2u], dst[base + 3u]);
+        } else {
+            for (var k = 0u; k < live; k++) {
+                own[k] = dst[base + k];
+            }
+        }
+        var acc: vec4<f32>;
+        if (p.self_index == 0u) {
+            acc = own;
+        } else {
+            acc = slots[p.offset / 4u + q];
+        }
+        for (var j = 1u; j < p.members; j++) {
+            if (j == p.self_index) {
+                acc += own;
+            } else {
+                acc += slots[(j * p.stride + p.offset) / 4u + q];
+            }
+        }
+        if (live == 4u) {
+            dst[base] = acc.x;
+            dst[base + 1u] = acc.y;
+            dst[base + 2u] = acc.z;
+            dst[base + 3u] = acc.w;
+        } else {
+            for (var k = 0u; k < live; k++) {
+                dst[base + k] = acc[k];
+            }
+        }
+    }
+}
