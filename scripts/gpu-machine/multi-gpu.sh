@@ -3,7 +3,8 @@
 # across the physical GPUs (HostBridge on the f32 wire, the same bytes as NCCL, and on the
 # automatic wire; Generic at small sizes; the wgpu baseline across the GPUs), NCCL through
 # torch.distributed at the same sizes (defaults, then NCCL_P2P_DISABLE=1), and the 27B-class
-# decode on 1 GPU and on every GPU. With SOAK=1 it ends with the issue-7 soak on GPU 0.
+# decode on 1 GPU and on every GPU; then the limits and the one-GPU layouts (issue 6) on GPU 0.
+# With SOAK=1 it ends with the issue-7 soak on GPU 0.
 # Everything lands in $OUT/results.tgz (the device tool returns at most 8 files) and a summary.
 set -uo pipefail
 source scripts/gpu-machine/setup.sh
@@ -43,6 +44,11 @@ for l in "$N0" "$NV"; do
     log "27B decode on $l"
     { echo "=== CROSSGPU_DEVICES=$l"; CROSSGPU_DEVICES="$l" timeout 100 crossgpu decode --preset 27b --tokens 32; echo "exit $?"; } >> "$R/decode-27b.txt" 2>&1
 done
+log "limits on GPU $N0"
+timeout 90 crossgpu bench limits --adapter "$N0" --out "$R/limits" > "$R/limits.txt" 2>&1; log "exit $?"
+log "one-GPU layouts on GPU $N0"
+timeout 180 crossgpu bench allreduce --adapter "$N0" --layouts "$N0*1;$N0/2;$N0/3;$N0/4;$N0*2;$N0,$N0" --modes bridge \
+    --no-baseline --out "$R/one-gpu" > "$R/one-gpu.txt" 2>&1; log "exit $?"
 if [ "${SOAK:-0}" = 1 ]; then
     log "soak 1,000,000 rounds on nvidia/3"
     CROSSGPU_DEVICES="$N0/3" timeout 200 crossgpu soak --rounds 1000000 --members 3 --check-every 1000 > "$R/soak.txt" 2>&1
