@@ -4,11 +4,7 @@
 # physical GPUs with the validation layer. $OUT/results10.tgz.
 set -uo pipefail
 source scripts/gpu-machine/setup.sh
-OUT=${OUT:-/tmp/out}; R=/tmp/results10; rm -rf "$R"; mkdir -p "$OUT" "$R"
-log() { echo "[$(date -u +%T) +${SECONDS}s] $*" | tee -a "$R/timeline.txt"; finish; }
-finish() { tar -C "$R" -czf "$OUT/results10.tgz" .; cp "$R/timeline.txt" "$OUT/" 2>/dev/null; }
-crossgpu devices > "$R/devices.txt" 2>&1
-NV=$(grep -E '^\[[0-9]+\] NVIDIA' "$R/devices.txt" | sed -E 's/^\[([0-9]+)\].*/\1/' | paste -sd, -); N0=${NV%%,*}
+start_results results10
 { timeout 60 cross_vendor; echo "exit $?"; timeout 60 wgpu_app; echo "exit $?"; } > "$R/cross-vendor.txt" 2>&1; log "cross_vendor"
 CROSSGPU_DEVICES="$N0/3" timeout 230 crossgpu soak --rounds 1000000 --members 3 --check-every 1000 > "$R/soak.txt" 2>&1
 log "soak exit $?"

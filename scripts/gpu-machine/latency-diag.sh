@@ -5,12 +5,8 @@
 # then the groups and reliability tests across the physical GPUs. Results in $OUT/results3.tgz.
 set -uo pipefail
 source scripts/gpu-machine/setup.sh
-OUT=${OUT:-/tmp/out}; R=/tmp/results3; rm -rf "$R"; mkdir -p "$OUT" "$R"
-log() { echo "[$(date -u +%T) +${SECONDS}s] $*" | tee -a "$R/timeline.txt"; finish; }
-finish() { tar -C "$R" -czf "$OUT/results3.tgz" .; cp "$R/timeline.txt" "$OUT/" 2>/dev/null; }
+start_results results3
 clocks() { nvidia-smi --query-gpu=index,pstate,clocks.sm,clocks.mem,power.draw --format=csv,noheader | sed "s/^/[$1] /" >> "$R/clocks.txt"; }
-crossgpu devices > "$R/devices.txt" 2>&1
-NV=$(grep -E '^\[[0-9]+\] NVIDIA' "$R/devices.txt" | sed -E 's/^\[([0-9]+)\].*/\1/' | paste -sd, -); N0=${NV%%,*}
 small() { # $1 label; $2 max in flight
     clocks "$1 before"
     CROSSGPU_MAX_IN_FLIGHT=$2 timeout 60 crossgpu bench allreduce --adapter "$N0" --layouts "$NV;$N0*1;$N0/2" --modes bridge \

@@ -5,13 +5,7 @@
 # (1, 2 and 4 members sharing a queue of GPU 0) to measure the copy-engine phase A (issue 6).
 set -uo pipefail
 source scripts/gpu-machine/setup.sh
-OUT=${OUT:-/tmp/out}; R=/tmp/results2; rm -rf "$R"; mkdir -p "$OUT" "$R"
-# Packed again at every step, so a call cut at its time limit still returns what ran.
-log() { echo "[$(date -u +%T) +${SECONDS}s] $*" | tee -a "$R/timeline.txt"; finish; }
-finish() { tar -C "$R" -czf "$OUT/results2.tgz" .; cp "$R/timeline.txt" "$OUT/" 2>/dev/null; }
-crossgpu devices > "$R/devices.txt" 2>&1
-NV=$(grep -E '^\[[0-9]+\] NVIDIA' "$R/devices.txt" | sed -E 's/^\[([0-9]+)\].*/\1/' | paste -sd, -)
-N0=${NV%%,*}
+start_results results2
 log "cross_vendor and wgpu_app"
 { timeout 120 cross_vendor; echo "exit $?"; timeout 60 wgpu_app; echo "exit $?"; } > "$R/cross-vendor.txt" 2>&1
 log "single-GPU all-reduce, auto wire"

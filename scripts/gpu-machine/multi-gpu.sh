@@ -8,17 +8,12 @@
 # Everything lands in $OUT/results.tgz (the device tool returns at most 8 files) and a summary.
 set -uo pipefail
 source scripts/gpu-machine/setup.sh
-OUT=${OUT:-/tmp/out}; R=/tmp/results; rm -rf "$R"; mkdir -p "$OUT" "$R"
+start_results results
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-# Packed again at every step, so a call cut at its time limit still returns what ran.
-log() { echo "[$(date -u +%T) +${SECONDS}s] $*" | tee -a "$R/timeline.txt"; finish; }
-finish() { tar -C "$R" -czf "$OUT/results.tgz" .; cp "$R/timeline.txt" "$OUT/" 2>/dev/null; }
 { date -u; nvidia-smi --query-gpu=index,name,driver_version,memory.total,pcie.link.gen.current,pcie.link.width.current --format=csv
   nvidia-smi topo -m; nproc; python3 -c 'import torch; print("torch", torch.__version__, "nccl", torch.cuda.nccl.version(), "gpus", torch.cuda.device_count())'
 } > "$R/machine.txt" 2>&1
-crossgpu devices > "$R/devices.txt" 2>&1
-NV=$(grep -E '^\[[0-9]+\] NVIDIA' "$R/devices.txt" | sed -E 's/^\[([0-9]+)\].*/\1/' | paste -sd, -)
-N0=${NV%%,*}; NGPU=$(echo "$NV" | tr , '\n' | wc -l)
+NGPU=$(echo "$NV" | tr , '\n' | wc -l)
 THREE=$(echo "$NV,$NV" | cut -d, -f1-3)
 log "NVIDIA adapters: $NV ($NGPU); three members: $THREE"
 LAYOUTS="$NV"; [ "$NGPU" -eq 2 ] && LAYOUTS="$NV;$THREE"

@@ -5,11 +5,7 @@
 # kernel-over-the-bus rates; and the cross_vendor example (split measured at load). $OUT/results5.tgz.
 set -uo pipefail
 source scripts/gpu-machine/setup.sh
-OUT=${OUT:-/tmp/out}; R=/tmp/results5; rm -rf "$R"; mkdir -p "$OUT" "$R"
-log() { echo "[$(date -u +%T) +${SECONDS}s] $*" | tee -a "$R/timeline.txt"; finish; }
-finish() { tar -C "$R" -czf "$OUT/results5.tgz" .; cp "$R/timeline.txt" "$OUT/" 2>/dev/null; }
-crossgpu devices > "$R/devices.txt" 2>&1
-NV=$(grep -E '^\[[0-9]+\] NVIDIA' "$R/devices.txt" | sed -E 's/^\[([0-9]+)\].*/\1/' | paste -sd, -); N0=${NV%%,*}
+start_results results5
 timeout 90 crossgpu bench limits --adapter "$N0" --out "$R/limits" > "$R/limits.txt" 2>&1; log "limits exit $?"
 for k in 1 2; do
     for a in 0 1048576; do

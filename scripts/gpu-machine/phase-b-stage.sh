@@ -7,11 +7,7 @@
 # decode on 1 GPU, 2 GPUs and 2 stand-ins sharing a queue. Results in $OUT/results4.tgz.
 set -uo pipefail
 source scripts/gpu-machine/setup.sh
-OUT=${OUT:-/tmp/out}; R=/tmp/results4; rm -rf "$R"; mkdir -p "$OUT" "$R"
-log() { echo "[$(date -u +%T) +${SECONDS}s] $*" | tee -a "$R/timeline.txt"; finish; }
-finish() { tar -C "$R" -czf "$OUT/results4.tgz" .; cp "$R/timeline.txt" "$OUT/" 2>/dev/null; }
-crossgpu devices > "$R/devices.txt" 2>&1
-NV=$(grep -E '^\[[0-9]+\] NVIDIA' "$R/devices.txt" | sed -E 's/^\[([0-9]+)\].*/\1/' | paste -sd, -); N0=${NV%%,*}
+start_results results4
 ab() { # $1 name; $2 layouts; $3 wire
     for v in direct staged; do
         s=18446744073709551615; [ $v = staged ] && s=1048576

@@ -5,11 +5,7 @@
 # defaults (phase A by kernel up to 64 KiB). $OUT/results6.tgz.
 set -uo pipefail
 source scripts/gpu-machine/setup.sh
-OUT=${OUT:-/tmp/out}; R=/tmp/results6; rm -rf "$R"; mkdir -p "$OUT" "$R"
-log() { echo "[$(date -u +%T) +${SECONDS}s] $*" | tee -a "$R/timeline.txt"; finish; }
-finish() { tar -C "$R" -czf "$OUT/results6.tgz" .; cp "$R/timeline.txt" "$OUT/" 2>/dev/null; }
-crossgpu devices > "$R/devices.txt" 2>&1
-NV=$(grep -E '^\[[0-9]+\] NVIDIA' "$R/devices.txt" | sed -E 's/^\[([0-9]+)\].*/\1/' | paste -sd, -); N0=${NV%%,*}
+start_results results6
 timeout 90 crossgpu bench limits --adapter "$N0" --out "$R/limits" > "$R/limits.txt" 2>&1; log "limits exit $?"
 ab() { # $1 name; $2 layouts; $3 wire
     for v in direct staged; do

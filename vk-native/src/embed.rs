@@ -27,6 +27,7 @@ use wgpu_hal::{CommandEncoder as _, Device as _};
 use crate::error::{map_hal_device, map_vk, NativeError, Result};
 use crate::host::HostAllocation;
 use crate::kernel::PipelineObjects;
+use crate::semaphore::timeline;
 
 type VkApi = wgpu_hal::vulkan::Api;
 
@@ -119,38 +120,31 @@ impl std::fmt::Debug for EmbeddedTimeline {
 
 impl EmbeddedTimeline {
     fn new(shared: &Arc<Shared>) -> Result<Self> {
-        let mut ty = vk::SemaphoreTypeCreateInfo::default().semaphore_type(vk::SemaphoreType::TIMELINE);
-        let info = vk::SemaphoreCreateInfo::default().push_next(&mut ty);
-        // SAFETY: timeline semaphores are supported and enabled (checked in EmbeddedMember::new).
-        let raw = unsafe { shared.raw.create_semaphore(&info, None) }.map_err(map_vk("vkCreateSemaphore"))?;
+        // SAFETY: timeline semaphores are supported and enabled (checked in EmbeddedMember::new);
+        // destroyed in TimelineInner::drop.
+        let raw = unsafe { timeline::create(&shared.raw, 0) }.map_err(map_vk("vkCreateSemaphore"))?;
         Ok(Self(Arc::new(TimelineInner { shared: shared.clone(), raw })))
     }
 
     /// The current counter value.
     pub fn value(&self) -> Result<u64> {
-        // SAFETY: live timeline semaphore.
-        unsafe { self.0.shared.raw.get_semaphore_counter_value(self.0.raw) }
+        // SAFETY: live timeline semaphore of this device.
+        unsafe { timeline::value(&self.0.shared.raw, self.0.raw) }
             .map_err(map_vk("vkGetSemaphoreCounterValue"))
     }
 
     /// Signals `value` from the host (it must exceed the current value and any pending signal).
     pub fn signal(&self, value: u64) -> Result<()> {
-        let info = vk::SemaphoreSignalInfo::default().semaphore(self.0.raw).value(value);
-        // SAFETY: live timeline semaphore.
-        unsafe { self.0.shared.raw.signal_semaphore(&info) }.map_err(map_vk("vkSignalSemaphore"))
+        // SAFETY: live timeline semaphore of this device.
+        unsafe { timeline::signal(&self.0.shared.raw, self.0.raw, value) }
+            .map_err(map_vk("vkSignalSemaphore"))
     }
 
     /// Blocks until the counter reaches `value` or `timeout_ns` passes; `Ok(false)` on timeout.
     pub fn wait(&self, value: u64, timeout_ns: u64) -> Result<bool> {
-        let sems = [self.0.raw];
-        let values = [value];
-        let info = vk::SemaphoreWaitInfo::default().semaphores(&sems).values(&values);
-        // SAFETY: live timeline semaphore.
-        match unsafe { self.0.shared.raw.wait_semaphores(&info, timeout_ns) } {
-            Ok(()) => Ok(true),
-            Err(vk::Result::TIMEOUT) => Ok(false),
-            Err(e) => Err(map_vk("vkWaitSemaphores")(e)),
-        }
+        // SAFETY: live timeline semaphore of this device.
+        unsafe { timeline::wait(&self.0.shared.raw, self.0.raw, value, timeout_ns) }
+            .map_err(map_vk("vkWaitSemaphores"))
     }
 }
 
@@ -384,77 +378,8 @@ impl EmbeddedMember {
     /// Imports all of `host` into this member's device.
     pub fn import(&self, host: &Arc<HostAllocation>) -> Result<EmbeddedSlots> {
         let s = &self.shared;
-        let align = s.min_align;
-        let addr = host.as_ptr() as u64;
-        if !addr.is_multiple_of(align) || !host.len().is_multiple_of(align) {
-            return Err(NativeError::Unsupported(format!(
-                "host slots not aligned to minImportedHostPointerAlignment {align}"
-            )));
-        }
-        let handle = vk::ExternalMemoryHandleTypeFlags::HOST_ALLOCATION_EXT;
-        let mut ptr_props = vk::MemoryHostPointerPropertiesEXT::default();
-        // SAFETY: the pointer is a live host allocation aligned as the extension requires.
-        unsafe {
-            (s.host_memory.fp().get_memory_host_pointer_properties_ext)(
-                s.raw.handle(),
-                handle,
-                host.as_ptr() as *const std::ffi::c_void,
-                &mut ptr_props,
-            )
-        }
-        .result()
-        .map_err(map_vk("vkGetMemoryHostPointerPropertiesEXT"))?;
-        let mut ext_info = vk::ExternalMemoryBufferCreateInfo::default().handle_types(handle);
-        let info = vk::BufferCreateInfo::default()
-            .size(host.len())
-            .usage(
-                vk::BufferUsageFlags::STORAGE_BUFFER
-                    | vk::BufferUsageFlags::TRANSFER_SRC
-                    | vk::BufferUsageFlags::TRANSFER_DST,
-            )
-            .sharing_mode(vk::SharingMode::EXCLUSIVE)
-            .push_next(&mut ext_info);
-        // SAFETY: valid create info; destroyed in SlotsInner::drop or below on failure.
-        let buffer = unsafe { s.raw.create_buffer(&info, None) }.map_err(map_vk("vkCreateBuffer"))?;
-        // SAFETY: live buffer.
-        let reqs = unsafe { s.raw.get_buffer_memory_requirements(buffer) };
-        let bits = reqs.memory_type_bits & ptr_props.memory_type_bits;
-        let want = vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT;
-        let type_index = (0..s.mem_props.memory_type_count).find(|&i| {
-            bits & (1 << i) != 0 && s.mem_props.memory_types[i as usize].property_flags.contains(want)
-        });
-        let Some(type_index) = type_index else {
-            // SAFETY: created above, unused.
-            unsafe { s.raw.destroy_buffer(buffer, None) };
-            return Err(NativeError::Unsupported(
-                "no host-coherent memory type accepts this host pointer".into(),
-            ));
-        };
-        let mut import = vk::ImportMemoryHostPointerInfoEXT::default()
-            .handle_type(handle)
-            .host_pointer(host.as_ptr() as *mut std::ffi::c_void);
-        let alloc = vk::MemoryAllocateInfo::default()
-            .allocation_size(host.len())
-            .memory_type_index(type_index)
-            .push_next(&mut import);
-        // SAFETY: the host pointer stays valid until the memory is freed (the Arc is held).
-        let memory = match unsafe { s.raw.allocate_memory(&alloc, None) } {
-            Ok(m) => m,
-            Err(e) => {
-                // SAFETY: created above, unused.
-                unsafe { s.raw.destroy_buffer(buffer, None) };
-                return Err(map_vk("vkAllocateMemory (host pointer import)")(e));
-            }
-        };
-        // SAFETY: unbound buffer and memory of one device, sizes match.
-        if let Err(e) = unsafe { s.raw.bind_buffer_memory(buffer, memory, 0) } {
-            // SAFETY: both created above, unused.
-            unsafe {
-                s.raw.destroy_buffer(buffer, None);
-                s.raw.free_memory(memory, None);
-            }
-            return Err(map_vk("vkBindBufferMemory")(e));
-        }
+        let (buffer, memory) =
+            crate::host::import_host_allocation(&s.raw, &s.host_memory, &s.mem_props, s.min_align, host)?;
         // SAFETY: wgpu-hal only reads the handle for bindings and copies; we destroy it ourselves.
         let hal = unsafe { wgpu_hal::vulkan::Buffer::from_raw(buffer) };
         Ok(EmbeddedSlots(Arc::new(SlotsInner {

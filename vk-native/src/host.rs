@@ -54,11 +54,6 @@ impl HostAllocation {
         self.layout.size() as u64
     }
 
-    /// The start of the allocation, for importing it into a device.
-    pub(crate) fn as_ptr(&self) -> *mut u8 {
-        self.ptr.as_ptr()
-    }
-
     pub fn is_empty(&self) -> bool {
         self.layout.size() == 0
     }
@@ -130,84 +125,13 @@ impl ImportedBuffer {
             .host_memory
             .as_ref()
             .ok_or(NativeError::MissingExtension("VK_EXT_external_memory_host"))?;
-        let align = device.info().caps.min_imported_host_pointer_alignment.max(1);
-        let addr = host.ptr.as_ptr() as u64;
-        if !addr.is_multiple_of(align) || !host.len().is_multiple_of(align) {
-            return Err(NativeError::Unsupported(format!(
-                "host allocation not aligned to minImportedHostPointerAlignment {align}"
-            )));
-        }
-        let handle = vk::ExternalMemoryHandleTypeFlags::HOST_ALLOCATION_EXT;
-        let mut ptr_props = vk::MemoryHostPointerPropertiesEXT::default();
-        // SAFETY: the pointer is a live host allocation aligned as the extension requires.
-        unsafe {
-            (loader.fp().get_memory_host_pointer_properties_ext)(
-                device.raw().handle(),
-                handle,
-                host.ptr.as_ptr() as *const std::ffi::c_void,
-                &mut ptr_props,
-            )
-        }
-        .result()
-        .map_err(map_vk("vkGetMemoryHostPointerPropertiesEXT"))?;
-
-        let raw = device.raw();
-        let mut ext_info = vk::ExternalMemoryBufferCreateInfo::default().handle_types(handle);
-        let info = vk::BufferCreateInfo::default()
-            .size(host.len())
-            .usage(
-                vk::BufferUsageFlags::STORAGE_BUFFER
-                    | vk::BufferUsageFlags::TRANSFER_SRC
-                    | vk::BufferUsageFlags::TRANSFER_DST,
-            )
-            .sharing_mode(vk::SharingMode::EXCLUSIVE)
-            .push_next(&mut ext_info);
-        // SAFETY: valid create info; destroyed in ImportedInner::drop or below on failure.
-        let buffer = unsafe { raw.create_buffer(&info, None) }.map_err(map_vk("vkCreateBuffer"))?;
-        // SAFETY: live buffer.
-        let reqs = unsafe { raw.get_buffer_memory_requirements(buffer) };
         let mem_props = {
             let inst = device.shared.hal.shared_instance().raw_instance();
             // SAFETY: live physical device of this instance.
             unsafe { inst.get_physical_device_memory_properties(device.shared.hal.raw_physical_device()) }
         };
-        let bits = reqs.memory_type_bits & ptr_props.memory_type_bits;
-        let want = vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT;
-        let type_index = (0..mem_props.memory_type_count).find(|&i| {
-            bits & (1 << i) != 0 && mem_props.memory_types[i as usize].property_flags.contains(want)
-        });
-        let Some(type_index) = type_index else {
-            // SAFETY: created above, unused.
-            unsafe { raw.destroy_buffer(buffer, None) };
-            return Err(NativeError::Unsupported(
-                "no host-coherent memory type accepts this host pointer".into(),
-            ));
-        };
-        let mut import = vk::ImportMemoryHostPointerInfoEXT::default()
-            .handle_type(handle)
-            .host_pointer(host.ptr.as_ptr() as *mut std::ffi::c_void);
-        let alloc = vk::MemoryAllocateInfo::default()
-            .allocation_size(host.len())
-            .memory_type_index(type_index)
-            .push_next(&mut import);
-        // SAFETY: the host pointer stays valid until the memory is freed (the Arc is held).
-        let memory = match unsafe { raw.allocate_memory(&alloc, None) } {
-            Ok(m) => m,
-            Err(e) => {
-                // SAFETY: created above, unused.
-                unsafe { raw.destroy_buffer(buffer, None) };
-                return Err(map_vk("vkAllocateMemory (host pointer import)")(e));
-            }
-        };
-        // SAFETY: memory and buffer are unbound, same device, sizes match.
-        if let Err(e) = unsafe { raw.bind_buffer_memory(buffer, memory, 0) } {
-            // SAFETY: both created above, unused.
-            unsafe {
-                raw.destroy_buffer(buffer, None);
-                raw.free_memory(memory, None);
-            }
-            return Err(map_vk("vkBindBufferMemory")(e));
-        }
+        let align = device.info().caps.min_imported_host_pointer_alignment;
+        let (buffer, memory) = import_host_allocation(device.raw(), loader, &mem_props, align, host)?;
         // SAFETY: wgpu-hal only reads the handle for bindings and copies; we destroy it ourselves
         // and never pass it to wgpu-hal's destroy_buffer.
         let hal = unsafe { HalBuffer::from_raw(buffer) };
@@ -222,6 +146,94 @@ impl ImportedBuffer {
             _host: host.clone(),
         })))
     }
+}
+
+/// Imports all of `host` into the device `raw` (whose VK_EXT_external_memory_host functions
+/// `loader` holds and whose memory types `mem_props` lists) as a host-coherent storage buffer
+/// that is also a transfer source and destination: the one implementation behind
+/// [`ImportedBuffer`] and the wgpu embedding's slots. The caller owns the returned buffer and
+/// memory, must destroy the buffer before freeing the memory, and must keep `host` alive until
+/// then.
+pub(crate) fn import_host_allocation(
+    raw: &ash::Device,
+    loader: &ash::ext::external_memory_host::Device,
+    mem_props: &vk::PhysicalDeviceMemoryProperties,
+    min_align: u64,
+    host: &HostAllocation,
+) -> Result<(vk::Buffer, vk::DeviceMemory)> {
+    let align = min_align.max(1);
+    let addr = host.ptr.as_ptr() as u64;
+    if !addr.is_multiple_of(align) || !host.len().is_multiple_of(align) {
+        return Err(NativeError::Unsupported(format!(
+            "host allocation not aligned to minImportedHostPointerAlignment {align}"
+        )));
+    }
+    let handle = vk::ExternalMemoryHandleTypeFlags::HOST_ALLOCATION_EXT;
+    let mut ptr_props = vk::MemoryHostPointerPropertiesEXT::default();
+    // SAFETY: the pointer is a live host allocation aligned as the extension requires; the
+    // loader's functions belong to `raw`.
+    unsafe {
+        (loader.fp().get_memory_host_pointer_properties_ext)(
+            raw.handle(),
+            handle,
+            host.ptr.as_ptr() as *const std::ffi::c_void,
+            &mut ptr_props,
+        )
+    }
+    .result()
+    .map_err(map_vk("vkGetMemoryHostPointerPropertiesEXT"))?;
+
+    let mut ext_info = vk::ExternalMemoryBufferCreateInfo::default().handle_types(handle);
+    let info = vk::BufferCreateInfo::default()
+        .size(host.len())
+        .usage(
+            vk::BufferUsageFlags::STORAGE_BUFFER
+                | vk::BufferUsageFlags::TRANSFER_SRC
+                | vk::BufferUsageFlags::TRANSFER_DST,
+        )
+        .sharing_mode(vk::SharingMode::EXCLUSIVE)
+        .push_next(&mut ext_info);
+    // SAFETY: valid create info; destroyed by the caller, or below on failure.
+    let buffer = unsafe { raw.create_buffer(&info, None) }.map_err(map_vk("vkCreateBuffer"))?;
+    // SAFETY: live buffer.
+    let reqs = unsafe { raw.get_buffer_memory_requirements(buffer) };
+    let bits = reqs.memory_type_bits & ptr_props.memory_type_bits;
+    let want = vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT;
+    let type_index = (0..mem_props.memory_type_count)
+        .find(|&i| bits & (1 << i) != 0 && mem_props.memory_types[i as usize].property_flags.contains(want));
+    let Some(type_index) = type_index else {
+        // SAFETY: created above, unused.
+        unsafe { raw.destroy_buffer(buffer, None) };
+        return Err(NativeError::Unsupported(
+            "no host-coherent memory type accepts this host pointer".into(),
+        ));
+    };
+    let mut import = vk::ImportMemoryHostPointerInfoEXT::default()
+        .handle_type(handle)
+        .host_pointer(host.ptr.as_ptr() as *mut std::ffi::c_void);
+    let alloc = vk::MemoryAllocateInfo::default()
+        .allocation_size(host.len())
+        .memory_type_index(type_index)
+        .push_next(&mut import);
+    // SAFETY: the host pointer stays valid until the memory is freed (the caller keeps `host`).
+    let memory = match unsafe { raw.allocate_memory(&alloc, None) } {
+        Ok(m) => m,
+        Err(e) => {
+            // SAFETY: created above, unused.
+            unsafe { raw.destroy_buffer(buffer, None) };
+            return Err(map_vk("vkAllocateMemory (host pointer import)")(e));
+        }
+    };
+    // SAFETY: memory and buffer are unbound, same device, sizes match.
+    if let Err(e) = unsafe { raw.bind_buffer_memory(buffer, memory, 0) } {
+        // SAFETY: both created above, unused.
+        unsafe {
+            raw.destroy_buffer(buffer, None);
+            raw.free_memory(memory, None);
+        }
+        return Err(map_vk("vkBindBufferMemory")(e));
+    }
+    Ok((buffer, memory))
 }
 
 impl GpuBuffer for ImportedBuffer {

@@ -9,6 +9,71 @@ use ash::vk;
 use crate::device::Device;
 use crate::error::{map_vk, NativeError, Result};
 
+/// Host-side operations on a raw timeline semaphore of the device `raw`: the one implementation
+/// behind [`TimelineSemaphore`] and the wgpu embedding's `EmbeddedTimeline`. The callers map
+/// the `vk::Result` (a device-owning caller also records device loss).
+pub(crate) mod timeline {
+    use ash::vk;
+
+    /// Creates a timeline semaphore starting at `initial`.
+    ///
+    /// # Safety
+    /// `raw` must be a live device with the timeline-semaphore feature enabled; the caller
+    /// destroys the semaphore.
+    pub(crate) unsafe fn create(raw: &ash::Device, initial: u64) -> ash::prelude::VkResult<vk::Semaphore> {
+        let mut ty = vk::SemaphoreTypeCreateInfo::default()
+            .semaphore_type(vk::SemaphoreType::TIMELINE)
+            .initial_value(initial);
+        let info = vk::SemaphoreCreateInfo::default().push_next(&mut ty);
+        // SAFETY: the caller's contract.
+        unsafe { raw.create_semaphore(&info, None) }
+    }
+
+    /// The current counter value.
+    ///
+    /// # Safety
+    /// `sem` must be a live timeline semaphore of `raw`.
+    pub(crate) unsafe fn value(raw: &ash::Device, sem: vk::Semaphore) -> ash::prelude::VkResult<u64> {
+        // SAFETY: the caller's contract.
+        unsafe { raw.get_semaphore_counter_value(sem) }
+    }
+
+    /// Signals `value` from the host.
+    ///
+    /// # Safety
+    /// As [`value`].
+    pub(crate) unsafe fn signal(
+        raw: &ash::Device,
+        sem: vk::Semaphore,
+        value: u64,
+    ) -> ash::prelude::VkResult<()> {
+        let info = vk::SemaphoreSignalInfo::default().semaphore(sem).value(value);
+        // SAFETY: the caller's contract.
+        unsafe { raw.signal_semaphore(&info) }
+    }
+
+    /// Blocks until the counter reaches `value` or `timeout_ns` passes; `Ok(false)` on timeout.
+    ///
+    /// # Safety
+    /// As [`value`].
+    pub(crate) unsafe fn wait(
+        raw: &ash::Device,
+        sem: vk::Semaphore,
+        value: u64,
+        timeout_ns: u64,
+    ) -> ash::prelude::VkResult<bool> {
+        let sems = [sem];
+        let values = [value];
+        let info = vk::SemaphoreWaitInfo::default().semaphores(&sems).values(&values);
+        // SAFETY: the caller's contract.
+        match unsafe { raw.wait_semaphores(&info, timeout_ns) } {
+            Ok(()) => Ok(true),
+            Err(vk::Result::TIMEOUT) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+}
+
 struct TimelineInner {
     device: Device,
     raw: vk::Semaphore,
@@ -38,21 +103,17 @@ impl TimelineSemaphore {
         if !device.info().caps.timeline_semaphore {
             return Err(NativeError::MissingExtension("timeline semaphores"));
         }
-        let mut ty = vk::SemaphoreTypeCreateInfo::default()
-            .semaphore_type(vk::SemaphoreType::TIMELINE)
-            .initial_value(initial);
-        let info = vk::SemaphoreCreateInfo::default().push_next(&mut ty);
-        // SAFETY: timeline semaphores are enabled (wgpu-hal enables the feature where present).
-        let raw =
-            unsafe { device.raw().create_semaphore(&info, None) }.map_err(map_vk("vkCreateSemaphore"))?;
+        // SAFETY: timeline semaphores are enabled (wgpu-hal enables the feature where present,
+        // checked above); the semaphore is destroyed in TimelineInner::drop.
+        let raw = unsafe { timeline::create(device.raw(), initial) }.map_err(map_vk("vkCreateSemaphore"))?;
         crate::live::inc(&crate::live::SEMAPHORES);
         Ok(Self(Arc::new(TimelineInner { device: device.clone(), raw })))
     }
 
     /// The current counter value.
     pub fn value(&self) -> Result<u64> {
-        // SAFETY: live timeline semaphore.
-        unsafe { self.0.device.raw().get_semaphore_counter_value(self.0.raw) }
+        // SAFETY: live timeline semaphore of this device.
+        unsafe { timeline::value(self.0.device.raw(), self.0.raw) }
             .map_err(|e| self.0.device.note(map_vk("vkGetSemaphoreCounterValue")(e)))
     }
 
@@ -60,23 +121,16 @@ impl TimelineSemaphore {
     /// value a pending signal operation will set (Vulkan's rule); violating that is reported by
     /// the validation layer, not checked here.
     pub fn signal(&self, value: u64) -> Result<()> {
-        let info = vk::SemaphoreSignalInfo::default().semaphore(self.0.raw).value(value);
-        // SAFETY: live timeline semaphore.
-        unsafe { self.0.device.raw().signal_semaphore(&info) }
+        // SAFETY: live timeline semaphore of this device.
+        unsafe { timeline::signal(self.0.device.raw(), self.0.raw, value) }
             .map_err(|e| self.0.device.note(map_vk("vkSignalSemaphore")(e)))
     }
 
     /// Blocks until the counter reaches `value` or `timeout_ns` passes; `Ok(false)` on timeout.
     pub fn wait(&self, value: u64, timeout_ns: u64) -> Result<bool> {
-        let sems = [self.0.raw];
-        let values = [value];
-        let info = vk::SemaphoreWaitInfo::default().semaphores(&sems).values(&values);
-        // SAFETY: live timeline semaphore.
-        match unsafe { self.0.device.raw().wait_semaphores(&info, timeout_ns) } {
-            Ok(()) => Ok(true),
-            Err(vk::Result::TIMEOUT) => Ok(false),
-            Err(e) => Err(self.0.device.note(map_vk("vkWaitSemaphores")(e))),
-        }
+        // SAFETY: live timeline semaphore of this device.
+        unsafe { timeline::wait(self.0.device.raw(), self.0.raw, value, timeout_ns) }
+            .map_err(|e| self.0.device.note(map_vk("vkWaitSemaphores")(e)))
     }
 
     pub(crate) fn raw(&self) -> vk::Semaphore {
