@@ -394,6 +394,18 @@ fn elementwise_grid_stride_beyond_65535_workgroups() {
 /// Runs `y = W x` on the GPU for a random `rows x cols` W of `dtype` and checks every row
 /// against the f64 reference within `gamma(cols) * sum_k |w_rk x_k|`. Returns y.
 fn check_matvec(m: &Member, rows: usize, cols: usize, dtype: DType, seed: u64) -> Vec<f32> {
+    check_matvec_with(m, None, rows, cols, dtype, seed)
+}
+
+/// `check_matvec` through a named f16 kernel (`Member::matvec_f16_with`), or `matvec`'s choice.
+fn check_matvec_with(
+    m: &Member,
+    kernel: Option<&str>,
+    rows: usize,
+    cols: usize,
+    dtype: DType,
+    seed: u64,
+) -> Vec<f32> {
     let mut rng = common::rng(seed);
     let w = common::random(&mut rng, rows * cols);
     let x = common::random(&mut rng, cols);
@@ -401,7 +413,10 @@ fn check_matvec(m: &Member, rows: usize, cols: usize, dtype: DType, seed: u64) -
     let wt = m.upload(&w, &[rows, cols], dtype).unwrap();
     let xt = m.upload_f32(&x).unwrap();
     let yt = m.upload_f32(&y0).unwrap();
-    m.matvec(&wt, &xt, &yt).unwrap();
+    match kernel {
+        Some(k) => m.matvec_f16_with(k, &wt, &xt, &yt).unwrap(),
+        None => m.matvec(&wt, &xt, &yt).unwrap(),
+    }
     let got = yt.read().unwrap();
     assert_eq!(got.len(), rows);
     // The GPU multiplies the f16 weights after widening them exactly to f32.
@@ -480,7 +495,7 @@ fn matvec_f16_weights_vec8_kernel() {
     let _s = serial();
     let g = common::logical(1);
     let m = g.member(0).unwrap();
-    // cols % 8 == 0: matvec_f16_vec8.
+    // cols % 8 == 0: matvec's default for that (matvec_f16_vec8_rows4).
     for (i, &(rows, cols)) in [
         (1, 8),
         (3, 8),
@@ -499,18 +514,48 @@ fn matvec_f16_weights_vec8_kernel() {
     common::assert_no_validation_errors();
 }
 
-/// More than 65535 rows: one workgroup per row no longer fits in x, so the dispatch spills into
-/// y (`row_groups`) and each kernel computes its row as `wid.y * nwg.x + wid.x`, with the
-/// workgroups past the last row returning early. Each of the three kernels is checked once:
-/// lavapipe needs seconds for the 131070 workgroups of such a dispatch.
+#[test]
+fn matvec_f16_every_vec8_kernel() {
+    // Every kernel `matvec_f16_with` offers for cols % 8 == 0, including the four-rows-per-
+    // workgroup one: row counts around its blocks of 4 (1, 3, 4, 5, odd), columns around its 64
+    // threads per row (8 groups of 8: fewer than one per thread; 512 = one each; 520, 8·1001).
+    let _s = serial();
+    let g = common::logical(1);
+    let m = g.member(0).unwrap();
+    for (k, kernel) in crossgpu::MATVEC_F16_KERNELS.iter().enumerate() {
+        for (i, &(rows, cols)) in
+            [(1, 8), (3, 64), (4, 512), (5, 520), (ODD, 16), (7, 8 * 1001), (257, 1024)].iter().enumerate()
+        {
+            check_matvec_with(m, Some(kernel), rows, cols, DType::F16, 600 + (10 * k + i) as u64);
+        }
+    }
+    // Bad kernel names and shapes are errors.
+    let w = m.upload(&[1.0; 24], &[2, 12], DType::F16).unwrap();
+    let x = m.upload_f32(&[1.0; 12]).unwrap();
+    let y = m.upload_f32(&[0.0; 2]).unwrap();
+    assert!(m.matvec_f16_with("matvec_nope", &w, &x, &y).is_err());
+    assert!(
+        m.matvec_f16_with("matvec_f16_vec8_rows4", &w, &x, &y).is_err(),
+        "12 columns are not a multiple of 8"
+    );
+    common::assert_no_validation_errors();
+}
+
+/// More than 65535 row blocks: one workgroup per row (or per 4 rows) no longer fits in x, so the
+/// dispatch spills into y (`row_groups`) and each kernel computes its block as
+/// `wid.y * nwg.x + wid.x`, with the workgroups past the last block doing nothing. Each kernel
+/// is checked once: lavapipe needs seconds for dispatches of this size.
 #[test]
 fn matvec_more_than_65535_rows_uses_2d_dispatch() {
     let _s = serial();
     let g = common::logical(1);
     let m = g.member(0).unwrap();
     check_matvec(m, 70_000, 8, DType::F32, 400);
-    check_matvec(m, 70_000, 8, DType::F16, 401); // matvec_f16_vec8
     check_matvec(m, 70_000, 3, DType::F16, 402); // matvec_f16, rows starting mid-word
+    check_matvec_with(m, Some("matvec_f16_vec8"), 70_000, 8, DType::F16, 401);
+    // matvec's default for cols % 8 == 0 (four rows per workgroup): 65,538 blocks.
+    assert_eq!(crossgpu::MATVEC_F16_VEC8, "matvec_f16_vec8_rows4");
+    check_matvec(m, 4 * 65_537 + 3, 8, DType::F16, 403);
     common::assert_no_validation_errors();
 }
 

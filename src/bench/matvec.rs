@@ -19,8 +19,20 @@ pub struct MatvecPoint {
     pub us_per_matvec: Summary,
 }
 
-/// Times `reps` batches of 20 products `y = W x` with `W [rows, cols]` f16.
+/// Times `reps` batches of 20 products `y = W x` with `W [rows, cols]` f16, through the kernel
+/// `matvec` picks.
 pub fn measure(m: &Member, rows: usize, cols: usize, reps: usize) -> Result<MatvecPoint> {
+    measure_with(m, None, rows, cols, reps)
+}
+
+/// [`measure`] through a named f16 kernel (one of [`crate::MATVEC_F16_KERNELS`]; `cols % 8 == 0`).
+pub fn measure_with(
+    m: &Member,
+    kernel: Option<&'static str>,
+    rows: usize,
+    cols: usize,
+    reps: usize,
+) -> Result<MatvecPoint> {
     let w = m.empty(&[rows, cols], DType::F16)?;
     m.init_weights(&w, 1, cols, 0, 0, 12)?;
     let x = m.upload_f32(&data(2, cols))?;
@@ -32,7 +44,10 @@ pub fn measure(m: &Member, rows: usize, cols: usize, reps: usize) -> Result<Matv
     for rep in 0..reps + 1 {
         let t = Instant::now();
         for _ in 0..BATCH {
-            m.matvec(&w, &x, &y)?;
+            match kernel {
+                Some(k) => m.matvec_f16_with(k, &w, &x, &y)?,
+                None => m.matvec(&w, &x, &y)?,
+            }
         }
         m.synchronize()?;
         let s = t.elapsed().as_secs_f64();
@@ -44,7 +59,11 @@ pub fn measure(m: &Member, rows: usize, cols: usize, reps: usize) -> Result<Matv
     Ok(MatvecPoint {
         rows,
         cols,
-        kernel: if cols.is_multiple_of(8) { "matvec_f16_vec8" } else { "matvec_f16" },
+        kernel: match kernel {
+            Some(k) => k,
+            None if cols.is_multiple_of(8) => crate::MATVEC_F16_VEC8,
+            None => "matvec_f16",
+        },
         gbps: summarize(&gbps),
         us_per_matvec: summarize(&us),
     })

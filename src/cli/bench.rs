@@ -259,9 +259,12 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
     if matches!(which, "all" | "matvec") {
         let g = open(&instance, a)?;
         for (rows, cols) in [(8192, 8192), (5120, 17408), (17408, 5120)] {
-            match matvec::measure(&g.members()[0], rows, cols, 5) {
-                Ok(p) => r.matvec.push(p),
-                Err(e) => r.skipped.push(format!("matvec {rows}x{cols}: {e}")),
+            // Every f16 kernel for these shapes (all have cols % 8 == 0), side by side.
+            for kernel in crossgpu::MATVEC_F16_KERNELS {
+                match matvec::measure_with(&g.members()[0], Some(kernel), rows, cols, 5) {
+                    Ok(p) => r.matvec.push(p),
+                    Err(e) => r.skipped.push(format!("matvec {rows}x{cols} {kernel}: {e}")),
+                }
             }
         }
         save(&r, &c.out)?;
