@@ -58,11 +58,38 @@ fn assert_no_wgpu_errors() {
 
 /// Lavapipe's adapter (the tests' reference device), else the first Vulkan adapter.
 fn adapter() -> wgpu::Adapter {
-    let adapters = pollster::block_on(instance().enumerate_adapters(wgpu::Backends::VULKAN));
-    let mut adapters: Vec<_> = adapters.into_iter().collect();
-    assert!(!adapters.is_empty(), "no Vulkan adapter");
-    let pos = adapters.iter().position(|a| a.get_info().device_type == wgpu::DeviceType::Cpu).unwrap_or(0);
-    adapters.swap_remove(pos)
+    member_adapters(1).remove(0)
+}
+
+/// The adapter of each of `n` app devices, as the rest of the suite picks members
+/// (`tests/common/mod.rs`): round-robin over `CROSSGPU_TEST_ADAPTERS` (indices in enumeration
+/// order, e.g. `0,1` for two GPUs, or name fragments), else `CROSSGPU_TEST_ADAPTER` for all,
+/// else lavapipe (or the first adapter) for all.
+fn member_adapters(n: usize) -> Vec<wgpu::Adapter> {
+    let all: Vec<wgpu::Adapter> =
+        pollster::block_on(instance().enumerate_adapters(wgpu::Backends::VULKAN)).into_iter().collect();
+    assert!(!all.is_empty(), "no Vulkan adapter");
+    let pick = |item: &str| -> wgpu::Adapter {
+        let item = item.trim();
+        let found = match item.parse::<usize>() {
+            Ok(i) => all.get(i),
+            Err(_) => all.iter().find(|a| a.get_info().name.to_lowercase().contains(&item.to_lowercase())),
+        };
+        found.cloned().unwrap_or_else(|| panic!("no Vulkan adapter matches {item:?}"))
+    };
+    if let Ok(list) = std::env::var("CROSSGPU_TEST_ADAPTERS") {
+        let items: Vec<&str> = list.split(',').filter(|i| !i.trim().is_empty()).collect();
+        assert!(!items.is_empty(), "CROSSGPU_TEST_ADAPTERS={list:?} names no adapter");
+        return (0..n).map(|i| pick(items[i % items.len()])).collect();
+    }
+    let one = match std::env::var("CROSSGPU_TEST_ADAPTER") {
+        Ok(a) => pick(&a),
+        Err(_) => {
+            let pos = all.iter().position(|a| a.get_info().device_type == wgpu::DeviceType::Cpu).unwrap_or(0);
+            all[pos].clone()
+        }
+    };
+    vec![one; n]
 }
 
 fn desc() -> wgpu::DeviceDescriptor<'static> {
@@ -242,12 +269,15 @@ fn bytemuck_bytes(p: &[u32; 4]) -> &[u8] {
 
 #[test]
 fn interleaved_rounds_on_two_devices_of_one_adapter() {
-    let adapter = adapter();
-    eprintln!("adapter: {:?}", adapter.get_info().name);
+    // Two devices on lavapipe here; on one adapter or spread over GPUs where the environment
+    // says so (member_adapters).
+    let adapters = member_adapters(2);
+    eprintln!("adapters: {:?}", adapters.iter().map(|a| a.get_info().name).collect::<Vec<_>>());
     const MAX: usize = 70_000;
-    let apps: Vec<App> = (0..2)
-        .map(|_| {
-            let (d, q) = embed::request_device(&adapter, &desc()).expect("embed::request_device");
+    let apps: Vec<App> = adapters
+        .iter()
+        .map(|adapter| {
+            let (d, q) = embed::request_device(adapter, &desc()).expect("embed::request_device");
             App::new(d, q, MAX)
         })
         .collect();
