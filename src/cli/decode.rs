@@ -45,6 +45,8 @@ pub struct DecodeReport {
     pub tokens: Vec<u32>,
     pub tokens_per_s: f64,
     pub cpu_ms_per_token: f64,
+    /// Host time in `Decoder::step` per token: recording and submitting.
+    pub record_ms_per_token: f64,
     pub all_reduces_per_token: f64,
     pub submits_per_token_per_member: f64,
     pub mode: String,
@@ -111,15 +113,17 @@ pub fn run_decode(
         tokens_per_s: args.tokens as f64 / wall,
         cpu_ms_per_token: cpu * 1e3 / n,
         all_reduces_per_token: (after.all_reduces - before.all_reduces) as f64 / n,
+        record_ms_per_token: (after.step_host_time - before.step_host_time).as_secs_f64() * 1e3 / n,
         submits_per_token_per_member: (after.submits - before.submits) as f64 / n / group.len() as f64,
         mode,
     };
     if show {
         println!(
-            "{} members: {:.2} tokens/s, CPU {:.2} ms/token, {:.1} all-reduces and {:.1} submits per token per member",
+            "{} members: {:.2} tokens/s, CPU {:.2} ms/token (recording and submitting {:.2} ms), {:.1} all-reduces and {:.1} submits per token per member",
             group.len(),
             report.tokens_per_s,
             report.cpu_ms_per_token,
+            report.record_ms_per_token,
             report.all_reduces_per_token,
             report.submits_per_token_per_member
         );

@@ -191,6 +191,9 @@ pub struct DecodeStats {
     /// Queue submits per member, summed over members.
     pub submits: u64,
     pub members: usize,
+    /// Host time spent in [`Decoder::step`] (recording and submitting; it never waits for the
+    /// GPU except when a stream has `CROSSGPU_MAX_IN_FLIGHT` submits in flight).
+    pub step_host_time: std::time::Duration,
 }
 
 /// The model on a group.
@@ -205,6 +208,8 @@ pub struct Decoder {
     scratch: Vec<Scratch>,
     /// Tokens decoded so far (the next position).
     pos: usize,
+    /// Host time spent in `step` so far.
+    step_host_time: std::time::Duration,
 }
 
 impl Decoder {
@@ -314,7 +319,18 @@ impl Decoder {
         for m in &members {
             m.flush()?;
         }
-        Ok(Self { cfg, plan, members, comm, embed, vocab, layers, scratch, pos: 0 })
+        Ok(Self {
+            cfg,
+            plan,
+            members,
+            comm,
+            embed,
+            vocab,
+            layers,
+            scratch,
+            pos: 0,
+            step_host_time: std::time::Duration::ZERO,
+        })
     }
 
     /// The all-reduce mode in use (`None` for one member).
@@ -341,6 +357,13 @@ impl Decoder {
     /// and leaves the greedy next token in every member's token buffer and in the history.
     /// Nothing waits for the GPU.
     pub fn step(&mut self) -> Result<()> {
+        let t0 = std::time::Instant::now();
+        let r = self.record_step();
+        self.step_host_time += t0.elapsed();
+        r
+    }
+
+    fn record_step(&mut self) -> Result<()> {
         let pos = self.pos;
         if pos >= self.cfg.max_seq {
             return Err(Error::Unsupported(format!(
@@ -470,6 +493,7 @@ impl Decoder {
             all_reduces: self.comm.as_ref().map_or(0, |c| c.all_reduce_count()),
             submits: self.members.iter().map(|m| m.submit_count()).sum(),
             members: self.members.len(),
+            step_host_time: self.step_host_time,
         }
     }
 }
