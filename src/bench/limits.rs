@@ -61,6 +61,34 @@ fn timed(rec: &mut Recorder, timeout_ns: u64) -> vk_native::Result<f64> {
     Ok(t.elapsed().as_secs_f64())
 }
 
+/// Steps recorded per timed batch.
+const STEPS: usize = 4;
+
+/// GB/s of `reps` timed batches, after one untimed: each batch is [`STEPS`] steps recorded by
+/// `step`, each followed by the `barrier` (source and destination access), and moves
+/// `bytes_per_step` per step.
+fn batch_rate(
+    rec: &mut Recorder,
+    reps: usize,
+    timeout_ns: u64,
+    barrier: (Access, Access),
+    bytes_per_step: f64,
+    mut step: impl FnMut(&mut Recorder) -> vk_native::Result<()>,
+) -> vk_native::Result<Summary> {
+    let mut samples = Vec::new();
+    for rep in 0..reps + 1 {
+        for _ in 0..STEPS {
+            step(rec)?;
+            rec.barrier(barrier.0, barrier.1)?;
+        }
+        let s = timed(rec, timeout_ns)?;
+        if rep > 0 {
+            samples.push(STEPS as f64 * bytes_per_step / s / 1e9);
+        }
+    }
+    Ok(summarize(&samples))
+}
+
 /// Measures the limits on `m`'s device with buffers of `bytes` (e.g. 256 MiB), `reps`
 /// repetitions of each.
 pub fn measure(m: &Member, bytes: u64, reps: usize) -> Result<Limits> {
@@ -74,65 +102,42 @@ pub fn measure(m: &Member, bytes: u64, reps: usize) -> Result<Limits> {
     let host = Arc::new(HostAllocation::new(bytes, align).map_err(&e)?);
     let imported = ImportedBuffer::new(dev, &host).map_err(&e)?;
     let mut rec = Recorder::new(dev, m.shared.queue_index).map_err(&e)?;
-    const COPIES: usize = 4;
 
-    let mut bandwidth = |src: &dyn GpuBuffer, dst: &dyn GpuBuffer, factor: f64| -> Result<Summary> {
-        let mut samples = Vec::new();
-        for rep in 0..reps + 1 {
-            for _ in 0..COPIES {
-                rec.copy(src, 0, dst, 0, bytes).map_err(&e)?;
-                rec.barrier(Access::TRANSFER_WRITE, Access::TRANSFER_WRITE | Access::TRANSFER_READ)
-                    .map_err(&e)?;
-            }
-            let s = timed(&mut rec, timeout).map_err(&e)?;
-            if rep > 0 {
-                samples.push(factor * (COPIES as u64 * bytes) as f64 / s / 1e9);
-            }
-        }
-        Ok(summarize(&samples))
+    // Copies through the copy engine. `factor`: 2 when both sides are device memory (read +
+    // written), 1 across the bus.
+    let transfer = (Access::TRANSFER_WRITE, Access::TRANSFER_WRITE | Access::TRANSFER_READ);
+    let compute = (Access::COMPUTE_WRITE, Access::COMPUTE_WRITE | Access::COMPUTE_READ);
+    let mut copy_rate = |src: &dyn GpuBuffer, dst: &dyn GpuBuffer, factor: f64| {
+        batch_rate(&mut rec, reps, timeout, transfer, factor * bytes as f64, |r| {
+            r.copy(src, 0, dst, 0, bytes)
+        })
+        .map_err(&e)
     };
-    let device_to_host_gbps = bandwidth(&a, &imported, 1.0)?;
-    let host_to_device_gbps = bandwidth(&imported, &a, 1.0)?;
-    let device_copy_command_gbps = bandwidth(&a, &b, 2.0)?;
+    let device_to_host_gbps = copy_rate(&a, &imported, 1.0)?;
+    let host_to_device_gbps = copy_rate(&imported, &a, 1.0)?;
+    let device_copy_command_gbps = copy_rate(&a, &b, 2.0)?;
     let half = bytes / 2;
-    let mut samples = Vec::new();
-    for rep in 0..reps + 1 {
-        for _ in 0..COPIES {
-            rec.copy(&a, 0, &imported, 0, half).map_err(&e)?;
-            rec.copy(&imported, half, &b, 0, half).map_err(&e)?;
-            rec.barrier(Access::TRANSFER_WRITE, Access::TRANSFER_WRITE | Access::TRANSFER_READ)
-                .map_err(&e)?;
-        }
-        let s = timed(&mut rec, timeout).map_err(&e)?;
-        if rep > 0 {
-            samples.push((COPIES as u64 * 2 * half) as f64 / s / 1e9);
-        }
-    }
-    let duplex_copy_gbps = summarize(&samples);
+    let duplex_copy_gbps = batch_rate(&mut rec, reps, timeout, transfer, (2 * half) as f64, |r| {
+        r.copy(&a, 0, &imported, 0, half)?;
+        r.copy(&imported, half, &b, 0, half)
+    })
+    .map_err(&e)?;
 
+    // The same through the WGSL `copy_vec4` kernel.
     let words = (bytes / 16).min(dev.info().caps.max_storage_buffer_range / 16) as u32;
     let kernel = m.shared.kernels.get("copy_vec4").map_err(&e)?;
-    let groups = [(words as usize).div_ceil(256).clamp(1, 65_535) as u32, 1, 1];
-    // `factor`: 2 when both sides are device memory (read + written), 1 across the bus.
-    let mut kernel_bandwidth = |src: &dyn GpuBuffer, dst: &dyn GpuBuffer, factor: f64| -> Result<Summary> {
+    let groups = |words: u32| [(words as usize).div_ceil(256).clamp(1, 65_535) as u32, 1, 1];
+    let mut kernel_rate = |src: &dyn GpuBuffer, dst: &dyn GpuBuffer, factor: f64| -> Result<Summary> {
         let group = kernel.bind(&[src, dst]).map_err(&e)?;
-        let mut samples = Vec::new();
-        for rep in 0..reps + 1 {
-            for _ in 0..COPIES {
-                rec.dispatch(&group, &[words, 0, 0, 0], groups).map_err(&e)?;
-                rec.barrier(Access::COMPUTE_WRITE, Access::COMPUTE_WRITE | Access::COMPUTE_READ)
-                    .map_err(&e)?;
-            }
-            let s = timed(&mut rec, timeout).map_err(&e)?;
-            if rep > 0 {
-                samples.push(factor * (COPIES as u64 * words as u64 * 16) as f64 / s / 1e9);
-            }
-        }
-        Ok(summarize(&samples))
+        let step_bytes = factor * (words as u64 * 16) as f64;
+        batch_rate(&mut rec, reps, timeout, compute, step_bytes, |r| {
+            r.dispatch(&group, &[words, 0, 0, 0], groups(words))
+        })
+        .map_err(&e)
     };
-    let device_copy_kernel_gbps = kernel_bandwidth(&a, &b, 2.0)?;
-    let host_read_kernel_gbps = kernel_bandwidth(&imported, &b, 1.0)?;
-    let host_write_kernel_gbps = kernel_bandwidth(&a, &imported, 1.0)?;
+    let device_copy_kernel_gbps = kernel_rate(&a, &b, 2.0)?;
+    let host_read_kernel_gbps = kernel_rate(&imported, &b, 1.0)?;
+    let host_write_kernel_gbps = kernel_rate(&a, &imported, 1.0)?;
     let half_words = ((half / 16).min(dev.info().caps.max_storage_buffer_range / 16)) as u32;
     fn range(buffer: &dyn GpuBuffer, offset: u64, words: u32) -> BindRange<'_> {
         BindRange { buffer, offset, size: words as u64 * 16 }
@@ -141,20 +146,12 @@ pub fn measure(m: &Member, bytes: u64, reps: usize) -> Result<Limits> {
         kernel.bind_ranges(&[range(&imported, half, half_words), range(&b, 0, half_words)]).map_err(&e)?;
     let write_host =
         kernel.bind_ranges(&[range(&a, 0, half_words), range(&imported, 0, half_words)]).map_err(&e)?;
-    let half_groups = [(half_words as usize).div_ceil(256).clamp(1, 65_535) as u32, 1, 1];
-    let mut samples = Vec::new();
-    for rep in 0..reps + 1 {
-        for _ in 0..COPIES {
-            rec.dispatch(&read_host, &[half_words, 0, 0, 0], half_groups).map_err(&e)?;
-            rec.dispatch(&write_host, &[half_words, 0, 0, 0], half_groups).map_err(&e)?;
-            rec.barrier(Access::COMPUTE_WRITE, Access::COMPUTE_WRITE | Access::COMPUTE_READ).map_err(&e)?;
-        }
-        let s = timed(&mut rec, timeout).map_err(&e)?;
-        if rep > 0 {
-            samples.push((COPIES as u64 * 2 * half_words as u64 * 16) as f64 / s / 1e9);
-        }
-    }
-    let duplex_kernel_gbps = summarize(&samples);
+    let duplex_kernel_gbps =
+        batch_rate(&mut rec, reps, timeout, compute, (2 * half_words as u64 * 16) as f64, |r| {
+            r.dispatch(&read_host, &[half_words, 0, 0, 0], groups(half_words))?;
+            r.dispatch(&write_host, &[half_words, 0, 0, 0], groups(half_words))
+        })
+        .map_err(&e)?;
 
     // Host-signalled timeline round trip: the GPU's wait is submitted first, then the host
     // signals and spins until the GPU's signal arrives.
