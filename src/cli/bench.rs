@@ -64,6 +64,9 @@ pub struct Common {
     /// Buffer size for the copy-bandwidth limits.
     #[arg(long, default_value_t = 256 << 20)]
     pub limit_bytes: u64,
+    /// Matrix–vector shapes, `ROWSxCOLS` comma-separated (f16 weights).
+    #[arg(long, value_delimiter = ',', default_value = "8192x8192,5120x17408,17408x5120")]
+    pub matvec_shapes: Vec<String>,
     /// Decode preset for `bench decode`.
     #[arg(long, default_value = "27b")]
     pub preset: String,
@@ -259,8 +262,14 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
     }
     if matches!(which, "all" | "matvec") {
         let g = open(&instance, a)?;
-        for (rows, cols) in [(8192, 8192), (5120, 17408), (17408, 5120)] {
-            // Every f16 kernel for these shapes (all have cols % 8 == 0), side by side.
+        for shape in &c.matvec_shapes {
+            let parsed = shape
+                .split_once('x')
+                .and_then(|(r, c)| Some((r.trim().parse().ok()?, c.trim().parse().ok()?)));
+            let Some((rows, cols)) = parsed else {
+                return Err(Error::Unsupported(format!("--matvec-shapes: '{shape}' is not ROWSxCOLS")));
+            };
+            // Every f16 kernel for cols % 8 == 0, side by side (other shapes: recorded as skipped).
             for kernel in crossgpu::MATVEC_F16_KERNELS {
                 match matvec::measure_with(&g.members()[0], Some(kernel), rows, cols, 5) {
                     Ok(p) => r.matvec.push(p),
