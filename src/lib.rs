@@ -28,7 +28,7 @@ pub use comm::{AllReduceOptions, Comm, CommOptions, Mode, ModeRequest, Precision
 pub use error::{Error, Result};
 pub use group::{AdapterSelector, DeviceGroup, DeviceSpec, GroupId, GroupSpec, Member};
 pub use instance::{adapter_table, Instance};
-pub use ops::{AttentionShape, MATVEC_F16_KERNELS, MATVEC_F16_VEC8};
+pub use ops::{AttentionShape, MATVEC_F16_DEFAULT, MATVEC_F16_KERNELS};
 pub use tensor::{f16_saturating, DType, Tensor, MAX_ELEMENTS};
 pub use vk_native::{
     live_objects, validation_messages, AdapterInfo, Capabilities, DeviceType, LiveObjects, ValidationMessage,

@@ -554,7 +554,7 @@ fn matvec_more_than_65535_rows_uses_2d_dispatch() {
     check_matvec(m, 70_000, 3, DType::F16, 402); // matvec_f16, rows starting mid-word
     check_matvec_with(m, Some("matvec_f16_vec8"), 70_000, 8, DType::F16, 401);
     // matvec's default for cols % 8 == 0 (four rows per workgroup): 65,538 blocks.
-    assert_eq!(crossgpu::MATVEC_F16_VEC8, "matvec_f16_vec8_rows4");
+    assert_eq!(crossgpu::MATVEC_F16_DEFAULT, "matvec_f16_vec8_rows4");
     check_matvec(m, 4 * 65_537 + 3, 8, DType::F16, 403);
     common::assert_no_validation_errors();
 }

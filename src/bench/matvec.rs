@@ -59,11 +59,7 @@ pub fn measure_with(
     Ok(MatvecPoint {
         rows,
         cols,
-        kernel: match kernel {
-            Some(k) => k,
-            None if cols.is_multiple_of(8) => crate::MATVEC_F16_VEC8,
-            None => "matvec_f16",
-        },
+        kernel: kernel.unwrap_or(crate::ops::f16_matvec_kernel(cols)),
         gbps: summarize(&gbps),
         us_per_matvec: summarize(&us),
     })

@@ -217,8 +217,7 @@ impl Member {
         }
         let entry = match w.dtype() {
             DType::F32 => "matvec_f32",
-            DType::F16 if cols % 8 == 0 => f16_kernel.unwrap_or(MATVEC_F16_VEC8),
-            DType::F16 => "matvec_f16",
+            DType::F16 => f16_kernel.unwrap_or(f16_matvec_kernel(cols)),
             DType::U32 => {
                 return Err(Error::DtypeMismatch {
                     what: "matvec w".into(),
@@ -240,7 +239,7 @@ impl Member {
         cols: usize,
     ) -> Result<()> {
         let bufs: [&dyn GpuBuffer; 3] = [&w.buffer, &x.buffer, &y.buffer];
-        let row_blocks = if entry == "matvec_f16_vec8_rows4" { rows.div_ceil(4) } else { rows };
+        let row_blocks = if entry == MATVEC_F16_FOUR_ROWS { rows.div_ceil(4) } else { rows };
         self.shared.dispatch(
             entry,
             &bufs,
@@ -252,9 +251,22 @@ impl Member {
     }
 }
 
+/// One row per workgroup of 256 threads.
+const MATVEC_F16_ONE_ROW: &str = "matvec_f16_vec8";
+/// Four rows per workgroup, 64 threads per row.
+const MATVEC_F16_FOUR_ROWS: &str = "matvec_f16_vec8_rows4";
 /// The f16 matvec kernel `matvec` uses when `cols % 8 == 0`: four rows per workgroup. On the
 /// H200 it moved 89%, 80% and 89% of the copy kernel's bandwidth for 8192×8192, 5120×17408 and
 /// 17408×5120, against 71%, 77% and 57% for one row per workgroup (docs/BENCHMARKS.md).
-pub const MATVEC_F16_VEC8: &str = "matvec_f16_vec8_rows4";
+pub const MATVEC_F16_DEFAULT: &str = MATVEC_F16_FOUR_ROWS;
 /// The f16 matvec kernels for `cols % 8 == 0`, as [`Member::matvec_f16_with`] names them.
-pub const MATVEC_F16_KERNELS: [&str; 2] = ["matvec_f16_vec8", "matvec_f16_vec8_rows4"];
+pub const MATVEC_F16_KERNELS: [&str; 2] = [MATVEC_F16_ONE_ROW, MATVEC_F16_FOUR_ROWS];
+
+/// The kernel `matvec` runs for f16 weights with `cols` columns.
+pub(crate) fn f16_matvec_kernel(cols: usize) -> &'static str {
+    if cols.is_multiple_of(8) {
+        MATVEC_F16_DEFAULT
+    } else {
+        "matvec_f16"
+    }
+}
