@@ -69,21 +69,11 @@ fn member_adapters(n: usize) -> Vec<wgpu::Adapter> {
     let all: Vec<wgpu::Adapter> =
         pollster::block_on(instance().enumerate_adapters(wgpu::Backends::VULKAN)).into_iter().collect();
     assert!(!all.is_empty(), "no Vulkan adapter");
-    let pick = |item: &str| -> wgpu::Adapter {
-        let item = item.trim();
-        let found = match item.parse::<usize>() {
-            Ok(i) => all.get(i),
-            Err(_) => all.iter().find(|a| a.get_info().name.to_lowercase().contains(&item.to_lowercase())),
-        };
-        found.cloned().unwrap_or_else(|| panic!("no Vulkan adapter matches {item:?}"))
-    };
     if let Ok(list) = std::env::var("CROSSGPU_TEST_ADAPTERS") {
-        let items: Vec<&str> = list.split(',').filter(|i| !i.trim().is_empty()).collect();
-        assert!(!items.is_empty(), "CROSSGPU_TEST_ADAPTERS={list:?} names no adapter");
-        return (0..n).map(|i| pick(items[i % items.len()])).collect();
+        return embed::select_adapters(&all, &list, n).expect("CROSSGPU_TEST_ADAPTERS");
     }
     let one = match std::env::var("CROSSGPU_TEST_ADAPTER") {
-        Ok(a) => pick(&a),
+        Ok(a) => embed::select_adapters(&all, &a, 1).expect("CROSSGPU_TEST_ADAPTER").remove(0),
         Err(_) => {
             let pos = all.iter().position(|a| a.get_info().device_type == wgpu::DeviceType::Cpu).unwrap_or(0);
             all[pos].clone()
@@ -374,4 +364,24 @@ fn bad_buffers_and_plain_devices_are_errors() {
     assert!(matches!(e, Error::Unsupported(_)), "{e}");
     drop(comm);
     assert_no_wgpu_errors();
+}
+
+#[test]
+fn select_adapters_by_index_or_name_round_robin() {
+    let all: Vec<wgpu::Adapter> =
+        pollster::block_on(instance().enumerate_adapters(wgpu::Backends::VULKAN)).into_iter().collect();
+    let name = |a: &wgpu::Adapter| a.get_info().name;
+    let picked = embed::select_adapters(&all, "0", 3).unwrap();
+    assert_eq!(picked.iter().map(name).collect::<Vec<_>>(), vec![name(&all[0]); 3]);
+    let last = all.len() - 1;
+    let picked = embed::select_adapters(&all, &format!(" {last} , 0 "), 3).unwrap();
+    assert_eq!(
+        picked.iter().map(name).collect::<Vec<_>>(),
+        [name(&all[last]), name(&all[0]), name(&all[last])]
+    );
+    let fragment = name(&all[0]).to_uppercase();
+    assert_eq!(name(&embed::select_adapters(&all, &fragment, 1).unwrap()[0]), name(&all[0]));
+    for bad in ["", " , ", "no-such-adapter", &all.len().to_string()] {
+        assert!(embed::select_adapters(&all, bad, 1).is_err(), "{bad:?}");
+    }
 }

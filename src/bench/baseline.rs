@@ -28,22 +28,10 @@ pub fn measure(adapters: &str, members: usize, bytes: u64) -> Result<AllReducePo
     desc.backends = wgpu::Backends::VULKAN;
     let instance = wgpu::Instance::new(desc);
     let all = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::VULKAN));
-    let items: Vec<&str> = adapters.split(',').map(str::trim).filter(|a| !a.is_empty()).collect();
-    if items.is_empty() {
-        return Err(wgpu_err(format!("no adapter named in '{adapters}'")));
-    }
-    let pick = |item: &str| -> Result<wgpu::Adapter> {
-        let found = match item.parse::<usize>() {
-            Ok(i) => all.get(i),
-            Err(_) => {
-                let want = item.to_lowercase();
-                all.iter().find(|a| a.get_info().name.to_lowercase().contains(&want))
-            }
-        };
-        found.cloned().ok_or_else(|| wgpu_err(format!("no Vulkan adapter matches '{item}'")))
-    };
-    let chosen: Vec<wgpu::Adapter> =
-        (0..members).map(|i| pick(items[i % items.len()])).collect::<Result<_>>()?;
+    let chosen = crate::embed::select_adapters(&all, adapters, members).map_err(|e| match e {
+        Error::Unsupported(why) => wgpu_err(why),
+        other => other,
+    })?;
     let n = (bytes / 4) as usize;
     let ms = (0..members)
         .map(|i| {

@@ -57,6 +57,30 @@ pub fn request_device(
     vk_native::request_wgpu_device(adapter, desc).map_err(|e| Error::native(&adapter.get_info().name, e))
 }
 
+/// `n` of the wgpu `adapters` (as `Instance::enumerate_adapters` listed them), picked from
+/// `spec`: a comma-separated list where each item is an index into `adapters` or a name
+/// fragment (case-insensitive), taken round-robin — `0,1` spreads `n` over two GPUs, `nvidia`
+/// puts all on the first NVIDIA adapter. The `CROSSGPU_DEVICES` index convention for wgpu.
+///
+/// Errors: an empty `spec`, or an item no adapter matches.
+pub fn select_adapters(adapters: &[wgpu::Adapter], spec: &str, n: usize) -> Result<Vec<wgpu::Adapter>> {
+    let items: Vec<&str> = spec.split(',').map(str::trim).filter(|a| !a.is_empty()).collect();
+    if items.is_empty() {
+        return Err(Error::Unsupported(format!("no adapter named in '{spec}'")));
+    }
+    let pick = |item: &str| -> Result<wgpu::Adapter> {
+        let found = match item.parse::<usize>() {
+            Ok(i) => adapters.get(i),
+            Err(_) => {
+                let want = item.to_lowercase();
+                adapters.iter().find(|a| a.get_info().name.to_lowercase().contains(&want))
+            }
+        };
+        found.cloned().ok_or_else(|| Error::Unsupported(format!("no Vulkan adapter matches '{item}'")))
+    };
+    (0..n).map(|i| pick(items[i % items.len()])).collect()
+}
+
 struct Slots {
     elements: usize,
     stride: usize,
