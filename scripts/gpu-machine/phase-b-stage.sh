@@ -5,6 +5,8 @@
 # wire) and on one GPU (loopback, 2 members sharing a queue). Then the small-size latency in
 # separate processes, plain and pinned to two cores (the 29-vs-55 µs bimodality), and the 27B
 # decode on 1 GPU, 2 GPUs and 2 stand-ins sharing a queue. Results in $OUT/results4.tgz.
+# Kept as the record of that run: CROSSGPU_PHASE_B_STAGE_BYTES was removed afterwards (staging
+# lost to the vec4 kernel), so on today's build both of its variants run the same code.
 set -uo pipefail
 source scripts/gpu-machine/setup.sh
 start_results results4

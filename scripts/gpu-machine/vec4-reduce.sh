@@ -3,6 +3,8 @@
 # all N through `select`), direct host reads against staging through device memory at large
 # sizes; the limits with the duplex probes; the small sizes and the decode with the new
 # defaults (phase A by kernel up to 64 KiB). $OUT/results6.tgz.
+# Kept as the record of that run: CROSSGPU_PHASE_B_STAGE_BYTES was removed afterwards (staging
+# lost to the vec4 kernel), so on today's build both of its variants run the same code.
 set -uo pipefail
 source scripts/gpu-machine/setup.sh
 start_results results6
