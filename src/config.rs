@@ -7,7 +7,8 @@
 //! | `CROSSGPU_VALIDATION` | `1` enables the Khronos validation layer | `0` |
 //! | `CROSSGPU_TIMEOUT_MS` | bound on every wait for a device, in ms | 60000 |
 //! | `CROSSGPU_ALLREDUCE` | `auto`, `bridge`, `sync_fd` or `generic` | `auto` |
-//! | `CROSSGPU_ALLREDUCE_SPIN_US` | how long the host bridge spins before blocking, µs | 200 |
+//! | `CROSSGPU_ALLREDUCE_SPIN_US` | how long the host bridge spins before blocking, µs | 2000; 200 when a member is a CPU device |
+//! | `CROSSGPU_JOINT_SUBMIT` | `1`: members sharing a queue submit each all-reduce phase as one batch | `1` |
 //! | `CROSSGPU_F16_WIRE_BYTES` | payload size from which the wire is f16 | 1048576 |
 //! | `CROSSGPU_PHASE_A_KERNEL_BYTES` | wire bytes per member up to which phase A writes the host slot from a kernel instead of the copy engine | 65536 |
 //! | `CROSSGPU_MAX_IN_FLIGHT` | submits a member's stream keeps in flight before the host waits for the oldest (each holds a command pool) | 128 |
@@ -34,16 +35,18 @@ pub(crate) fn u64_var(name: &'static str, default: u64, min: u64, max: u64) -> R
     Ok(n)
 }
 
-pub(crate) fn validation_from_env() -> Result<bool> {
-    match var("CROSSGPU_VALIDATION").as_deref() {
-        None | Some("0") | Some("false") => Ok(false),
+/// Parses a `0`/`1` (or `false`/`true`) variable.
+pub(crate) fn bool_var(name: &'static str, default: bool) -> Result<bool> {
+    match var(name).as_deref() {
+        None => Ok(default),
+        Some("0") | Some("false") => Ok(false),
         Some("1") | Some("true") => Ok(true),
-        Some(v) => Err(Error::BadConfig {
-            name: "CROSSGPU_VALIDATION",
-            value: v.into(),
-            why: "expected 0 or 1".into(),
-        }),
+        Some(v) => Err(Error::BadConfig { name, value: v.into(), why: "expected 0 or 1".into() }),
     }
+}
+
+pub(crate) fn validation_from_env() -> Result<bool> {
+    bool_var("CROSSGPU_VALIDATION", false)
 }
 
 /// `CROSSGPU_MAX_IN_FLIGHT`: 1 to 65536 submits per stream.

@@ -24,7 +24,7 @@ mod stream;
 mod tensor;
 pub mod tp;
 
-pub use comm::{AllReduceOptions, Comm, CommOptions, Mode, ModeRequest, Precision};
+pub use comm::{AllReduceOptions, BridgeStats, Comm, CommOptions, Mode, ModeRequest, Precision};
 pub use error::{Error, Result};
 pub use group::{AdapterSelector, DeviceGroup, DeviceSpec, GroupId, GroupSpec, Member};
 pub use instance::{adapter_table, Instance};

@@ -103,6 +103,36 @@ impl Stream {
         Ok(v)
     }
 
+    /// Submits the open command buffers of `streams` (members sharing one queue) as one batch
+    /// (`Recorder::submit_together`), each with its pending waits and its `signals`. Each
+    /// stream counts the batch as one submit of its own.
+    pub(crate) fn submit_together(
+        streams: &mut [&mut Stream],
+        signals: &[&[(&TimelineSemaphore, u64)]],
+    ) -> vk_native::Result<()> {
+        let waits: Vec<Vec<(TimelineSemaphore, u64)>> =
+            streams.iter_mut().map(|s| std::mem::take(&mut s.waits)).collect();
+        let bwaits: Vec<Vec<SyncFdSemaphore>> =
+            streams.iter_mut().map(|s| std::mem::take(&mut s.binary_waits)).collect();
+        let wait_refs: Vec<Vec<(&TimelineSemaphore, u64)>> =
+            waits.iter().map(|w| w.iter().map(|(s, v)| (s, *v)).collect()).collect();
+        let bwait_refs: Vec<Vec<&SyncFdSemaphore>> = bwaits.iter().map(|w| w.iter().collect()).collect();
+        let infos: Vec<SubmitInfo<'_>> = (0..streams.len())
+            .map(|i| SubmitInfo {
+                wait_timeline: &wait_refs[i],
+                signal_timeline: signals[i],
+                wait_binary: &bwait_refs[i],
+                signal_binary: &[],
+            })
+            .collect();
+        let mut recs: Vec<&mut vk_native::Recorder> = streams.iter_mut().map(|s| &mut s.rec).collect();
+        vk_native::Recorder::submit_together(&mut recs, &infos)?;
+        for s in streams.iter_mut() {
+            s.submits += 1;
+        }
+        Ok(())
+    }
+
     /// Submits if anything is recorded or waiting; returns the value to wait for.
     pub(crate) fn flush(&mut self) -> vk_native::Result<u64> {
         if self.has_work() {

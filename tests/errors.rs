@@ -437,3 +437,43 @@ fn errors_display_what_to_do() {
     }
     common::assert_no_validation_errors();
 }
+
+#[test]
+fn recorders_of_different_queues_cannot_submit_as_one_batch() {
+    // `Recorder::submit_together` batches recorders of one queue only; anything else is an
+    // error that submits nothing and leaves both recorders usable.
+    let _s = serial();
+    use vk_native::{Access, Buffer, BufferUsage, Device, Instance, InstanceOptions, Recorder, SubmitInfo};
+    common::instance(); // sets VK_LAYER_ENABLES for synchronization validation
+    let inst = Instance::new(&InstanceOptions { validation: common::layer_installed() }).unwrap();
+    let (d0, d1) = (Device::open(&inst, 0, 1).unwrap(), Device::open(&inst, 0, 1).unwrap());
+    let usage = BufferUsage { copy_src: true, copy_dst: true };
+    let (a, b) = (Buffer::new(&d0, 256, usage, "a").unwrap(), Buffer::new(&d0, 256, usage, "b").unwrap());
+    let (c, d) = (Buffer::new(&d1, 256, usage, "c").unwrap(), Buffer::new(&d1, 256, usage, "d").unwrap());
+    let (mut r0, mut r1) = (Recorder::new(&d0, 0).unwrap(), Recorder::new(&d1, 0).unwrap());
+    r0.copy(&a, 0, &b, 0, 256).unwrap();
+    r1.copy(&c, 0, &d, 0, 256).unwrap();
+    let infos = [SubmitInfo::default(), SubmitInfo::default()];
+    let e = Recorder::submit_together(&mut [&mut r0, &mut r1], &infos).unwrap_err();
+    assert!(e.to_string().contains("recorders of one queue only"), "{e}");
+    let mut r0b = Recorder::new(&d0, 0).unwrap();
+    let e = Recorder::submit_together(&mut [&mut r0, &mut r0b], &infos[..1]).unwrap_err();
+    assert!(e.to_string().contains("2 recorders but 1 submit infos"), "{e}");
+    assert_eq!((r0.submitted(), r1.submitted(), r0b.submitted()), (0, 0, 0), "nothing was submitted");
+    assert!(Recorder::submit_together(&mut [], &[]).unwrap().is_empty());
+    // Both still hold their open command buffers and submit them normally.
+    r0.barrier(Access::TRANSFER_WRITE, Access::TRANSFER_READ | Access::TRANSFER_WRITE).unwrap();
+    r0.copy(&b, 0, &a, 0, 256).unwrap();
+    for r in [&mut r0, &mut r1] {
+        let v = r.submit(&SubmitInfo::default()).unwrap();
+        assert!(r.wait(v, 60_000_000_000).unwrap());
+    }
+    // And two recorders of one queue do batch: both progress values advance together.
+    r0.copy(&a, 0, &b, 0, 256).unwrap();
+    r0b.barrier(Access::TRANSFER_WRITE, Access::TRANSFER_READ | Access::TRANSFER_WRITE).unwrap();
+    r0b.copy(&b, 0, &a, 0, 256).unwrap();
+    let v = Recorder::submit_together(&mut [&mut r0, &mut r0b], &infos).unwrap();
+    assert_eq!(v, vec![2, 1]);
+    assert!(r0.wait(v[0], 60_000_000_000).unwrap() && r0b.wait(v[1], 60_000_000_000).unwrap());
+    common::assert_no_validation_errors();
+}

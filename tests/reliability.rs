@@ -501,6 +501,8 @@ fn bad_environment_values_are_errors_at_creation() {
         ("CROSSGPU_MAX_IN_FLIGHT", "0", "between 1 and 65536"),
         ("CROSSGPU_MAX_IN_FLIGHT", "65537", "between 1 and 65536"),
         ("CROSSGPU_MAX_IN_FLIGHT", "many", "non-negative integer"),
+        ("CROSSGPU_JOINT_SUBMIT", "yes", "expected 0 or 1"),
+        ("CROSSGPU_JOINT_SUBMIT", "2", "expected 0 or 1"),
     ];
     for &(var, value, why) in bad {
         let (ok, out) = child("child_print_config_from_env", &[(var, value)]);
@@ -536,11 +538,13 @@ fn bad_environment_values_are_errors_at_creation() {
     }
     // Values at the edges of the ranges are accepted.
     let good: &[(&str, &str, &str)] = &[
-        ("CROSSGPU_ALLREDUCE_SPIN_US", "0", "spin: 0ns"),
-        ("CROSSGPU_ALLREDUCE_SPIN_US", "1000000", "spin: 1s"),
+        ("CROSSGPU_ALLREDUCE_SPIN_US", "0", "spin: Some(0ns)"),
+        ("CROSSGPU_ALLREDUCE_SPIN_US", "1000000", "spin: Some(1s)"),
         ("CROSSGPU_TIMEOUT_MS", "1", "timeout: 1ms"),
         ("CROSSGPU_TIMEOUT_MS", " 86400000 ", "timeout: 86400s"),
         ("CROSSGPU_ALLREDUCE", "GENERIC", "mode: Forced(Generic)"),
+        ("CROSSGPU_JOINT_SUBMIT", "0", "joint_submit: false"),
+        ("CROSSGPU_JOINT_SUBMIT", " true ", "joint_submit: true"),
     ];
     for &(var, value, want) in good {
         let (ok, out) = child("child_print_config_from_env", &[(var, value)]);

@@ -27,6 +27,13 @@ pub struct AllReducePoint {
     /// Algorithmic bandwidth: payload bytes / time per round, GB/s (median).
     pub algbw_gbps: f64,
     pub rounds_per_batch: usize,
+    /// Host time per round spent recording and submitting (the batch's time inside
+    /// `all_reduce`, less the streams' waits for the in-flight limit), µs, median over
+    /// batches: a round cannot be faster than this. `None` for the wgpu baseline.
+    pub host_us_per_round: Option<f64>,
+    /// Share of the measured rounds that the host bridge released only after blocking in the
+    /// driver (its spin time ran out), percent; `None` without a bridge.
+    pub bridge_blocked_pct: Option<f64>,
 }
 
 /// Rounds per batch and batches for a payload: many small rounds, a few large ones.
@@ -50,7 +57,7 @@ pub fn measure(
 ) -> Result<AllReducePoint> {
     let mut opts = CommOptions { mode, ..CommOptions::from_env()? };
     if let Some(s) = spin {
-        opts.spin = s;
+        opts.spin = Some(s);
     }
     let mut comm = Comm::with_options(group, opts)?;
     let n = (bytes / 4) as usize;
@@ -65,16 +72,30 @@ pub fn measure(
         comm.all_reduce(&mut tensors, &ar)?;
     }
     group.synchronize()?;
+    let waited = || group.members().iter().map(|m| m.backpressure_wait()).sum::<Duration>();
+    let bridge0 = comm.bridge_stats();
     let mut samples = Vec::new();
+    let mut host = Vec::new();
     for _ in 0..batches {
+        let w0 = waited();
         let t = Instant::now();
         for _ in 0..rounds {
             comm.all_reduce(&mut tensors, &ar)?;
         }
+        let issued = t.elapsed().saturating_sub(waited() - w0);
         group.synchronize()?;
         samples.push(t.elapsed().as_secs_f64() * 1e6 / rounds as f64);
+        host.push(issued.as_secs_f64() * 1e6 / rounds as f64);
     }
     let s = summarize(&samples);
+    let bridge_blocked_pct = match (bridge0, comm.bridge_stats()) {
+        (Some(b), Some(a)) => {
+            let blocked = a.released_after_blocking - b.released_after_blocking;
+            let total = blocked + a.released_spinning - b.released_spinning;
+            Some(if total == 0 { 0.0 } else { 100.0 * blocked as f64 / total as f64 })
+        }
+        _ => None,
+    };
     let f16 = match precision {
         Precision::F16 => true,
         Precision::F32 => false,
@@ -89,6 +110,8 @@ pub fn measure(
         us_per_round: s,
         algbw_gbps: bytes as f64 / (s.median * 1e-6) / 1e9,
         rounds_per_batch: rounds,
+        host_us_per_round: Some(summarize(&host).median),
+        bridge_blocked_pct,
     })
 }
 

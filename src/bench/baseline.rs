@@ -116,5 +116,7 @@ pub fn measure(adapters: &str, members: usize, bytes: u64) -> Result<AllReducePo
         us_per_round: s,
         algbw_gbps: bytes as f64 / (s.median * 1e-6) / 1e9,
         rounds_per_batch: rounds,
+        host_us_per_round: None,
+        bridge_blocked_pct: None,
     })
 }

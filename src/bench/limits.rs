@@ -1,7 +1,8 @@
 //! The limits the all-reduce and the kernels are measured against, on one member's device:
 //! copy bandwidth between device memory and imported host memory (both ways), device-local
 //! bandwidth through a WGSL copy kernel and through vkCmdCopyBuffer, the round trip of a
-//! host-signalled timeline semaphore, and the CPU cost of one empty submit.
+//! host-signalled timeline semaphore, the CPU cost of one empty submit, and the GPU cost of a
+//! submit boundary.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -46,6 +47,106 @@ pub struct Limits {
     pub timeline_round_trip_us: Summary,
     /// CPU time of one vkQueueSubmit with one signal and no command buffer: µs.
     pub empty_submit_us: Summary,
+    /// GPU time per step of [`CHAIN`] steps queued behind a gate the host then opens, each step
+    /// in its own submit that waits on the gate and signals a timeline semaphore (as a
+    /// member's all-reduce submit does); a step is a 32 KiB `copy_vec4` from device memory into
+    /// imported host memory and a barrier to the host: µs.
+    pub gpu_submit_step_us: Summary,
+    /// The same steps all in one submit: µs per step. The difference to
+    /// `gpu_submit_step_us` is what a submit boundary costs the GPU.
+    pub gpu_dispatch_step_us: Summary,
+    /// A submit per step, but only the first waits on the gate and none signals a timeline
+    /// besides the recorder's own progress: µs per step.
+    pub gpu_submit_plain_step_us: Summary,
+    /// Steps alternating between two recorders of the queue, each pair one
+    /// `Recorder::submit_together` batch (waiting on the gate, signalling a timeline), as
+    /// members sharing a queue submit: µs per step.
+    pub gpu_joint_step_us: Summary,
+}
+
+/// Steps in the gated chains (below the recorder's in-flight limit: nothing may wait for the
+/// GPU while the gate is closed).
+pub const CHAIN: usize = 64;
+
+/// How a gated chain's steps are submitted.
+enum Chain<'a> {
+    /// A submit per step; waiting on the gate and signalling a timeline each, or only the
+    /// first waits and none signals more than the recorder's own progress.
+    Own { wait_and_signal_each: bool },
+    /// One submit for all steps.
+    One,
+    /// Steps alternate between two recorders of the queue, a pair per
+    /// [`Recorder::submit_together`] batch that waits on the gate and signals a timeline.
+    Joint(&'a mut Recorder),
+}
+
+/// GPU µs per step of [`CHAIN`] steps queued behind `gate` (closed below `value`), then
+/// released by the host, which spins until the last submit completes.
+fn gated_chain(
+    rec: &mut Recorder,
+    chain: Chain<'_>,
+    gate: &TimelineSemaphore,
+    value: u64,
+    timeout_ms: u64,
+    mut step: impl FnMut(&mut Recorder) -> vk_native::Result<()>,
+) -> Result<f64> {
+    let e = |e| Error::native("gated chain", e);
+    let mark = TimelineSemaphore::new(rec.device(), 0).map_err(e)?;
+    let gated = [(gate, value)];
+    let mut other = None;
+    match chain {
+        Chain::Own { wait_and_signal_each } => {
+            for k in 0..CHAIN {
+                step(rec).map_err(e)?;
+                let each = wait_and_signal_each;
+                let signal = [(&mark, k as u64 + 1)];
+                rec.submit(&SubmitInfo {
+                    wait_timeline: if each || k == 0 { &gated } else { &[] },
+                    signal_timeline: if each { &signal } else { &[] },
+                    ..Default::default()
+                })
+                .map_err(e)?;
+            }
+        }
+        Chain::One => {
+            for _ in 0..CHAIN {
+                step(rec).map_err(e)?;
+            }
+            rec.submit(&SubmitInfo {
+                wait_timeline: &gated,
+                signal_timeline: &[(&mark, 1)],
+                ..Default::default()
+            })
+            .map_err(e)?;
+        }
+        Chain::Joint(second) => {
+            for k in 0..CHAIN / 2 {
+                step(rec).map_err(e)?;
+                step(second).map_err(e)?;
+                let signal = [(&mark, k as u64 + 1)];
+                let info =
+                    SubmitInfo { wait_timeline: &gated, signal_timeline: &signal, ..Default::default() };
+                Recorder::submit_together(&mut [&mut *rec, &mut *second], &[info, SubmitInfo::default()])
+                    .map_err(e)?;
+            }
+            other = Some(second);
+        }
+    }
+    std::thread::sleep(std::time::Duration::from_millis(2));
+    let t = Instant::now();
+    gate.signal(value).map_err(e)?;
+    let last = rec.submitted();
+    while rec.completed().map_err(e)? < last {
+        std::hint::spin_loop();
+        if t.elapsed().as_millis() as u64 > timeout_ms {
+            return Err(Error::Timeout { what: "a gated submit chain".into(), ms: timeout_ms });
+        }
+    }
+    let us = t.elapsed().as_secs_f64() * 1e6 / CHAIN as f64;
+    if let Some(o) = other {
+        o.wait(o.submitted(), timeout_ms * 1_000_000).map_err(e)?;
+    }
+    Ok(us)
 }
 
 fn err(m: &Member) -> impl Fn(vk_native::NativeError) -> Error + '_ {
@@ -188,6 +289,35 @@ pub fn measure(m: &Member, bytes: u64, reps: usize) -> Result<Limits> {
     }
     let last = rec.submitted();
     rec.wait(last, timeout).map_err(&e)?;
+
+    // Submit boundaries on the GPU: 32 KiB steps into host memory, a submit each or one in all.
+    let step_words = 32768 / 16;
+    let small =
+        kernel.bind_ranges(&[range(&a, 0, step_words), range(&imported, 0, step_words)]).map_err(&e)?;
+    let gate = TimelineSemaphore::new(dev, 0).map_err(&e)?;
+    let mut second = Recorder::new(dev, m.shared.queue_index).map_err(&e)?;
+    let mut chains: [Vec<f64>; 4] = Default::default();
+    let mut value = 0;
+    for rep in 0..reps.max(3) + 1 {
+        for (k, samples) in chains.iter_mut().enumerate() {
+            let chain = match k {
+                0 => Chain::Own { wait_and_signal_each: true },
+                1 => Chain::One,
+                2 => Chain::Own { wait_and_signal_each: false },
+                _ => Chain::Joint(&mut second),
+            };
+            value += 1;
+            let us = gated_chain(&mut rec, chain, &gate, value, m.shared.timeout_ms, |r| {
+                r.dispatch(&small, &[step_words, 0, 0, 0], groups(step_words))?;
+                r.barrier(Access::COMPUTE_WRITE, Access::HOST_READ | Access::DEVICE_ALL)
+            })?;
+            if rep > 0 {
+                samples.push(us);
+            }
+        }
+    }
+    let [per_submit, one_submit, plain, joint] = chains;
+    rec.wait(rec.submitted(), timeout).map_err(&e)?;
     Ok(Limits {
         device: m.label().to_string(),
         bytes,
@@ -201,5 +331,9 @@ pub fn measure(m: &Member, bytes: u64, reps: usize) -> Result<Limits> {
         device_copy_command_gbps,
         timeline_round_trip_us,
         empty_submit_us: summarize(&samples),
+        gpu_submit_step_us: summarize(&per_submit),
+        gpu_dispatch_step_us: summarize(&one_submit),
+        gpu_submit_plain_step_us: summarize(&plain),
+        gpu_joint_step_us: summarize(&joint),
     })
 }

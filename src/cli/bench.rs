@@ -355,7 +355,7 @@ fn save(r: &Report, out: &Path) -> Result<()> {
 fn print_tables(r: &Report) {
     for p in &r.allreduce {
         println!(
-            "{:<28} {:<14} {:>10} B {:>4}  {:>10.1} us (p10 {:>9.1}, p90 {:>9.1})  {:>7.2} GB/s",
+            "{:<28} {:<14} {:>10} B {:>4}  {:>10.1} us (p10 {:>9.1}, p90 {:>9.1})  {:>7.2} GB/s{}{}",
             p.layout,
             p.mode,
             p.bytes,
@@ -363,7 +363,9 @@ fn print_tables(r: &Report) {
             p.us_per_round.median,
             p.us_per_round.p10,
             p.us_per_round.p90,
-            p.algbw_gbps
+            p.algbw_gbps,
+            p.host_us_per_round.map_or(String::new(), |h| format!("  host {h:.1} us")),
+            p.bridge_blocked_pct.map_or(String::new(), |b| format!("  bridge blocked {b:.0}%")),
         );
     }
     for m in &r.matvec {
@@ -406,6 +408,8 @@ fn point_from_json(v: &serde_json::Value) -> Option<AllReducePoint> {
         },
         algbw_gbps: v["algbw_gbps"].as_f64()?,
         rounds_per_batch: v["rounds_per_batch"].as_u64()? as usize,
+        host_us_per_round: v["host_us_per_round"].as_f64(),
+        bridge_blocked_pct: v["bridge_blocked_pct"].as_f64(),
     })
 }
 

@@ -47,6 +47,11 @@ pub struct DecodeReport {
     pub cpu_ms_per_token: f64,
     /// Host time in `Decoder::step` per token: recording and submitting.
     pub record_ms_per_token: f64,
+    /// Of that, waiting for the in-flight limit (`CROSSGPU_MAX_IN_FLIGHT`).
+    pub backpressure_ms_per_token: f64,
+    /// Share of all-reduce rounds the host bridge released only after blocking in the driver
+    /// (its spin time ran out), in percent; `None` without a bridge.
+    pub bridge_blocked_pct: Option<f64>,
     pub all_reduces_per_token: f64,
     pub submits_per_token_per_member: f64,
     pub mode: String,
@@ -114,19 +119,33 @@ pub fn run_decode(
         cpu_ms_per_token: cpu * 1e3 / n,
         all_reduces_per_token: (after.all_reduces - before.all_reduces) as f64 / n,
         record_ms_per_token: (after.step_host_time - before.step_host_time).as_secs_f64() * 1e3 / n,
+        backpressure_ms_per_token: (after.backpressure_wait - before.backpressure_wait).as_secs_f64() * 1e3
+            / n,
+        bridge_blocked_pct: match (before.bridge, after.bridge) {
+            (Some(b), Some(a)) => {
+                let blocked = a.released_after_blocking - b.released_after_blocking;
+                let total = blocked + a.released_spinning - b.released_spinning;
+                Some(if total == 0 { 0.0 } else { 100.0 * blocked as f64 / total as f64 })
+            }
+            _ => None,
+        },
         submits_per_token_per_member: (after.submits - before.submits) as f64 / n / group.len() as f64,
         mode,
     };
     if show {
         println!(
-            "{} members: {:.2} tokens/s, CPU {:.2} ms/token (recording and submitting {:.2} ms), {:.1} all-reduces and {:.1} submits per token per member",
+            "{} members: {:.2} tokens/s, CPU {:.2} ms/token (recording and submitting {:.2} ms, of which waiting for the in-flight limit {:.2} ms), {:.1} all-reduces and {:.1} submits per token per member",
             group.len(),
             report.tokens_per_s,
             report.cpu_ms_per_token,
             report.record_ms_per_token,
+            report.backpressure_ms_per_token,
             report.all_reduces_per_token,
             report.submits_per_token_per_member
         );
+        if let Some(p) = report.bridge_blocked_pct {
+            println!("host bridge: {p:.1}% of rounds released only after blocking (spin time ran out)");
+        }
         println!("tokens: {:?}", report.tokens);
     }
     Ok(report)

@@ -7,6 +7,7 @@
 //! every peer of member i is done it signals `go[i] = r` from the host. Rounds are released in
 //! order. Between bursts it sleeps on a condition variable, burning no CPU.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -24,11 +25,18 @@ pub(crate) struct BridgeState {
     pub(crate) error: Option<String>,
     /// Test hook: never release this member (simulates a withheld signal).
     pub(crate) withhold: Option<usize>,
+    /// Rounds released while spinning, and after blocking in `vkWaitSemaphores` (the slow
+    /// path: the thread sleeps in the driver and pays a wake-up when the GPU signals).
+    pub(crate) released_spinning: u64,
+    pub(crate) released_after_blocking: u64,
 }
 
 pub(crate) struct Shared {
     pub(crate) state: Mutex<BridgeState>,
     pub(crate) wake: Condvar,
+    /// `state.stop`, readable without the lock: the spin loop checks it on every pass, and
+    /// taking the mutex there contended with the main thread announcing rounds.
+    stopping: AtomicBool,
 }
 
 impl Shared {
@@ -52,7 +60,11 @@ pub(crate) struct BridgeConfig {
 
 impl HostBridge {
     pub(crate) fn start(name: String, cfg: BridgeConfig) -> std::io::Result<Self> {
-        let shared = Arc::new(Shared { state: Mutex::new(BridgeState::default()), wake: Condvar::new() });
+        let shared = Arc::new(Shared {
+            state: Mutex::new(BridgeState::default()),
+            wake: Condvar::new(),
+            stopping: AtomicBool::new(false),
+        });
         let s = shared.clone();
         let thread = std::thread::Builder::new().name(name).spawn(move || run(&s, &cfg))?;
         Ok(Self { shared, thread: Some(thread) })
@@ -94,6 +106,7 @@ impl HostBridge {
     /// Stops the thread and joins it.
     pub(crate) fn stop(&mut self) {
         self.shared.lock().stop = true;
+        self.shared.stopping.store(true, Ordering::Release);
         self.shared.wake.notify_all();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
@@ -122,9 +135,14 @@ fn run(shared: &Shared, cfg: &BridgeConfig) {
             (st.released + 1, st.withhold)
         };
         match release_round(shared, cfg, round, n, withhold) {
-            Ok(()) => {
+            Ok(blocked) => {
                 let mut st = shared.lock();
                 st.released = round;
+                if blocked {
+                    st.released_after_blocking += 1;
+                } else {
+                    st.released_spinning += 1;
+                }
                 shared.wake.notify_all();
             }
             Err(Stop) => return,
@@ -134,16 +152,17 @@ fn run(shared: &Shared, cfg: &BridgeConfig) {
 
 struct Stop;
 
-/// Releases every member for `round`; returns Err(Stop) when asked to stop or on failure
-/// (recorded in the shared error).
+/// Releases every member for `round`; returns whether it had to block, or Err(Stop) when asked
+/// to stop or on failure (recorded in the shared error).
 fn release_round(
     shared: &Shared,
     cfg: &BridgeConfig,
     round: u64,
     n: usize,
     withhold: Option<usize>,
-) -> Result<(), Stop> {
+) -> Result<bool, Stop> {
     let start = Instant::now();
+    let mut blocked = false;
     let mut is_done = vec![false; n];
     let mut released = vec![false; n];
     let fail = |msg: String| {
@@ -182,7 +201,7 @@ fn release_round(
             }
         }
         if (0..n).all(|i| released[i] || Some(i) == withhold) && withhold.is_none() {
-            return Ok(());
+            return Ok(blocked);
         }
         let elapsed = start.elapsed();
         if elapsed >= cfg.timeout {
@@ -196,7 +215,7 @@ fn release_round(
                 waiting.join(", ")
             )));
         }
-        if shared.lock().stop {
+        if shared.stopping.load(Ordering::Acquire) {
             return Err(Stop);
         }
         if elapsed < cfg.spin {
@@ -206,6 +225,7 @@ fn release_round(
         // Past the spin time: block on the first member not done, in short slices.
         match (0..n).find(|&j| !is_done[j]) {
             Some(j) => {
+                blocked = true;
                 if let Err(e) = cfg.done[j].wait(round, 2_000_000) {
                     return Err(fail(format!("host bridge: waiting on done[{j}] of {}: {e}", cfg.labels[j])));
                 }

@@ -20,6 +20,12 @@
 //!    the same order, its own included, so all end with the same bits. f32-wire rounds ride
 //!    with the caller's next submit; f16-wire (large) rounds are submitted at once.
 //!
+//! Members that share one queue (stand-ins such as `0/2`) submit phase A, and the at-once
+//! phase B, as one batch (`CommOptions::joint_submit`): the batch waits on every member's
+//! `go` and signals every member's `done` when all of it completed, which orders nothing
+//! differently from separate submits on that one in-order queue except that a member's `done`
+//! comes when its queue-mates' phase A has also finished.
+//!
 //! ## Why no member overwrites a half a peer still reads (any N)
 //! Member i writes half h again in round k+2, in phase A(k+2). That command is later in i's
 //! submission order than i's wait for `go[i] = k+1`, so it runs after that wait (a semaphore
@@ -47,7 +53,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use vk_native::{BindRange, Buffer, BufferUsage, GpuBuffer, StagingBuffer, TimelineSemaphore};
+use vk_native::{BindRange, Buffer, BufferUsage, DeviceType, GpuBuffer, StagingBuffer, TimelineSemaphore};
 
 use crate::config;
 use crate::error::{Error, Result};
@@ -128,8 +134,9 @@ pub struct AllReduceOptions {
 #[derive(Debug, Clone)]
 pub struct CommOptions {
     pub mode: ModeRequest,
-    /// How long the bridge spins on `done[]` before blocking (`CROSSGPU_ALLREDUCE_SPIN_US`).
-    pub spin: Duration,
+    /// How long the bridge spins on `done[]` before blocking (`CROSSGPU_ALLREDUCE_SPIN_US`);
+    /// `None`: [`SPIN_GPUS`], or [`SPIN_WITH_CPU_DEVICE`] when a member is a CPU device.
+    pub spin: Option<Duration>,
     /// Default f16-wire threshold (`CROSSGPU_F16_WIRE_BYTES`).
     pub f16_threshold_bytes: u64,
     /// Bound on every wait (`CROSSGPU_TIMEOUT_MS`).
@@ -140,11 +147,28 @@ pub struct CommOptions {
     /// latency matters more than bandwidth: on two H200s it took a 32 KiB round from 34 to
     /// 30 µs and the 27B decode from 48.2–49.2 to 50.2–50.3 tokens/s.
     pub phase_a_kernel_bytes: u64,
+    /// Members that share one queue submit each phase as one batch
+    /// (`vk_native::Recorder::submit_together`; `CROSSGPU_JOINT_SUBMIT`, default on): each
+    /// batch costs the GPU ~12 µs on the H200, so they pay it once per phase instead of once
+    /// each. Members on separate queues are unaffected.
+    pub joint_submit: bool,
 }
 
+/// Default spin time of the host bridge when every member is a GPU. A round's `done` usually
+/// comes within one decode layer's GPU time (~100–300 µs on the 27B preset), but the host
+/// announces rounds up to a token ahead, so a 200 µs spin ran out on 99% of the decode's rounds
+/// on the H200 and the bridge then paid a wake-up from the driver on each: 27.9 tokens/s with
+/// 200 µs, 29.9 with 2 ms or 50 ms (`0/2`, docs/BENCHMARKS.md). The cost is a host core kept
+/// busy while rounds are outstanding; between bursts the bridge sleeps.
+pub const SPIN_GPUS: Duration = Duration::from_micros(2000);
+/// Default spin time when a member is a CPU device (lavapipe): a spinning bridge takes a core
+/// from the device's own threads.
+pub const SPIN_WITH_CPU_DEVICE: Duration = Duration::from_micros(200);
+
 impl CommOptions {
-    /// Reads `CROSSGPU_ALLREDUCE`, `CROSSGPU_ALLREDUCE_SPIN_US`, `CROSSGPU_F16_WIRE_BYTES` and
-    /// `CROSSGPU_TIMEOUT_MS`; a bad value is an error naming the variable.
+    /// Reads `CROSSGPU_ALLREDUCE`, `CROSSGPU_ALLREDUCE_SPIN_US`, `CROSSGPU_F16_WIRE_BYTES`,
+    /// `CROSSGPU_TIMEOUT_MS`, `CROSSGPU_PHASE_A_KERNEL_BYTES` and `CROSSGPU_JOINT_SUBMIT`; a bad
+    /// value is an error naming the variable.
     pub fn from_env() -> Result<Self> {
         let mode = match config::string_var("CROSSGPU_ALLREDUCE") {
             Some(s) => ModeRequest::parse(&s)?,
@@ -152,12 +176,30 @@ impl CommOptions {
         };
         Ok(Self {
             mode,
-            spin: Duration::from_micros(config::u64_var("CROSSGPU_ALLREDUCE_SPIN_US", 200, 0, 1_000_000)?),
+            spin: match config::string_var("CROSSGPU_ALLREDUCE_SPIN_US") {
+                Some(_) => Some(Duration::from_micros(config::u64_var(
+                    "CROSSGPU_ALLREDUCE_SPIN_US",
+                    0,
+                    0,
+                    1_000_000,
+                )?)),
+                None => None,
+            },
             f16_threshold_bytes: config::u64_var("CROSSGPU_F16_WIRE_BYTES", 1 << 20, 0, u64::MAX / 2)?,
             timeout: Duration::from_millis(config::timeout_ms_from_env()?),
             phase_a_kernel_bytes: config::u64_var("CROSSGPU_PHASE_A_KERNEL_BYTES", 65536, 0, u64::MAX)?,
+            joint_submit: config::bool_var("CROSSGPU_JOINT_SUBMIT", true)?,
         })
     }
+}
+
+/// How the host bridge released its rounds so far (see [`Comm::bridge_stats`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BridgeStats {
+    /// Rounds whose last `done` arrived while the bridge was still spinning.
+    pub released_spinning: u64,
+    /// Rounds for which the spin time ran out and the bridge blocked in the driver.
+    pub released_after_blocking: u64,
 }
 
 /// Test-only fault injection (used by the reliability tests; no effect unless armed).
@@ -221,6 +263,31 @@ pub struct Comm {
     /// Generic mode: per member, a read-back and an upload staging buffer, and the CPU sum.
     staging: Vec<(StagingBuffer, StagingBuffer)>,
     sum: Vec<f32>,
+    /// Members grouped by the queue they submit to (VkDevice and queue index), each group in
+    /// member order; and each member's group.
+    queue_groups: Vec<Vec<usize>>,
+    queue_group_of: Vec<usize>,
+}
+
+/// Groups members by the queue they submit to, in member order.
+fn queue_groups(members: &[Member]) -> (Vec<Vec<usize>>, Vec<usize>) {
+    let mut keys: Vec<(vk_native::DeviceId, u32)> = Vec::new();
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    let mut of = Vec::with_capacity(members.len());
+    for (i, m) in members.iter().enumerate() {
+        let key = (m.device().id(), m.shared.queue_index);
+        let g = match keys.iter().position(|k| *k == key) {
+            Some(g) => g,
+            None => {
+                keys.push(key);
+                groups.push(Vec::new());
+                groups.len() - 1
+            }
+        };
+        groups[g].push(i);
+        of.push(g);
+    }
+    (groups, of)
 }
 
 impl std::fmt::Debug for Comm {
@@ -311,7 +378,10 @@ impl Comm {
                 Some(why) => (Mode::Generic, why),
             },
         };
+        let (queue_groups, queue_group_of) = queue_groups(&members);
         let mut comm = Self {
+            queue_groups,
+            queue_group_of,
             group: group.id(),
             members,
             mode,
@@ -347,7 +417,14 @@ impl Comm {
                     done: done.clone(),
                     go: go.clone(),
                     labels: self.members.iter().map(|m| m.label().to_string()).collect(),
-                    spin: self.opts.spin,
+                    spin: self.opts.spin.unwrap_or_else(|| {
+                        let cpu = self.members.iter().any(|m| m.adapter().device_type == DeviceType::Cpu);
+                        if cpu {
+                            SPIN_WITH_CPU_DEVICE
+                        } else {
+                            SPIN_GPUS
+                        }
+                    }),
                     timeout: self.opts.timeout,
                 };
                 let name = format!("crossgpu-bridge-{}", self.group.0);
@@ -410,6 +487,16 @@ impl Comm {
     /// Current slot capacity per member and half, in f32 elements (0 in Generic mode).
     pub fn slot_capacity(&self) -> u64 {
         self.fast.as_ref().and_then(|f| f.slots.as_ref()).map_or(0, |s| s.capacity)
+    }
+
+    /// How the host bridge released its rounds so far; `None` unless the mode is HostBridge.
+    pub fn bridge_stats(&self) -> Option<BridgeStats> {
+        let b = self.fast.as_ref()?.bridge.as_ref()?;
+        let st = b.shared.lock();
+        Some(BridgeStats {
+            released_spinning: st.released_spinning,
+            released_after_blocking: st.released_after_blocking,
+        })
     }
 
     /// Test hook: the bridge never releases `member` again (simulates a lost signal).
@@ -704,14 +791,23 @@ impl Comm {
             }
             let mut s = sh.stream();
             s.barrier_to_host().map_err(|e| sh.err(e))?;
+            let queue_group = &self.queue_groups[self.queue_group_of[i]];
             match fast.exchange.as_mut() {
                 Some(x) => {
                     let sig = x.phase_a_signal(i, m, &s)?;
                     s.submit(&[(&fast.done[i], round)], &[&sig]).map_err(|e| sh.err(e))?;
                 }
-                None => {
+                None if !self.opts.joint_submit || queue_group.len() == 1 => {
                     s.submit(&[(&fast.done[i], round)], &[]).map_err(|e| sh.err(e))?;
                 }
+                // The queue's last member: one batch for all of them (each signals its `done`).
+                None if queue_group.last() == Some(&i) => {
+                    drop(s);
+                    let signals: Vec<[(&TimelineSemaphore, u64); 1]> =
+                        queue_group.iter().map(|&j| [(&fast.done[j], round)]).collect();
+                    submit_together(&self.members, queue_group, &signals)?;
+                }
+                None => {}
             }
         }
         self.round = round;
@@ -744,7 +840,13 @@ impl Comm {
             s.rec.dispatch(&g, &imm, groups).map_err(|e| sh.err(e))?;
             if f16_wire {
                 // Large rounds go out at once, so the GPU starts as soon as it is released.
-                s.submit(&[], &[]).map_err(|e| sh.err(e))?;
+                let queue_group = &self.queue_groups[self.queue_group_of[i]];
+                if fast.exchange.is_some() || !self.opts.joint_submit || queue_group.len() == 1 {
+                    s.submit(&[], &[]).map_err(|e| sh.err(e))?;
+                } else if queue_group.last() == Some(&i) {
+                    drop(s);
+                    submit_together(&self.members, queue_group, &vec![[]; queue_group.len()])?;
+                }
             }
         }
         if let Some(b) = fast.bridge.as_ref() {
@@ -754,6 +856,20 @@ impl Comm {
         }
         Ok(())
     }
+}
+
+/// Submits the open command buffers of `queue_group` (members sharing one queue) as one batch,
+/// member `queue_group[k]` signalling `signals[k]`.
+fn submit_together<const S: usize>(
+    members: &[Member],
+    queue_group: &[usize],
+    signals: &[[(&TimelineSemaphore, u64); S]],
+) -> Result<()> {
+    let mut guards: Vec<_> = queue_group.iter().map(|&j| members[j].shared.stream()).collect();
+    let mut streams: Vec<&mut crate::stream::Stream> = guards.iter_mut().map(|g| &mut **g).collect();
+    let signals: Vec<&[(&TimelineSemaphore, u64)]> = signals.iter().map(|a| &a[..]).collect();
+    crate::stream::Stream::submit_together(&mut streams, &signals)
+        .map_err(|e| members[queue_group[0]].shared.err(e))
 }
 
 impl Drop for Comm {

@@ -168,6 +168,12 @@ impl Member {
         self.shared.device.inject_device_lost();
     }
 
+    /// Host time this member's stream has spent waiting for its oldest submit because
+    /// `CROSSGPU_MAX_IN_FLIGHT` submits were in flight.
+    pub fn backpressure_wait(&self) -> std::time::Duration {
+        self.shared.stream().rec.backpressure_wait()
+    }
+
     /// Number of queue submits this member has made.
     pub fn submit_count(&self) -> u64 {
         self.shared.stream().submits

@@ -194,6 +194,11 @@ pub struct DecodeStats {
     /// Host time spent in [`Decoder::step`] (recording and submitting; it never waits for the
     /// GPU except when a stream has `CROSSGPU_MAX_IN_FLIGHT` submits in flight).
     pub step_host_time: std::time::Duration,
+    /// Of that, time the streams waited because `CROSSGPU_MAX_IN_FLIGHT` submits were in
+    /// flight (summed over members; the rest is the host's own recording and submitting).
+    pub backpressure_wait: std::time::Duration,
+    /// How the host bridge released the all-reduce rounds (HostBridge mode only).
+    pub bridge: Option<crate::comm::BridgeStats>,
 }
 
 /// The model on a group.
@@ -494,6 +499,8 @@ impl Decoder {
             submits: self.members.iter().map(|m| m.submit_count()).sum(),
             members: self.members.len(),
             step_host_time: self.step_host_time,
+            backpressure_wait: self.members.iter().map(|m| m.backpressure_wait()).sum(),
+            bridge: self.comm.as_ref().and_then(|c| c.bridge_stats()),
         }
     }
 }

@@ -10,6 +10,7 @@
 use std::collections::VecDeque;
 use std::num::NonZeroU64;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use ash::vk;
 use wgpu_hal::{CommandEncoder as _, Device as _};
@@ -80,6 +81,14 @@ struct Pending {
     _keep: Vec<KeepAlive>,
 }
 
+/// A recorder's command buffer, ended and about to be submitted.
+struct Closed {
+    encoder: Option<wgpu_hal::vulkan::CommandEncoder>,
+    cmd: Option<wgpu_hal::vulkan::CommandBuffer>,
+    raw: Option<vk::CommandBuffer>,
+    keep: Vec<KeepAlive>,
+}
+
 struct Active {
     encoder: wgpu_hal::vulkan::CommandEncoder,
     keep: Vec<KeepAlive>,
@@ -97,6 +106,8 @@ pub struct Recorder {
     commands: usize,
     /// Submits in flight before recording waits for the oldest.
     max_pending: usize,
+    /// Host time spent in that wait, so far.
+    backpressure_wait: Duration,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -137,6 +148,7 @@ impl Recorder {
             active: None,
             commands: 0,
             max_pending: max_pending.max(1),
+            backpressure_wait: Duration::ZERO,
         })
     }
 
@@ -156,6 +168,12 @@ impl Recorder {
     /// Value of the latest submit (0 before the first).
     pub fn submitted(&self) -> u64 {
         self.submitted
+    }
+
+    /// Host time spent so far waiting because `max_pending` submits were in flight: what a
+    /// caller subtracts from its recording time to get the host's own cost.
+    pub fn backpressure_wait(&self) -> Duration {
+        self.backpressure_wait
     }
 
     /// Commands recorded since the last submit.
@@ -218,7 +236,10 @@ impl Recorder {
             // the resources of every pending submit; wait for the oldest instead.
             if self.pending.len() >= self.max_pending {
                 let oldest = self.pending.front().map_or(0, |p| p.value);
-                if !self.progress.wait(oldest, BACKPRESSURE_TIMEOUT_NS)? {
+                let t = Instant::now();
+                let done = self.progress.wait(oldest, BACKPRESSURE_TIMEOUT_NS)?;
+                self.backpressure_wait += t.elapsed();
+                if !done {
                     return Err(NativeError::Timeout(BACKPRESSURE_TIMEOUT_NS / 1_000_000));
                 }
                 self.recycle()?;
@@ -356,49 +377,84 @@ impl Recorder {
     /// given waits and signals; returns the value `progress` will reach when it completes.
     /// With nothing recorded, submits no command buffer (waits and signals still happen).
     pub fn submit(&mut self, info: &SubmitInfo<'_>) -> Result<u64> {
-        self.check_lost()?;
-        let mut keep: Vec<KeepAlive> = Vec::new();
-        let mut cmds: Vec<vk::CommandBuffer> = Vec::new();
-        let (encoder, cmd) = match self.active.take() {
-            Some(mut a) => {
-                // SAFETY: the encoder is recording; the handle stays valid until its pool is reset.
-                cmds.push(unsafe { a.encoder.raw_handle() });
-                // SAFETY: the encoder is recording.
-                let cmd =
-                    unsafe { a.encoder.end_encoding() }.map_err(map_hal_device("vkEndCommandBuffer"))?;
-                keep.append(&mut a.keep);
-                (Some(a.encoder), Some(cmd))
+        Ok(Self::submit_together(&mut [self], std::slice::from_ref(info))?[0])
+    }
+
+    /// Submits the open command buffers of several recorders of one queue as **one batch** (one
+    /// `VkSubmitInfo`): the command buffers run in the order given, after every wait of every
+    /// info, and every signal (each recorder's `progress` included) happens when the whole batch
+    /// has completed. Returns each recorder's new `progress` value.
+    ///
+    /// Why: each batch costs the GPU a fixed ~12 µs on the H200 (measured: a 32 KiB kernel step
+    /// took 15.4 µs as a submit of its own and 3.7 µs inside one submit), so members that share
+    /// a queue and submit at the same point pay it once instead of once each.
+    pub fn submit_together(recs: &mut [&mut Recorder], infos: &[SubmitInfo<'_>]) -> Result<Vec<u64>> {
+        let Some(first) = recs.first() else { return Ok(Vec::new()) };
+        let (device_id, queue_index) = (first.device.id(), first.queue_index);
+        if infos.len() != recs.len() {
+            return Err(NativeError::Unsupported(format!(
+                "submit_together: {} recorders but {} submit infos",
+                recs.len(),
+                infos.len()
+            )));
+        }
+        if let Some(r) = recs.iter().find(|r| r.device.id() != device_id || r.queue_index != queue_index) {
+            return Err(NativeError::Unsupported(format!(
+                "submit_together: recorders of one queue only (queue {} of device {:?} and queue {} of device {:?})",
+                queue_index,
+                device_id,
+                r.queue_index,
+                r.device.id()
+            )));
+        }
+        for r in recs.iter() {
+            r.check_lost()?;
+        }
+        // Close every open command buffer first; a failure here leaves nothing submitted.
+        let mut closed = Vec::with_capacity(recs.len());
+        for r in recs.iter_mut() {
+            match r.close() {
+                Ok(c) => closed.push(c),
+                Err(e) => {
+                    for (r, c) in recs.iter_mut().zip(closed) {
+                        r.discard(c);
+                    }
+                    return Err(e);
+                }
             }
-            None => (None, None),
-        };
-        self.commands = 0;
-        let value = self.submitted + 1;
+        }
+        let mut cmds: Vec<vk::CommandBuffer> = Vec::new();
         let mut wait_sems = Vec::new();
         let mut wait_vals = Vec::new();
         let mut wait_stages = Vec::new();
-        for (s, v) in info.wait_timeline {
-            wait_sems.push(s.raw());
-            wait_vals.push(*v);
-            wait_stages.push(vk::PipelineStageFlags::ALL_COMMANDS);
-            keep.push(s.keep_alive());
-        }
-        for s in info.wait_binary {
-            wait_sems.push(s.raw());
-            wait_vals.push(0);
-            wait_stages.push(vk::PipelineStageFlags::ALL_COMMANDS);
-            keep.push(s.keep_alive());
-        }
-        let mut sig_sems = vec![self.progress.raw()];
-        let mut sig_vals = vec![value];
-        for (s, v) in info.signal_timeline {
-            sig_sems.push(s.raw());
-            sig_vals.push(*v);
-            keep.push(s.keep_alive());
-        }
-        for s in info.signal_binary {
-            sig_sems.push(s.raw());
-            sig_vals.push(0);
-            keep.push(s.keep_alive());
+        let mut sig_sems = Vec::new();
+        let mut sig_vals = Vec::new();
+        for ((r, c), info) in recs.iter().zip(closed.iter_mut()).zip(infos) {
+            cmds.extend(c.raw);
+            for (s, v) in info.wait_timeline {
+                wait_sems.push(s.raw());
+                wait_vals.push(*v);
+                wait_stages.push(vk::PipelineStageFlags::ALL_COMMANDS);
+                c.keep.push(s.keep_alive());
+            }
+            for s in info.wait_binary {
+                wait_sems.push(s.raw());
+                wait_vals.push(0);
+                wait_stages.push(vk::PipelineStageFlags::ALL_COMMANDS);
+                c.keep.push(s.keep_alive());
+            }
+            sig_sems.push(r.progress.raw());
+            sig_vals.push(r.submitted + 1);
+            for (s, v) in info.signal_timeline {
+                sig_sems.push(s.raw());
+                sig_vals.push(*v);
+                c.keep.push(s.keep_alive());
+            }
+            for s in info.signal_binary {
+                sig_sems.push(s.raw());
+                sig_vals.push(0);
+                c.keep.push(s.keep_alive());
+            }
         }
         let mut timeline = vk::TimelineSemaphoreSubmitInfo::default()
             .wait_semaphore_values(&wait_vals)
@@ -409,26 +465,58 @@ impl Recorder {
             .command_buffers(&cmds)
             .signal_semaphores(&sig_sems)
             .push_next(&mut timeline);
+        let device = recs[0].device.clone();
         let result = {
-            let queue = self.device.shared.queues[self.queue_index as usize]
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            // SAFETY: the queue is locked (external synchronisation); the command buffer is
-            // executable; every semaphore is alive and kept until completion.
-            unsafe { self.device.raw().queue_submit(*queue, &[submit], vk::Fence::null()) }
+            let queue = device.shared.queues[queue_index as usize].lock().unwrap_or_else(|p| p.into_inner());
+            // SAFETY: the queue is locked (external synchronisation); every command buffer is
+            // executable and of this device; every semaphore is alive and kept until completion.
+            unsafe { device.raw().queue_submit(*queue, &[submit], vk::Fence::null()) }
         };
         if let Err(e) = result {
-            let e = self.device.note(map_vk("vkQueueSubmit")(e));
-            if let (Some(mut enc), Some(c)) = (encoder, cmd) {
-                // SAFETY: the submission failed, so the command buffer is not pending.
-                unsafe { enc.reset_all(std::iter::once(c)) };
-                self.idle.push(enc);
+            let e = device.note(map_vk("vkQueueSubmit")(e));
+            for (r, c) in recs.iter_mut().zip(closed) {
+                r.discard(c);
             }
             return Err(e);
         }
-        self.submitted = value;
-        self.pending.push_back(Pending { encoder, cmd, value, _keep: keep });
-        Ok(value)
+        Ok(recs.iter_mut().zip(closed).map(|(r, c)| r.commit(c)).collect())
+    }
+
+    /// Ends the open command buffer (if any) for a submit.
+    fn close(&mut self) -> Result<Closed> {
+        self.commands = 0;
+        let Some(mut a) = self.active.take() else {
+            return Ok(Closed { encoder: None, cmd: None, raw: None, keep: Vec::new() });
+        };
+        // SAFETY: the encoder is recording; the handle stays valid until its pool is reset.
+        let raw = unsafe { a.encoder.raw_handle() };
+        // SAFETY: the encoder is recording.
+        match unsafe { a.encoder.end_encoding() } {
+            Ok(cmd) => Ok(Closed { encoder: Some(a.encoder), cmd: Some(cmd), raw: Some(raw), keep: a.keep }),
+            Err(e) => {
+                // SAFETY: recording failed; nothing of this encoder is pending.
+                unsafe { a.encoder.discard_encoding() };
+                self.idle.push(a.encoder);
+                Err(map_hal_device("vkEndCommandBuffer")(e))
+            }
+        }
+    }
+
+    /// Returns a closed command buffer that was never submitted to the idle encoders.
+    fn discard(&mut self, c: Closed) {
+        if let (Some(mut enc), Some(cmd)) = (c.encoder, c.cmd) {
+            // SAFETY: the command buffer was not submitted, so it is not pending.
+            unsafe { enc.reset_all(std::iter::once(cmd)) };
+            self.idle.push(enc);
+        }
+    }
+
+    /// Records a submitted command buffer as pending; returns its `progress` value.
+    fn commit(&mut self, c: Closed) -> u64 {
+        self.submitted += 1;
+        let value = self.submitted;
+        self.pending.push_back(Pending { encoder: c.encoder, cmd: c.cmd, value, _keep: c.keep });
+        value
     }
 
     /// Waits until the submit with `value` completed, up to `timeout_ns`; `Ok(false)` on timeout.
