@@ -137,6 +137,51 @@ fn rmsnorm_matches_f64_reference() {
     common::assert_no_validation_errors();
 }
 
+/// add_rmsnorm `x += r; y = rmsnorm(x) * w`: x is exactly the f32 sum, y is bit for bit what
+/// `add` then `rmsnorm` give (the decoder's results must not depend on the fusion), and within
+/// rmsnorm's bound of the f64 norm of that x. Aliased tensors are errors.
+#[test]
+fn add_rmsnorm_equals_add_then_rmsnorm() {
+    let _s = serial();
+    let g = common::logical(1);
+    let m = g.member(0).unwrap();
+    let mut rng = common::rng(110);
+    let eps = 1e-5f32;
+    for (n, scale) in [(1, 1.0f32), (7, 3.0), (255, 0.01), (256, 1.0), (257, 5.0), (5120, 1.0), (10007, 20.0)]
+    {
+        let (x, r, w) = (scaled(&mut rng, n, scale), scaled(&mut rng, n, scale), scaled(&mut rng, n, 2.0));
+        let (xt, rt, wt) = (m.upload_f32(&x).unwrap(), m.upload_f32(&r).unwrap(), m.upload_f32(&w).unwrap());
+        let yt = m.upload_f32(&common::random(&mut rng, n)).unwrap();
+        m.add_rmsnorm(&xt, &rt, &wt, &yt, eps).unwrap();
+        let (fx, fy) = (xt.read().unwrap(), yt.read().unwrap());
+        let sum: Vec<f32> = x.iter().zip(&r).map(|(a, b)| a + b).collect();
+        assert_bits(&format!("add_rmsnorm n={n}: x"), &fx, &sum);
+        // The two separate kernels on the same inputs.
+        let (x2, y2) = (m.upload_f32(&x).unwrap(), m.upload_f32(&vec![0.0; n]).unwrap());
+        m.add(&x2, &rt).unwrap();
+        m.rmsnorm(&x2, &wt, &y2, eps).unwrap();
+        assert_bits(&format!("add_rmsnorm n={n}: y vs add + rmsnorm"), &fy, &y2.read().unwrap());
+        let ss: f64 = sum.iter().map(|&v| (v as f64) * (v as f64)).sum();
+        let s = 1.0 / (ss / n as f64 + eps as f64).sqrt();
+        let want: Vec<f64> = (0..n).map(|i| sum[i] as f64 * s * w[i] as f64).collect();
+        let rtol = gamma(n + 1) / 2.0 + 7.0 * U;
+        let bound: Vec<f64> = want.iter().map(|v| v.abs() * rtol).collect();
+        assert_within(&format!("add_rmsnorm n={n} scale={scale}"), &fy, &want, &bound);
+    }
+    let (a, b, c) = (
+        m.upload_f32(&[1.0; 5]).unwrap(),
+        m.upload_f32(&[1.0; 5]).unwrap(),
+        m.upload_f32(&[1.0; 4]).unwrap(),
+    );
+    assert!(matches!(m.add_rmsnorm(&a, &b, &b, &c, eps), Err(Error::LengthMismatch { .. })));
+    assert!(matches!(m.add_rmsnorm(&a, &b, &b, &a, eps), Err(Error::Unsupported(_))));
+    assert!(matches!(m.add_rmsnorm(&a, &a, &b, &c, eps), Err(Error::LengthMismatch { .. })));
+    let y = m.upload_f32(&[0.0; 5]).unwrap();
+    assert!(matches!(m.add_rmsnorm(&a, &a, &b, &y, eps), Err(Error::Unsupported(_))));
+    assert_bits("add_rmsnorm errors leave x", &a.read().unwrap(), &[1.0; 5]);
+    common::assert_no_validation_errors();
+}
+
 /// silu_mul `a = g / (1 + exp(-g)) · u`. Error: exp(-g) is within (3 + 2|g|) ULP ≤
 /// 2(3 + 2|g|)U relative; `1 + E` passes at most that relative error on (E/(1+E) ≤ 1) and adds
 /// U; the division adds 2.5 ULP ≤ 5U, the product U. rtol = 2(3 + 2|g|)U + 7U.
@@ -640,6 +685,53 @@ fn copy_region_copies_exactly_that_region() {
     let h = m.upload(&[1.0; 8], &[8], DType::F16).unwrap();
     let h2 = m.upload(&[1.0; 8], &[8], DType::F16).unwrap();
     assert!(matches!(m.copy_region(&h, 0, &h2, 0, 2), Err(Error::DtypeMismatch { .. })));
+    common::assert_no_validation_errors();
+}
+
+/// kv_store: every head's key and value land at `pos` of the caches, bit for bit, nothing else
+/// changes; steps recorded back to back (the decode pattern) each land; bad requests are errors.
+#[test]
+fn kv_store_writes_each_heads_row_exactly() {
+    let _s = serial();
+    let g = common::logical(1);
+    let m = g.member(0).unwrap();
+    let mut rng = common::rng(109);
+    for (heads, dim, max_seq) in [(1usize, 1usize, 1usize), (3, 5, 7), (8, 128, 33), (2, 2, 300)] {
+        let cache_len = heads * max_seq * dim;
+        let (kc0, vc0) = (common::random(&mut rng, cache_len), common::random(&mut rng, cache_len));
+        let (kc, vc) = (m.upload_f32(&kc0).unwrap(), m.upload_f32(&vc0).unwrap());
+        let (mut want_k, mut want_v) = (kc0.clone(), vc0.clone());
+        // Every position in an odd order, with nothing read in between.
+        let order: Vec<usize> = (0..max_seq).map(|i| (i * 5 + 3) % max_seq).collect();
+        let mut seen = vec![false; max_seq];
+        for &pos in &order {
+            if std::mem::replace(&mut seen[pos], true) {
+                continue;
+            }
+            let (kd, vd) = (common::random(&mut rng, heads * dim), common::random(&mut rng, heads * dim));
+            let (k, v) = (m.upload_f32(&kd).unwrap(), m.upload_f32(&vd).unwrap());
+            m.kv_store(&k, &v, &kc, &vc, heads, dim, pos, max_seq).unwrap();
+            for h in 0..heads {
+                let at = (h * max_seq + pos) * dim;
+                want_k[at..at + dim].copy_from_slice(&kd[h * dim..(h + 1) * dim]);
+                want_v[at..at + dim].copy_from_slice(&vd[h * dim..(h + 1) * dim]);
+            }
+        }
+        let what = format!("kv_store {heads} heads x {dim}, {max_seq} positions");
+        assert_bits(&format!("{what}: k cache"), &kc.read().unwrap(), &want_k);
+        assert_bits(&format!("{what}: v cache"), &vc.read().unwrap(), &want_v);
+    }
+    // Errors: position past the cache, wrong lengths, aliasing, wrong dtype.
+    let (k, v) = (m.upload_f32(&[0.5; 6]).unwrap(), m.upload_f32(&[0.25; 6]).unwrap());
+    let (kc, vc) = (m.upload_f32(&[1.0; 24]).unwrap(), m.upload_f32(&[2.0; 24]).unwrap());
+    assert!(matches!(m.kv_store(&k, &v, &kc, &vc, 2, 3, 4, 4), Err(Error::Unsupported(_))));
+    assert!(matches!(m.kv_store(&k, &v, &kc, &vc, 2, 3, 0, 5), Err(Error::LengthMismatch { .. })));
+    assert!(matches!(m.kv_store(&k, &v, &kc, &vc, 3, 3, 0, 4), Err(Error::LengthMismatch { .. })));
+    assert!(matches!(m.kv_store(&k, &v, &kc, &kc, 2, 3, 0, 4), Err(Error::Unsupported(_))));
+    let h = m.upload(&[1.0; 6], &[6], DType::F16).unwrap();
+    assert!(matches!(m.kv_store(&h, &v, &kc, &vc, 2, 3, 0, 4), Err(Error::DtypeMismatch { .. })));
+    assert_bits("kv_store errors leave the k cache", &kc.read().unwrap(), &[1.0; 24]);
+    assert_bits("kv_store errors leave the v cache", &vc.read().unwrap(), &[2.0; 24]);
     common::assert_no_validation_errors();
 }
 

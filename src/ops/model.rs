@@ -72,6 +72,33 @@ impl Member {
         )
     }
 
+    /// `x += r`, then `y = x / sqrt(mean(x²) + eps) * w`, all f32 of one length: the decoder's
+    /// residual add and the next norm in one dispatch, with the bits of [`Member::add`] then
+    /// [`Member::rmsnorm`]. `y` must be a tensor apart from `x` and `r`.
+    pub fn add_rmsnorm(&self, x: &Tensor, r: &Tensor, w: &Tensor, y: &Tensor, eps: f32) -> Result<()> {
+        let named = [(x, "add_rmsnorm x"), (r, "add_rmsnorm r"), (w, "add_rmsnorm w"), (y, "add_rmsnorm y")];
+        self.own(&named)?;
+        for (t, what) in named {
+            t.check_dtype(DType::F32, what)?;
+            need_len(what, t, x.len())?;
+        }
+        if y.id() == x.id() || y.id() == r.id() || x.id() == r.id() {
+            return Err(Error::Unsupported("add_rmsnorm: x, r and y must be three tensors".into()));
+        }
+        if x.is_empty() {
+            return Ok(());
+        }
+        let b: [&dyn GpuBuffer; 4] = [&r.buffer, &w.buffer, &x.buffer, &y.buffer];
+        self.shared.dispatch(
+            "add_rmsnorm",
+            &b,
+            &[r.id(), w.id(), x.id()],
+            &[x.id(), y.id()],
+            &[x.len() as u32, eps.to_bits(), 0, 0],
+            [1, 1, 1],
+        )
+    }
+
     /// `a = silu(gate) * up`, f32 of one length.
     pub fn silu_mul(&self, gate: &Tensor, up: &Tensor, a: &Tensor) -> Result<()> {
         self.own(&[(gate, "silu_mul gate"), (up, "silu_mul up"), (a, "silu_mul out")])?;
@@ -224,6 +251,64 @@ impl Member {
             &[scores.id(), out.id()],
             &imm,
             [s.q_heads as u32, 1, 1],
+        )
+    }
+
+    /// Stores one decode step's keys and values, `k` and `v` `[heads, head_dim]`, at position
+    /// `pos` of the caches `[heads, max_seq, head_dim]` (all f32), in one dispatch (it replaced
+    /// two `copy_region`s per head, each a dispatch and most with a barrier before it).
+    #[allow(clippy::too_many_arguments)]
+    pub fn kv_store(
+        &self,
+        k: &Tensor,
+        v: &Tensor,
+        k_cache: &Tensor,
+        v_cache: &Tensor,
+        heads: usize,
+        head_dim: usize,
+        pos: usize,
+        max_seq: usize,
+    ) -> Result<()> {
+        let named = [
+            (k, "kv_store k"),
+            (v, "kv_store v"),
+            (k_cache, "kv_store k cache"),
+            (v_cache, "kv_store v cache"),
+        ];
+        self.own(&named)?;
+        for (t, what) in named {
+            t.check_dtype(DType::F32, what)?;
+        }
+        let step = mul("kv_store", heads, head_dim)?;
+        let cache = mul("kv_store cache", step, max_seq)?;
+        need_len("kv_store k", k, step)?;
+        need_len("kv_store v", v, step)?;
+        need_len("kv_store k cache", k_cache, cache)?;
+        need_len("kv_store v cache", v_cache, cache)?;
+        word("kv_store cache", cache)?;
+        if pos >= max_seq {
+            return Err(Error::Unsupported(format!(
+                "position {pos} is past the KV cache's {max_seq} positions"
+            )));
+        }
+        if k_cache.id() == v_cache.id()
+            || [k.id(), v.id()].iter().any(|&i| i == k_cache.id() || i == v_cache.id())
+        {
+            return Err(Error::Unsupported(
+                "kv_store: the caches must be two tensors apart from k and v".into(),
+            ));
+        }
+        if step == 0 {
+            return Ok(());
+        }
+        let imm = [heads as u32, head_dim as u32, pos as u32, max_seq as u32];
+        self.shared.dispatch(
+            "kv_store",
+            &[&k.buffer, &v.buffer, &k_cache.buffer, &v_cache.buffer],
+            &[k.id(), v.id()],
+            &[k_cache.id(), v_cache.id()],
+            &imm,
+            elementwise_groups(step),
         )
     }
 

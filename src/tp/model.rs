@@ -388,17 +388,18 @@ impl Decoder {
             for (i, m) in self.members.iter().enumerate() {
                 let (s, layer) = (&self.scratch[i], &self.layers[l]);
                 let kvh = self.plan.kv_heads[i].len();
-                m.rmsnorm(&s.x, &s.norm, &s.h, cfg.eps)?;
+                // The previous layer's MLP output joins the residual here, with this norm.
+                if l == 0 {
+                    m.rmsnorm(&s.x, &s.norm, &s.h, cfg.eps)?;
+                } else {
+                    m.add_rmsnorm(&s.x, &s.d, &s.norm, &s.h, cfg.eps)?;
+                }
                 m.matvec(layer.q.weight(i), &s.h, &s.q)?;
                 m.matvec(layer.k.weight(i), &s.h, &s.k)?;
                 m.matvec(layer.v.weight(i), &s.h, &s.v)?;
                 m.rope(&s.q, kvh * group, d, pos, cfg.rope_base)?;
                 m.rope(&s.k, kvh, d, pos, cfg.rope_base)?;
-                for j in 0..kvh {
-                    let at = (j * cfg.max_seq + pos) * d;
-                    m.copy_region(&s.k, j * d, &layer.k_cache[i], at, d)?;
-                    m.copy_region(&s.v, j * d, &layer.v_cache[i], at, d)?;
-                }
+                m.kv_store(&s.k, &s.v, &layer.k_cache[i], &layer.v_cache[i], kvh, d, pos, cfg.max_seq)?;
                 let shape =
                     AttentionShape { q_heads: kvh * group, group, head_dim: d, pos, max_seq: cfg.max_seq };
                 m.attention(&s.q, &layer.k_cache[i], &layer.v_cache[i], &s.scores, &s.attn, shape)?;
@@ -408,22 +409,21 @@ impl Decoder {
             // MLP block up to the down projection's partial sums.
             for (i, m) in self.members.iter().enumerate() {
                 let (s, layer) = (&self.scratch[i], &self.layers[l]);
-                m.add(&s.x, &s.o)?;
-                m.rmsnorm(&s.x, &s.norm, &s.h, cfg.eps)?;
+                m.add_rmsnorm(&s.x, &s.o, &s.norm, &s.h, cfg.eps)?;
                 m.matvec(layer.gate.weight(i), &s.h, &s.g)?;
                 m.matvec(layer.up.weight(i), &s.h, &s.u)?;
                 m.silu_mul(&s.g, &s.u, &s.a)?;
                 m.matvec(layer.down.weight(i), &s.a, &s.d)?;
             }
             self.all_reduce(|s| &s.d, Precision::Auto)?;
-            for (i, m) in self.members.iter().enumerate() {
-                let s = &self.scratch[i];
-                m.add(&s.x, &s.d)?;
-            }
         }
         for (i, m) in self.members.iter().enumerate() {
             let s = &self.scratch[i];
-            m.rmsnorm(&s.x, &s.norm, &s.h, cfg.eps)?;
+            if cfg.layers == 0 {
+                m.rmsnorm(&s.x, &s.norm, &s.h, cfg.eps)?;
+            } else {
+                m.add_rmsnorm(&s.x, &s.d, &s.norm, &s.h, cfg.eps)?;
+            }
             m.matvec(self.vocab.weight(i), &s.h, &s.logits)?;
             m.fill(&s.pairs, 0.0)?;
             m.argmax_pair(&s.logits, self.plan.vocab[i].start, &s.pairs, i)?;

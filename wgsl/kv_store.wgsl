@@ -1,0 +1,27 @@
+// kv_store: one decode step's keys and values into the caches, every head in one dispatch:
+// for head h < heads and i < dim, k_cache[(h * max_seq + pos) * dim + i] = k[h * dim + i], and
+// the same for v. Moves 32-bit words, so the caches hold exactly the bits of k and v.
+
+struct Params {
+    heads: u32,
+    dim: u32,
+    pos: u32,
+    max_seq: u32,
+}
+
+@group(0) @binding(0) var<storage, read> k: array<u32>;
+@group(0) @binding(1) var<storage, read> v: array<u32>;
+@group(0) @binding(2) var<storage, read_write> k_cache: array<u32>;
+@group(0) @binding(3) var<storage, read_write> v_cache: array<u32>;
+var<immediate> p: Params;
+
+@compute @workgroup_size(256)
+fn kv_store(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let total = p.heads * p.dim;
+    let stride = nwg.x * 256u;
+    for (var t = gid.x; t < total; t += stride) {
+        let at = ((t / p.dim) * p.max_seq + p.pos) * p.dim + t % p.dim;
+        k_cache[at] = k[t];
+        v_cache[at] = v[t];
+    }
+}
