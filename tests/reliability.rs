@@ -405,9 +405,16 @@ fn device_lost_surfaces_as_an_error_and_nothing_hangs() {
         assert!(matches!(t[1].read(), Err(Error::DeviceLost { .. })), "{mode}: read on the lost member");
         assert!(matches!(group.members()[1].synchronize(), Err(Error::DeviceLost { .. })));
         assert!(matches!(group.members()[1].upload_f32(&[1.0]), Err(Error::DeviceLost { .. })));
-        // The other members still work on their own.
-        let v = t[0].read().unwrap();
-        assert_eq!(v.len(), 2000);
+        // The other members still work on their own, unless they stand in on the lost VkDevice
+        // (CROSSGPU_TEST_STANDINS: every member of `logical` is on one VkDevice then).
+        if shares_device {
+            assert!(
+                matches!(t[0].read(), Err(Error::DeviceLost { .. })),
+                "{mode}: member 0 shares the device"
+            );
+        } else {
+            assert_eq!(t[0].read().unwrap().len(), 2000);
+        }
         drop(comm);
         drop(t);
         drop(group);
