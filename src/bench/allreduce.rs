@@ -34,6 +34,12 @@ pub struct AllReducePoint {
     /// Share of the measured rounds that the host bridge released only after blocking in the
     /// driver (its spin time ran out), percent; `None` without a bridge.
     pub bridge_blocked_pct: Option<f64>,
+    /// Mean host time of one driver call over the measured rounds, µs: the bridge reading a
+    /// `done` value, the bridge signalling a `go`, a member's `vkQueueSubmit` (queue lock
+    /// included). `None` where they do not apply.
+    pub bridge_poll_us: Option<f64>,
+    pub bridge_signal_us: Option<f64>,
+    pub queue_submit_us: Option<f64>,
 }
 
 /// Rounds per batch and batches for a payload: many small rounds, a few large ones.
@@ -73,7 +79,14 @@ pub fn measure(
     }
     group.synchronize()?;
     let waited = || group.members().iter().map(|m| m.backpressure_wait()).sum::<Duration>();
-    let bridge0 = comm.bridge_stats();
+    let submitted = || {
+        group
+            .members()
+            .iter()
+            .map(|m| m.queue_submit_time())
+            .fold((0, Duration::ZERO), |a, b| (a.0 + b.0, a.1 + b.1))
+    };
+    let (bridge0, submit0) = (comm.bridge_stats(), submitted());
     let mut samples = Vec::new();
     let mut host = Vec::new();
     for _ in 0..batches {
@@ -88,14 +101,13 @@ pub fn measure(
         host.push(issued.as_secs_f64() * 1e6 / rounds as f64);
     }
     let s = summarize(&samples);
-    let bridge_blocked_pct = match (bridge0, comm.bridge_stats()) {
-        (Some(b), Some(a)) => {
-            let blocked = a.released_after_blocking - b.released_after_blocking;
-            let total = blocked + a.released_spinning - b.released_spinning;
-            Some(if total == 0 { 0.0 } else { 100.0 * blocked as f64 / total as f64 })
-        }
+    let bridge = match (bridge0, comm.bridge_stats()) {
+        (Some(b), Some(a)) => Some(a.since(&b)),
         _ => None,
     };
+    let (submits, submit_time) = submitted();
+    let queue_submit_us = (submits > submit0.0)
+        .then(|| (submit_time - submit0.1).as_secs_f64() * 1e6 / (submits - submit0.0) as f64);
     let f16 = match precision {
         Precision::F16 => true,
         Precision::F32 => false,
@@ -111,7 +123,10 @@ pub fn measure(
         algbw_gbps: bytes as f64 / (s.median * 1e-6) / 1e9,
         rounds_per_batch: rounds,
         host_us_per_round: Some(summarize(&host).median),
-        bridge_blocked_pct,
+        bridge_blocked_pct: bridge.map(|b| b.blocked_pct()),
+        bridge_poll_us: bridge.map(|b| b.mean_call_us().0),
+        bridge_signal_us: bridge.map(|b| b.mean_call_us().1),
+        queue_submit_us,
     })
 }
 

@@ -118,5 +118,8 @@ pub fn measure(adapters: &str, members: usize, bytes: u64) -> Result<AllReducePo
         rounds_per_batch: rounds,
         host_us_per_round: None,
         bridge_blocked_pct: None,
+        bridge_poll_us: None,
+        bridge_signal_us: None,
+        queue_submit_us: None,
     })
 }

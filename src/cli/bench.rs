@@ -355,7 +355,7 @@ fn save(r: &Report, out: &Path) -> Result<()> {
 fn print_tables(r: &Report) {
     for p in &r.allreduce {
         println!(
-            "{:<28} {:<14} {:>10} B {:>4}  {:>10.1} us (p10 {:>9.1}, p90 {:>9.1})  {:>7.2} GB/s{}{}",
+            "{:<28} {:<14} {:>10} B {:>4}  {:>10.1} us (p10 {:>9.1}, p90 {:>9.1})  {:>7.2} GB/s{}{}{}",
             p.layout,
             p.mode,
             p.bytes,
@@ -366,6 +366,12 @@ fn print_tables(r: &Report) {
             p.algbw_gbps,
             p.host_us_per_round.map_or(String::new(), |h| format!("  host {h:.1} us")),
             p.bridge_blocked_pct.map_or(String::new(), |b| format!("  bridge blocked {b:.0}%")),
+            match (p.queue_submit_us, p.bridge_poll_us, p.bridge_signal_us) {
+                (Some(q), Some(r), Some(g)) =>
+                    format!("  submit {q:.2} us, poll {r:.3} us, signal {g:.2} us"),
+                (Some(q), _, _) => format!("  submit {q:.2} us"),
+                _ => String::new(),
+            },
         );
     }
     for m in &r.matvec {
@@ -410,6 +416,9 @@ fn point_from_json(v: &serde_json::Value) -> Option<AllReducePoint> {
         rounds_per_batch: v["rounds_per_batch"].as_u64()? as usize,
         host_us_per_round: v["host_us_per_round"].as_f64(),
         bridge_blocked_pct: v["bridge_blocked_pct"].as_f64(),
+        bridge_poll_us: v["bridge_poll_us"].as_f64(),
+        bridge_signal_us: v["bridge_signal_us"].as_f64(),
+        queue_submit_us: v["queue_submit_us"].as_f64(),
     })
 }
 

@@ -52,6 +52,10 @@ pub struct DecodeReport {
     /// Share of all-reduce rounds the host bridge released only after blocking in the driver
     /// (its spin time ran out), in percent; `None` without a bridge.
     pub bridge_blocked_pct: Option<f64>,
+    /// Mean host time of the bridge's `done` reads and `go` signals, µs.
+    pub bridge_call_us: Option<(f64, f64)>,
+    /// Mean host time of one `vkQueueSubmit`, µs.
+    pub queue_submit_us: Option<f64>,
     pub all_reduces_per_token: f64,
     pub submits_per_token_per_member: f64,
     pub mode: String,
@@ -113,6 +117,10 @@ pub fn run_decode(
     bar.finish_and_clear();
     let after = dec.stats();
     let n = args.tokens.max(1) as f64;
+    let bridge = match (before.bridge, after.bridge) {
+        (Some(b), Some(a)) => Some(a.since(&b)),
+        _ => None,
+    };
     let report = DecodeReport {
         tokens: out,
         tokens_per_s: args.tokens as f64 / wall,
@@ -121,14 +129,12 @@ pub fn run_decode(
         record_ms_per_token: (after.step_host_time - before.step_host_time).as_secs_f64() * 1e3 / n,
         backpressure_ms_per_token: (after.backpressure_wait - before.backpressure_wait).as_secs_f64() * 1e3
             / n,
-        bridge_blocked_pct: match (before.bridge, after.bridge) {
-            (Some(b), Some(a)) => {
-                let blocked = a.released_after_blocking - b.released_after_blocking;
-                let total = blocked + a.released_spinning - b.released_spinning;
-                Some(if total == 0 { 0.0 } else { 100.0 * blocked as f64 / total as f64 })
-            }
-            _ => None,
-        },
+        bridge_blocked_pct: bridge.map(|b| b.blocked_pct()),
+        bridge_call_us: bridge.map(|b| b.mean_call_us()),
+        queue_submit_us: (after.queue_submits > before.queue_submits).then(|| {
+            (after.queue_submit_time - before.queue_submit_time).as_secs_f64() * 1e6
+                / (after.queue_submits - before.queue_submits) as f64
+        }),
         submits_per_token_per_member: (after.submits - before.submits) as f64 / n / group.len() as f64,
         mode,
     };
@@ -145,6 +151,9 @@ pub fn run_decode(
         );
         if let Some(p) = report.bridge_blocked_pct {
             println!("host bridge: {p:.1}% of rounds released only after blocking (spin time ran out)");
+        }
+        if let (Some(q), Some((r, g))) = (report.queue_submit_us, report.bridge_call_us) {
+            println!("driver calls: vkQueueSubmit {q:.2} us, bridge reads a done value {r:.3} us, signals a go {g:.2} us (means)");
         }
         println!("tokens: {:?}", report.tokens);
     }

@@ -29,6 +29,12 @@ pub(crate) struct BridgeState {
     /// path: the thread sleeps in the driver and pays a wake-up when the GPU signals).
     pub(crate) released_spinning: u64,
     pub(crate) released_after_blocking: u64,
+    /// Driver calls made: `done` value reads (`vkGetSemaphoreCounterValue`) and `go` signals
+    /// (`vkSignalSemaphore`), with the time spent in them.
+    pub(crate) polls: u64,
+    pub(crate) poll_time: Duration,
+    pub(crate) signals: u64,
+    pub(crate) signal_time: Duration,
 }
 
 pub(crate) struct Shared {
@@ -134,10 +140,15 @@ fn run(shared: &Shared, cfg: &BridgeConfig) {
             }
             (st.released + 1, st.withhold)
         };
-        match release_round(shared, cfg, round, n, withhold) {
+        let mut calls = Calls::default();
+        match release_round(shared, cfg, round, n, withhold, &mut calls) {
             Ok(blocked) => {
                 let mut st = shared.lock();
                 st.released = round;
+                st.polls += calls.polls;
+                st.poll_time += calls.poll_time;
+                st.signals += calls.signals;
+                st.signal_time += calls.signal_time;
                 if blocked {
                     st.released_after_blocking += 1;
                 } else {
@@ -152,6 +163,15 @@ fn run(shared: &Shared, cfg: &BridgeConfig) {
 
 struct Stop;
 
+/// Driver calls of one round, added to the shared counters when it is released.
+#[derive(Default)]
+struct Calls {
+    polls: u64,
+    poll_time: Duration,
+    signals: u64,
+    signal_time: Duration,
+}
+
 /// Releases every member for `round`; returns whether it had to block, or Err(Stop) when asked
 /// to stop or on failure (recorded in the shared error).
 fn release_round(
@@ -160,6 +180,7 @@ fn release_round(
     round: u64,
     n: usize,
     withhold: Option<usize>,
+    calls: &mut Calls,
 ) -> Result<bool, Stop> {
     let start = Instant::now();
     let mut blocked = false;
@@ -175,7 +196,11 @@ fn release_round(
     loop {
         let mut progressed = false;
         for (j, done) in is_done.iter_mut().enumerate().filter(|(_, d)| !**d) {
-            match cfg.done[j].value() {
+            let t = Instant::now();
+            let value = cfg.done[j].value();
+            calls.poll_time += t.elapsed();
+            calls.polls += 1;
+            match value {
                 Ok(v) if v >= round => {
                     *done = true;
                     progressed = true;
@@ -190,7 +215,11 @@ fn release_round(
             // Release every member whose peers are all done.
             for (i, rel) in released.iter_mut().enumerate() {
                 if !*rel && Some(i) != withhold && is_done.iter().enumerate().all(|(j, &d)| j == i || d) {
-                    if let Err(e) = cfg.go[i].signal(round) {
+                    let t = Instant::now();
+                    let signalled = cfg.go[i].signal(round);
+                    calls.signal_time += t.elapsed();
+                    calls.signals += 1;
+                    if let Err(e) = signalled {
                         return Err(fail(format!(
                             "host bridge: signalling go[{i}] = {round} on {}: {e}",
                             cfg.labels[i]

@@ -193,13 +193,50 @@ impl CommOptions {
     }
 }
 
-/// How the host bridge released its rounds so far (see [`Comm::bridge_stats`]).
+/// How the host bridge released its rounds so far, and what its driver calls cost (see
+/// [`Comm::bridge_stats`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct BridgeStats {
     /// Rounds whose last `done` arrived while the bridge was still spinning.
     pub released_spinning: u64,
     /// Rounds for which the spin time ran out and the bridge blocked in the driver.
     pub released_after_blocking: u64,
+    /// `done` values read (`vkGetSemaphoreCounterValue`) and the host time spent in those calls.
+    pub polls: u64,
+    pub poll_time: Duration,
+    /// `go` values signalled (`vkSignalSemaphore`) and the host time spent in those calls.
+    pub signals: u64,
+    pub signal_time: Duration,
+}
+
+impl BridgeStats {
+    /// What happened between `earlier` and `self`.
+    pub fn since(&self, earlier: &BridgeStats) -> BridgeStats {
+        BridgeStats {
+            released_spinning: self.released_spinning - earlier.released_spinning,
+            released_after_blocking: self.released_after_blocking - earlier.released_after_blocking,
+            polls: self.polls - earlier.polls,
+            poll_time: self.poll_time.saturating_sub(earlier.poll_time),
+            signals: self.signals - earlier.signals,
+            signal_time: self.signal_time.saturating_sub(earlier.signal_time),
+        }
+    }
+
+    /// Share of rounds released only after blocking, percent (0 with no rounds).
+    pub fn blocked_pct(&self) -> f64 {
+        let total = self.released_spinning + self.released_after_blocking;
+        if total == 0 {
+            0.0
+        } else {
+            100.0 * self.released_after_blocking as f64 / total as f64
+        }
+    }
+
+    /// Mean host time of one `done` read and of one `go` signal, µs.
+    pub fn mean_call_us(&self) -> (f64, f64) {
+        let mean = |t: Duration, n: u64| if n == 0 { 0.0 } else { t.as_secs_f64() * 1e6 / n as f64 };
+        (mean(self.poll_time, self.polls), mean(self.signal_time, self.signals))
+    }
 }
 
 /// Test-only fault injection (used by the reliability tests; no effect unless armed).
@@ -496,6 +533,10 @@ impl Comm {
         Some(BridgeStats {
             released_spinning: st.released_spinning,
             released_after_blocking: st.released_after_blocking,
+            polls: st.polls,
+            poll_time: st.poll_time,
+            signals: st.signals,
+            signal_time: st.signal_time,
         })
     }
 

@@ -174,6 +174,11 @@ impl Member {
         self.shared.stream().rec.backpressure_wait()
     }
 
+    /// `vkQueueSubmit` calls this member's stream made and the host time spent in them.
+    pub fn queue_submit_time(&self) -> (u64, std::time::Duration) {
+        self.shared.stream().rec.queue_submit_time()
+    }
+
     /// Number of queue submits this member has made.
     pub fn submit_count(&self) -> u64 {
         self.shared.stream().submits

@@ -199,6 +199,9 @@ pub struct DecodeStats {
     pub backpressure_wait: std::time::Duration,
     /// How the host bridge released the all-reduce rounds (HostBridge mode only).
     pub bridge: Option<crate::comm::BridgeStats>,
+    /// `vkQueueSubmit` calls of every member and the host time spent in them.
+    pub queue_submits: u64,
+    pub queue_submit_time: std::time::Duration,
 }
 
 /// The model on a group.
@@ -501,6 +504,8 @@ impl Decoder {
             step_host_time: self.step_host_time,
             backpressure_wait: self.members.iter().map(|m| m.backpressure_wait()).sum(),
             bridge: self.comm.as_ref().and_then(|c| c.bridge_stats()),
+            queue_submits: self.members.iter().map(|m| m.queue_submit_time().0).sum(),
+            queue_submit_time: self.members.iter().map(|m| m.queue_submit_time().1).sum(),
         }
     }
 }

@@ -108,6 +108,10 @@ pub struct Recorder {
     max_pending: usize,
     /// Host time spent in that wait, so far.
     backpressure_wait: Duration,
+    /// `vkQueueSubmit` calls this recorder made (a joint batch counts for its first
+    /// recorder) and the host time spent in them, queue lock included.
+    queue_submits: u64,
+    queue_submit_time: Duration,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -149,6 +153,8 @@ impl Recorder {
             commands: 0,
             max_pending: max_pending.max(1),
             backpressure_wait: Duration::ZERO,
+            queue_submits: 0,
+            queue_submit_time: Duration::ZERO,
         })
     }
 
@@ -174,6 +180,12 @@ impl Recorder {
     /// caller subtracts from its recording time to get the host's own cost.
     pub fn backpressure_wait(&self) -> Duration {
         self.backpressure_wait
+    }
+
+    /// `vkQueueSubmit` calls made so far and the host time spent in them (queue lock
+    /// included); a [`Recorder::submit_together`] batch counts for its first recorder.
+    pub fn queue_submit_time(&self) -> (u64, Duration) {
+        (self.queue_submits, self.queue_submit_time)
     }
 
     /// Commands recorded since the last submit.
@@ -466,12 +478,15 @@ impl Recorder {
             .signal_semaphores(&sig_sems)
             .push_next(&mut timeline);
         let device = recs[0].device.clone();
+        let t = Instant::now();
         let result = {
             let queue = device.shared.queues[queue_index as usize].lock().unwrap_or_else(|p| p.into_inner());
             // SAFETY: the queue is locked (external synchronisation); every command buffer is
             // executable and of this device; every semaphore is alive and kept until completion.
             unsafe { device.raw().queue_submit(*queue, &[submit], vk::Fence::null()) }
         };
+        recs[0].queue_submit_time += t.elapsed();
+        recs[0].queue_submits += 1;
         if let Err(e) = result {
             let e = device.note(map_vk("vkQueueSubmit")(e));
             for (r, c) in recs.iter_mut().zip(closed) {
