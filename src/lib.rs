@@ -28,7 +28,7 @@ pub use comm::{AllReduceOptions, BridgeStats, Comm, CommOptions, Mode, ModeReque
 pub use error::{Error, Result};
 pub use group::{AdapterSelector, DeviceGroup, DeviceSpec, GroupId, GroupSpec, Member};
 pub use instance::{adapter_table, Instance};
-pub use ops::{AttentionShape, MATVEC_F16_DEFAULT, MATVEC_F16_KERNELS};
+pub use ops::{matvec_f16_kernel, AttentionShape, MATVEC_F16_EIGHT_ROWS_FROM_COLS, MATVEC_F16_KERNELS};
 pub use tensor::{f16_saturating, DType, Tensor, MAX_ELEMENTS};
 pub use vk_native::{
     live_objects, validation_messages, AdapterInfo, Capabilities, DeviceType, LiveObjects, ValidationMessage,

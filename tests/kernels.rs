@@ -516,15 +516,26 @@ fn matvec_f16_weights_vec8_kernel() {
 
 #[test]
 fn matvec_f16_every_vec8_kernel() {
-    // Every kernel `matvec_f16_with` offers for cols % 8 == 0, including the four-rows-per-
-    // workgroup one: row counts around its blocks of 4 (1, 3, 4, 5, odd), columns around its 64
-    // threads per row (8 groups of 8: fewer than one per thread; 512 = one each; 520, 8·1001).
+    // Every kernel `matvec_f16_with` offers for cols % 8 == 0 (1, 4 or 8 rows per workgroup):
+    // row counts around their blocks (1, 3, 4, 5, odd, 9, 17), columns around their threads per
+    // row (8 groups of 8: fewer than one per thread; 512 = one each for 64; 520, 8·1001, 8·129).
     let _s = serial();
     let g = common::logical(1);
     let m = g.member(0).unwrap();
     for (k, kernel) in crossgpu::MATVEC_F16_KERNELS.iter().enumerate() {
-        for (i, &(rows, cols)) in
-            [(1, 8), (3, 64), (4, 512), (5, 520), (ODD, 16), (7, 8 * 1001), (257, 1024)].iter().enumerate()
+        for (i, &(rows, cols)) in [
+            (1, 8),
+            (3, 64),
+            (4, 512),
+            (5, 520),
+            (ODD, 16),
+            (7, 8 * 1001),
+            (257, 1024),
+            (9, 136),
+            (17, 8 * 129),
+        ]
+        .iter()
+        .enumerate()
         {
             check_matvec_with(m, Some(kernel), rows, cols, DType::F16, 600 + (10 * k + i) as u64);
         }
@@ -553,9 +564,15 @@ fn matvec_more_than_65535_rows_uses_2d_dispatch() {
     check_matvec(m, 70_000, 8, DType::F32, 400);
     check_matvec(m, 70_000, 3, DType::F16, 402); // matvec_f16, rows starting mid-word
     check_matvec_with(m, Some("matvec_f16_vec8"), 70_000, 8, DType::F16, 401);
-    // matvec's default for cols % 8 == 0 (four rows per workgroup): 65,538 blocks.
-    assert_eq!(crossgpu::MATVEC_F16_DEFAULT, "matvec_f16_vec8_rows4");
+    // matvec's kernels for cols % 8 == 0: four rows per workgroup below 8192 columns (65,538
+    // blocks here), eight rows from there (65,538 blocks, through matvec_f16_with: a matrix of
+    // that many rows and 8192 columns would be 8 GiB).
+    assert_eq!(crossgpu::matvec_f16_kernel(8), "matvec_f16_vec8_rows4");
+    assert_eq!(crossgpu::matvec_f16_kernel(8184), "matvec_f16_vec8_rows4");
+    assert_eq!(crossgpu::matvec_f16_kernel(8192), "matvec_f16_vec8_rows8");
+    assert_eq!(crossgpu::matvec_f16_kernel(12), "matvec_f16");
     check_matvec(m, 4 * 65_537 + 3, 8, DType::F16, 403);
+    check_matvec_with(m, Some("matvec_f16_vec8_rows8"), 8 * 65_537 + 3, 8, DType::F16, 404);
     common::assert_no_validation_errors();
 }
 

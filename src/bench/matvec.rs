@@ -59,7 +59,7 @@ pub fn measure_with(
     Ok(MatvecPoint {
         rows,
         cols,
-        kernel: kernel.unwrap_or(crate::ops::f16_matvec_kernel(cols)),
+        kernel: kernel.unwrap_or(crate::ops::matvec_f16_kernel(cols)),
         gbps: summarize(&gbps),
         us_per_matvec: summarize(&us),
     })

@@ -217,7 +217,7 @@ impl Member {
         }
         let entry = match w.dtype() {
             DType::F32 => "matvec_f32",
-            DType::F16 => f16_kernel.unwrap_or(f16_matvec_kernel(cols)),
+            DType::F16 => f16_kernel.unwrap_or(matvec_f16_kernel(cols)),
             DType::U32 => {
                 return Err(Error::DtypeMismatch {
                     what: "matvec w".into(),
@@ -239,7 +239,7 @@ impl Member {
         cols: usize,
     ) -> Result<()> {
         let bufs: [&dyn GpuBuffer; 3] = [&w.buffer, &x.buffer, &y.buffer];
-        let row_blocks = if entry == MATVEC_F16_FOUR_ROWS { rows.div_ceil(4) } else { rows };
+        let row_blocks = rows.div_ceil(matvec_rows_per_workgroup(entry));
         self.shared.dispatch(
             entry,
             &bufs,
@@ -251,22 +251,38 @@ impl Member {
     }
 }
 
-/// One row per workgroup of 256 threads.
+/// One row per workgroup of 256 threads (kept as the benchmark's reference).
 const MATVEC_F16_ONE_ROW: &str = "matvec_f16_vec8";
 /// Four rows per workgroup, 64 threads per row.
 const MATVEC_F16_FOUR_ROWS: &str = "matvec_f16_vec8_rows4";
-/// The f16 matvec kernel `matvec` uses when `cols % 8 == 0`: four rows per workgroup. On the
-/// H200 it moved 89%, 80% and 89% of the copy kernel's bandwidth for 8192×8192, 5120×17408 and
-/// 17408×5120, against 71%, 77% and 57% for one row per workgroup (docs/BENCHMARKS.md).
-pub const MATVEC_F16_DEFAULT: &str = MATVEC_F16_FOUR_ROWS;
+/// Eight rows per workgroup, 32 threads per row.
+const MATVEC_F16_EIGHT_ROWS: &str = "matvec_f16_vec8_rows8";
+/// Columns from which [`matvec_f16_kernel`] picks eight rows per workgroup instead of four.
+/// Three processes on the H200 (copy kernel 3708–3736 GB/s): eight rows 2926–3124 GB/s against
+/// four rows 2806–3051 for 8192×8192, 3021–3178 against 2791–2958 for 5120×17408; four rows
+/// 2967–3094 against 2813–2943 for 17408×5120 (docs/BENCHMARKS.md, third session).
+pub const MATVEC_F16_EIGHT_ROWS_FROM_COLS: usize = 8192;
 /// The f16 matvec kernels for `cols % 8 == 0`, as [`Member::matvec_f16_with`] names them.
-pub const MATVEC_F16_KERNELS: [&str; 2] = [MATVEC_F16_ONE_ROW, MATVEC_F16_FOUR_ROWS];
+pub const MATVEC_F16_KERNELS: [&str; 3] = [MATVEC_F16_ONE_ROW, MATVEC_F16_FOUR_ROWS, MATVEC_F16_EIGHT_ROWS];
 
-/// The kernel `matvec` runs for f16 weights with `cols` columns.
-pub(crate) fn f16_matvec_kernel(cols: usize) -> &'static str {
-    if cols.is_multiple_of(8) {
-        MATVEC_F16_DEFAULT
-    } else {
+/// Rows one workgroup of `entry` computes.
+fn matvec_rows_per_workgroup(entry: &str) -> usize {
+    match entry {
+        MATVEC_F16_FOUR_ROWS => 4,
+        MATVEC_F16_EIGHT_ROWS => 8,
+        _ => 1,
+    }
+}
+
+/// The kernel `matvec` runs for f16 weights with `cols` columns: eight rows per workgroup from
+/// [`MATVEC_F16_EIGHT_ROWS_FROM_COLS`] columns, four below, and the generic kernel when
+/// `cols % 8 != 0`.
+pub fn matvec_f16_kernel(cols: usize) -> &'static str {
+    if !cols.is_multiple_of(8) {
         "matvec_f16"
+    } else if cols >= MATVEC_F16_EIGHT_ROWS_FROM_COLS {
+        MATVEC_F16_EIGHT_ROWS
+    } else {
+        MATVEC_F16_FOUR_ROWS
     }
 }
