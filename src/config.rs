@@ -35,6 +35,14 @@ pub(crate) fn u64_var(name: &'static str, default: u64, min: u64, max: u64) -> R
     Ok(n)
 }
 
+/// Like [`u64_var`], `None` when the variable is unset.
+pub(crate) fn opt_u64_var(name: &'static str, min: u64, max: u64) -> Result<Option<u64>> {
+    match var(name) {
+        Some(_) => u64_var(name, min, min, max).map(Some),
+        None => Ok(None),
+    }
+}
+
 /// Parses a `0`/`1` (or `false`/`true`) variable.
 pub(crate) fn bool_var(name: &'static str, default: bool) -> Result<bool> {
     match var(name).as_deref() {

@@ -176,15 +176,7 @@ impl CommOptions {
         };
         Ok(Self {
             mode,
-            spin: match config::string_var("CROSSGPU_ALLREDUCE_SPIN_US") {
-                Some(_) => Some(Duration::from_micros(config::u64_var(
-                    "CROSSGPU_ALLREDUCE_SPIN_US",
-                    0,
-                    0,
-                    1_000_000,
-                )?)),
-                None => None,
-            },
+            spin: config::opt_u64_var("CROSSGPU_ALLREDUCE_SPIN_US", 0, 1_000_000)?.map(Duration::from_micros),
             f16_threshold_bytes: config::u64_var("CROSSGPU_F16_WIRE_BYTES", 1 << 20, 0, u64::MAX / 2)?,
             timeout: Duration::from_millis(config::timeout_ms_from_env()?),
             phase_a_kernel_bytes: config::u64_var("CROSSGPU_PHASE_A_KERNEL_BYTES", 65536, 0, u64::MAX)?,
