@@ -89,48 +89,42 @@ impl Stream {
         signals: &[(&TimelineSemaphore, u64)],
         binary_signals: &[&SyncFdSemaphore],
     ) -> vk_native::Result<u64> {
-        let waits: Vec<(&TimelineSemaphore, u64)> = self.waits.iter().map(|(s, v)| (s, *v)).collect();
-        let bwaits: Vec<&SyncFdSemaphore> = self.binary_waits.iter().collect();
-        let v = self.rec.submit(&SubmitInfo {
-            wait_timeline: &waits,
-            signal_timeline: signals,
-            wait_binary: &bwaits,
-            signal_binary: binary_signals,
-        })?;
-        self.waits.clear();
-        self.binary_waits.clear();
-        self.submits += 1;
-        Ok(v)
+        Ok(Self::submit_together(&mut [self], &[signals], &[binary_signals])?[0])
     }
 
     /// Submits the open command buffers of `streams` (members sharing one queue) as one batch
-    /// (`Recorder::submit_together`), each with its pending waits and its `signals`. Each
-    /// stream counts the batch as one submit of its own.
+    /// (`Recorder::submit_together`), stream `k` with its pending waits and `signals[k]`,
+    /// `binary_signals[k]`; returns each stream's submit value. Each stream counts the batch as
+    /// one submit of its own. On failure the pending waits stay, as nothing was submitted.
     pub(crate) fn submit_together(
         streams: &mut [&mut Stream],
         signals: &[&[(&TimelineSemaphore, u64)]],
-    ) -> vk_native::Result<()> {
-        let waits: Vec<Vec<(TimelineSemaphore, u64)>> =
-            streams.iter_mut().map(|s| std::mem::take(&mut s.waits)).collect();
-        let bwaits: Vec<Vec<SyncFdSemaphore>> =
-            streams.iter_mut().map(|s| std::mem::take(&mut s.binary_waits)).collect();
-        let wait_refs: Vec<Vec<(&TimelineSemaphore, u64)>> =
-            waits.iter().map(|w| w.iter().map(|(s, v)| (s, *v)).collect()).collect();
-        let bwait_refs: Vec<Vec<&SyncFdSemaphore>> = bwaits.iter().map(|w| w.iter().collect()).collect();
-        let infos: Vec<SubmitInfo<'_>> = (0..streams.len())
-            .map(|i| SubmitInfo {
-                wait_timeline: &wait_refs[i],
-                signal_timeline: signals[i],
-                wait_binary: &bwait_refs[i],
-                signal_binary: &[],
+        binary_signals: &[&[&SyncFdSemaphore]],
+    ) -> vk_native::Result<Vec<u64>> {
+        let mut recs = Vec::with_capacity(streams.len());
+        let mut waits = Vec::with_capacity(streams.len());
+        let mut binary_waits = Vec::with_capacity(streams.len());
+        for s in streams.iter_mut() {
+            let Stream { rec, waits: w, binary_waits: b, .. } = &mut **s;
+            recs.push(rec);
+            waits.push(w.iter().map(|(s, v)| (s, *v)).collect::<Vec<_>>());
+            binary_waits.push(b.iter().collect::<Vec<_>>());
+        }
+        let infos: Vec<SubmitInfo<'_>> = (0..recs.len())
+            .map(|k| SubmitInfo {
+                wait_timeline: &waits[k],
+                signal_timeline: signals[k],
+                wait_binary: &binary_waits[k],
+                signal_binary: binary_signals[k],
             })
             .collect();
-        let mut recs: Vec<&mut vk_native::Recorder> = streams.iter_mut().map(|s| &mut s.rec).collect();
-        vk_native::Recorder::submit_together(&mut recs, &infos)?;
+        let values = vk_native::Recorder::submit_together(&mut recs, &infos)?;
         for s in streams.iter_mut() {
+            s.waits.clear();
+            s.binary_waits.clear();
             s.submits += 1;
         }
-        Ok(())
+        Ok(values)
     }
 
     /// Submits if anything is recorded or waiting; returns the value to wait for.

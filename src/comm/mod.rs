@@ -214,6 +214,16 @@ impl BridgeStats {
         }
     }
 
+    /// Adds `other`'s counts and times to these.
+    pub(crate) fn add(&mut self, other: &BridgeStats) {
+        self.released_spinning += other.released_spinning;
+        self.released_after_blocking += other.released_after_blocking;
+        self.polls += other.polls;
+        self.poll_time += other.poll_time;
+        self.signals += other.signals;
+        self.signal_time += other.signal_time;
+    }
+
     /// Share of rounds released only after blocking, percent (0 with no rounds).
     pub fn blocked_pct(&self) -> f64 {
         let total = self.released_spinning + self.released_after_blocking;
@@ -292,31 +302,21 @@ pub struct Comm {
     /// Generic mode: per member, a read-back and an upload staging buffer, and the CPU sum.
     staging: Vec<(StagingBuffer, StagingBuffer)>,
     sum: Vec<f32>,
-    /// Members grouped by the queue they submit to (VkDevice and queue index), each group in
-    /// member order; and each member's group.
-    queue_groups: Vec<Vec<usize>>,
-    queue_group_of: Vec<usize>,
+    /// For each member, the members whose phase submits go out as one batch with its own, in
+    /// member order: those sharing its queue (VkDevice and queue index) with `joint_submit`,
+    /// else the member alone. The batch's last member submits it.
+    submit_batches: Vec<Vec<usize>>,
 }
 
-/// Groups members by the queue they submit to, in member order.
-fn queue_groups(members: &[Member]) -> (Vec<Vec<usize>>, Vec<usize>) {
-    let mut keys: Vec<(vk_native::DeviceId, u32)> = Vec::new();
-    let mut groups: Vec<Vec<usize>> = Vec::new();
-    let mut of = Vec::with_capacity(members.len());
-    for (i, m) in members.iter().enumerate() {
-        let key = (m.device().id(), m.shared.queue_index);
-        let g = match keys.iter().position(|k| *k == key) {
-            Some(g) => g,
-            None => {
-                keys.push(key);
-                groups.push(Vec::new());
-                groups.len() - 1
-            }
-        };
-        groups[g].push(i);
-        of.push(g);
-    }
-    (groups, of)
+/// [`Comm::submit_batches`] of `members`.
+fn submit_batches(members: &[Member], joint: bool) -> Vec<Vec<usize>> {
+    let queue = |m: &Member| (m.device().id(), m.shared.queue_index);
+    (0..members.len())
+        .map(|i| match joint {
+            true => (0..members.len()).filter(|&j| queue(&members[j]) == queue(&members[i])).collect(),
+            false => vec![i],
+        })
+        .collect()
 }
 
 impl std::fmt::Debug for Comm {
@@ -407,10 +407,8 @@ impl Comm {
                 Some(why) => (Mode::Generic, why),
             },
         };
-        let (queue_groups, queue_group_of) = queue_groups(&members);
         let mut comm = Self {
-            queue_groups,
-            queue_group_of,
+            submit_batches: submit_batches(&members, opts.joint_submit),
             group: group.id(),
             members,
             mode,
@@ -521,15 +519,7 @@ impl Comm {
     /// How the host bridge released its rounds so far; `None` unless the mode is HostBridge.
     pub fn bridge_stats(&self) -> Option<BridgeStats> {
         let b = self.fast.as_ref()?.bridge.as_ref()?;
-        let st = b.shared.lock();
-        Some(BridgeStats {
-            released_spinning: st.released_spinning,
-            released_after_blocking: st.released_after_blocking,
-            polls: st.polls,
-            poll_time: st.poll_time,
-            signals: st.signals,
-            signal_time: st.signal_time,
-        })
+        Some(b.shared.lock().stats)
     }
 
     /// Test hook: the bridge never releases `member` again (simulates a lost signal).
@@ -824,21 +814,18 @@ impl Comm {
             }
             let mut s = sh.stream();
             s.barrier_to_host().map_err(|e| sh.err(e))?;
-            let queue_group = &self.queue_groups[self.queue_group_of[i]];
+            let batch = &self.submit_batches[i];
             match fast.exchange.as_mut() {
                 Some(x) => {
                     let sig = x.phase_a_signal(i, m, &s)?;
                     s.submit(&[(&fast.done[i], round)], &[&sig]).map_err(|e| sh.err(e))?;
                 }
-                None if !self.opts.joint_submit || queue_group.len() == 1 => {
-                    s.submit(&[(&fast.done[i], round)], &[]).map_err(|e| sh.err(e))?;
-                }
-                // The queue's last member: one batch for all of them (each signals its `done`).
-                None if queue_group.last() == Some(&i) => {
+                // The batch's last member submits it, each member signalling its `done`.
+                None if batch.last() == Some(&i) => {
                     drop(s);
                     let signals: Vec<[(&TimelineSemaphore, u64); 1]> =
-                        queue_group.iter().map(|&j| [(&fast.done[j], round)]).collect();
-                    submit_together(&self.members, queue_group, &signals)?;
+                        batch.iter().map(|&j| [(&fast.done[j], round)]).collect();
+                    submit_batch(&self.members, batch, &signals)?;
                 }
                 None => {}
             }
@@ -873,12 +860,12 @@ impl Comm {
             s.rec.dispatch(&g, &imm, groups).map_err(|e| sh.err(e))?;
             if f16_wire {
                 // Large rounds go out at once, so the GPU starts as soon as it is released.
-                let queue_group = &self.queue_groups[self.queue_group_of[i]];
-                if fast.exchange.is_some() || !self.opts.joint_submit || queue_group.len() == 1 {
+                let batch = &self.submit_batches[i];
+                if fast.exchange.is_some() {
                     s.submit(&[], &[]).map_err(|e| sh.err(e))?;
-                } else if queue_group.last() == Some(&i) {
+                } else if batch.last() == Some(&i) {
                     drop(s);
-                    submit_together(&self.members, queue_group, &vec![[]; queue_group.len()])?;
+                    submit_batch(&self.members, batch, &vec![[]; batch.len()])?;
                 }
             }
         }
@@ -891,18 +878,19 @@ impl Comm {
     }
 }
 
-/// Submits the open command buffers of `queue_group` (members sharing one queue) as one batch,
-/// member `queue_group[k]` signalling `signals[k]`.
-fn submit_together<const S: usize>(
+/// Submits the open command buffers of `batch` (members sharing one queue, or one member) as
+/// one batch, member `batch[k]` signalling `signals[k]`.
+fn submit_batch<const S: usize>(
     members: &[Member],
-    queue_group: &[usize],
+    batch: &[usize],
     signals: &[[(&TimelineSemaphore, u64); S]],
 ) -> Result<()> {
-    let mut guards: Vec<_> = queue_group.iter().map(|&j| members[j].shared.stream()).collect();
+    let mut guards: Vec<_> = batch.iter().map(|&j| members[j].shared.stream()).collect();
     let mut streams: Vec<&mut crate::stream::Stream> = guards.iter_mut().map(|g| &mut **g).collect();
     let signals: Vec<&[(&TimelineSemaphore, u64)]> = signals.iter().map(|a| &a[..]).collect();
-    crate::stream::Stream::submit_together(&mut streams, &signals)
-        .map_err(|e| members[queue_group[0]].shared.err(e))
+    crate::stream::Stream::submit_together(&mut streams, &signals, &vec![&[][..]; batch.len()])
+        .map(|_| ())
+        .map_err(|e| members[batch[0]].shared.err(e))
 }
 
 impl Drop for Comm {
