@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 
 use vk_native::TimelineSemaphore;
 
+use super::BridgeStats;
+
 #[derive(Default)]
 pub(crate) struct BridgeState {
     /// Highest round whose phase A every member has submitted.
@@ -25,16 +27,10 @@ pub(crate) struct BridgeState {
     pub(crate) error: Option<String>,
     /// Test hook: never release this member (simulates a withheld signal).
     pub(crate) withhold: Option<usize>,
-    /// Rounds released while spinning, and after blocking in `vkWaitSemaphores` (the slow
-    /// path: the thread sleeps in the driver and pays a wake-up when the GPU signals).
-    pub(crate) released_spinning: u64,
-    pub(crate) released_after_blocking: u64,
-    /// Driver calls made: `done` value reads (`vkGetSemaphoreCounterValue`) and `go` signals
-    /// (`vkSignalSemaphore`), with the time spent in them.
-    pub(crate) polls: u64,
-    pub(crate) poll_time: Duration,
-    pub(crate) signals: u64,
-    pub(crate) signal_time: Duration,
+    /// How rounds were released (spinning, or after blocking in `vkWaitSemaphores`: the slow
+    /// path, where the thread sleeps in the driver and pays a wake-up when the GPU signals) and
+    /// what the driver calls cost.
+    pub(crate) stats: BridgeStats,
 }
 
 pub(crate) struct Shared {
@@ -140,20 +136,17 @@ fn run(shared: &Shared, cfg: &BridgeConfig) {
             }
             (st.released + 1, st.withhold)
         };
-        let mut calls = Calls::default();
+        let mut calls = BridgeStats::default();
         match release_round(shared, cfg, round, n, withhold, &mut calls) {
             Ok(blocked) => {
+                if blocked {
+                    calls.released_after_blocking = 1;
+                } else {
+                    calls.released_spinning = 1;
+                }
                 let mut st = shared.lock();
                 st.released = round;
-                st.polls += calls.polls;
-                st.poll_time += calls.poll_time;
-                st.signals += calls.signals;
-                st.signal_time += calls.signal_time;
-                if blocked {
-                    st.released_after_blocking += 1;
-                } else {
-                    st.released_spinning += 1;
-                }
+                st.stats.add(&calls);
                 shared.wake.notify_all();
             }
             Err(Stop) => return,
@@ -163,15 +156,6 @@ fn run(shared: &Shared, cfg: &BridgeConfig) {
 
 struct Stop;
 
-/// Driver calls of one round, added to the shared counters when it is released.
-#[derive(Default)]
-struct Calls {
-    polls: u64,
-    poll_time: Duration,
-    signals: u64,
-    signal_time: Duration,
-}
-
 /// Releases every member for `round`; returns whether it had to block, or Err(Stop) when asked
 /// to stop or on failure (recorded in the shared error).
 fn release_round(
@@ -180,7 +164,7 @@ fn release_round(
     round: u64,
     n: usize,
     withhold: Option<usize>,
-    calls: &mut Calls,
+    calls: &mut BridgeStats,
 ) -> Result<bool, Stop> {
     let start = Instant::now();
     let mut blocked = false;
