@@ -68,6 +68,28 @@ pub struct Limits {
 /// GPU while the gate is closed).
 pub const CHAIN: usize = 64;
 
+/// Signals `gate` to `value` from the host, then spins until `done` reaches `target`; returns
+/// the time from the signal, or a timeout naming `what` after `timeout_ms`.
+fn open_and_spin(
+    gate: &TimelineSemaphore,
+    value: u64,
+    done: &TimelineSemaphore,
+    target: u64,
+    timeout_ms: u64,
+    what: &str,
+    err: impl Fn(vk_native::NativeError) -> Error,
+) -> Result<std::time::Duration> {
+    let t = Instant::now();
+    gate.signal(value).map_err(&err)?;
+    while done.value().map_err(&err)? < target {
+        std::hint::spin_loop();
+        if t.elapsed().as_millis() as u64 > timeout_ms {
+            return Err(Error::Timeout { what: what.into(), ms: timeout_ms });
+        }
+    }
+    Ok(t.elapsed())
+}
+
 /// How a gated chain's steps are submitted.
 enum Chain<'a> {
     /// A submit per step; waiting on the gate and signalling a timeline each, or only the
@@ -133,16 +155,9 @@ fn gated_chain(
         }
     }
     std::thread::sleep(std::time::Duration::from_millis(2));
-    let t = Instant::now();
-    gate.signal(value).map_err(e)?;
-    let last = rec.submitted();
-    while rec.completed().map_err(e)? < last {
-        std::hint::spin_loop();
-        if t.elapsed().as_millis() as u64 > timeout_ms {
-            return Err(Error::Timeout { what: "a gated submit chain".into(), ms: timeout_ms });
-        }
-    }
-    let us = t.elapsed().as_secs_f64() * 1e6 / CHAIN as f64;
+    let took =
+        open_and_spin(gate, value, rec.progress(), rec.submitted(), timeout_ms, "a gated submit chain", e)?;
+    let us = took.as_secs_f64() * 1e6 / CHAIN as f64;
     if let Some(o) = other {
         o.wait(o.submitted(), timeout_ms * 1_000_000).map_err(e)?;
     }
@@ -267,16 +282,9 @@ pub fn measure(m: &Member, bytes: u64, reps: usize) -> Result<Limits> {
         })
         .map_err(&e)?;
         std::thread::sleep(std::time::Duration::from_micros(200));
-        let t = Instant::now();
-        go.signal(k).map_err(&e)?;
-        while back.value().map_err(&e)? < k {
-            std::hint::spin_loop();
-            if t.elapsed().as_millis() as u64 > m.shared.timeout_ms {
-                return Err(Error::Timeout { what: "timeline round trip".into(), ms: m.shared.timeout_ms });
-            }
-        }
+        let took = open_and_spin(&go, k, &back, k, m.shared.timeout_ms, "timeline round trip", &e)?;
         if k > 10 {
-            samples.push(t.elapsed().as_secs_f64() * 1e6);
+            samples.push(took.as_secs_f64() * 1e6);
         }
     }
     let timeline_round_trip_us = summarize(&samples);
