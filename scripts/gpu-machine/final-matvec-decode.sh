@@ -10,11 +10,6 @@ timeout 90 crossgpu bench limits --adapter "$N0" --out "$R/limits" > "$R/limits.
 for k in 1 2; do
     timeout 120 crossgpu bench matvec --adapter "$N0" --out "$R/matvec-$k" > "$R/matvec-$k.txt" 2>&1; log "matvec $k exit $?"
 done
-decode() { # $1 label, then env assignments
-    local label=$1; shift
-    { echo "=== $label: $*"; env "$@" timeout 120 crossgpu decode --preset 27b --tokens 32; } >> "$R/decode.txt" 2>&1
-    log "decode $label exit $?"
-}
 for k in 1 2 3; do
     decode "one-$k" CROSSGPU_DEVICES="$N0"
     decode "shared-$k" CROSSGPU_DEVICES="$N0/2"

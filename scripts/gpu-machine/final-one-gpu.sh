@@ -11,11 +11,6 @@ timeout 120 crossgpu bench limits --adapter "$N0" --out "$R/limits" > "$R/limits
 timeout 300 crossgpu bench allreduce --adapter "$N0" --layouts "$N0*1;$N0/2;$N0/3;$N0/4;$N0*2;$N0,$N0" --modes bridge \
     --members 2,3,4 --out "$R/allreduce" > "$R/allreduce.txt" 2>&1; log "allreduce exit $?"
 timeout 60 crossgpu bench matvec --adapter "$N0" --out "$R/matvec" > "$R/matvec.txt" 2>&1; log "matvec exit $?"
-decode() { # $1 label, then env assignments
-    local label=$1; shift
-    { echo "=== $label: $*"; env "$@" timeout 120 crossgpu decode --preset 27b --tokens 32; } >> "$R/decode.txt" 2>&1
-    log "decode $label exit $?"
-}
 for k in 1 2 3; do
     decode "one-$k" CROSSGPU_DEVICES="$N0"
     decode "shared-$k" CROSSGPU_DEVICES="$N0/2"

@@ -6,11 +6,6 @@
 set -uo pipefail
 source scripts/gpu-machine/setup.sh
 start_results final-two-gpus
-decode() { # $1 label, then env assignments
-    local label=$1; shift
-    { echo "=== $label: $*"; env "$@" timeout 120 crossgpu decode --preset 27b --tokens 32; } >> "$R/decode.txt" 2>&1
-    log "decode $label exit $?"
-}
 for k in 1 2 3; do
     decode "one-$k" CROSSGPU_DEVICES="$N0"
     decode "two-gpus-$k" CROSSGPU_DEVICES="$NV"

@@ -19,11 +19,6 @@ small small-default env
 small small-pinned taskset -c 2,3
 small small-inflight1024 env CROSSGPU_MAX_IN_FLIGHT=1024
 small small-default-2 env
-decode() { # $1 label, then env assignments
-    local label=$1; shift
-    { echo "=== $label: $*"; env "$@" timeout 120 crossgpu decode --preset 27b --tokens 32; } >> "$R/decode.txt" 2>&1
-    log "decode $label exit $?"
-}
 decode one CROSSGPU_DEVICES="$N0"
 decode shared-spin200 CROSSGPU_DEVICES="$N0/2"
 decode shared-spin2000 CROSSGPU_DEVICES="$N0/2" CROSSGPU_ALLREDUCE_SPIN_US=2000

@@ -17,11 +17,6 @@ for k in 1 2; do
         log "small joint $j run $k exit $?"
     done
 done
-decode() { # $1 label, then env assignments
-    local label=$1; shift
-    { echo "=== $label: $*"; env "$@" timeout 120 crossgpu decode --preset 27b --tokens 32; } >> "$R/decode.txt" 2>&1
-    log "decode $label exit $?"
-}
 decode one CROSSGPU_DEVICES="$N0"
 for k in 1 2; do
     decode "shared-joint1-$k" CROSSGPU_DEVICES="$N0/2" CROSSGPU_JOINT_SUBMIT=1

@@ -21,3 +21,10 @@ start_results() {
 }
 finish() { tar -C "$R" -czf "$OUT/$RESULTS_NAME.tgz" .; cp "$R/timeline.txt" "$OUT/" 2>/dev/null; }
 log() { echo "[$(date -u +%T) +${SECONDS}s] $*" | tee -a "$R/timeline.txt"; finish; }
+# decode LABEL [VAR=value ...]: the 27B decode of 32 tokens with those variables set, appended
+# to $R/decode.txt under a "=== LABEL" line, then logged.
+decode() { # $1 label, then env assignments
+    local label=$1; shift
+    { echo "=== $label: $*"; env "$@" timeout 120 crossgpu decode --preset 27b --tokens 32; } >> "$R/decode.txt" 2>&1
+    log "decode $label exit $?"
+}

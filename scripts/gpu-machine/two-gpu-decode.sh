@@ -8,11 +8,6 @@ set -uo pipefail
 source scripts/gpu-machine/setup.sh
 start_results two-gpu-decode
 { nproc; lscpu; numactl -H 2>&1; nvidia-smi topo -m 2>&1; } > "$R/machine.txt" 2>&1
-decode() { # $1 label, then env assignments
-    local label=$1; shift
-    { echo "=== $label: $*"; env "$@" timeout 120 crossgpu decode --preset 27b --tokens 32; } >> "$R/decode.txt" 2>&1
-    log "decode $label exit $?"
-}
 for k in 1 2; do
     decode "one-$k" CROSSGPU_DEVICES="$N0"
     decode "two-gpus-spin2000-$k" CROSSGPU_DEVICES="$NV"
