@@ -92,6 +92,11 @@ pub fn adapter_table(adapters: &[AdapterInfo]) -> String {
             "    storage binding    maxStorageBufferRange {} bytes, minStorageBufferOffsetAlignment {}",
             c.max_storage_buffer_range, c.min_storage_buffer_offset_alignment
         );
+        let _ = writeln!(
+            s,
+            "    memory             largest device-local heap {:.1} GiB",
+            c.device_local_heap_bytes as f64 / (1u64 << 30) as f64
+        );
     }
     s
 }

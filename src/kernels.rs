@@ -10,11 +10,18 @@ use vk_native::{Device, Kernel, KernelLayout};
 /// A compute entry point of `wgsl/` and its resource interface, read from the module by build.rs.
 #[derive(Debug)]
 pub struct KernelSpec {
+    /// The entry point's name, unique across `wgsl/` (how kernels are looked up).
     pub entry: &'static str,
+    /// The WGSL file that defines it, e.g. `wgsl/add.wgsl`.
     pub file: &'static str,
+    /// The compiled SPIR-V module, little-endian 32-bit words as bytes, without debug info.
     pub spirv: &'static [u8],
+    /// One entry per storage buffer at `@group(0) @binding(0..n)`: `true` for `read`, `false`
+    /// for `read_write`.
     pub read_only: &'static [bool],
+    /// Size of the `var<immediate>` block (push constants) in bytes (0 without one).
     pub immediate_bytes: u32,
+    /// `@workgroup_size` of the entry point, in invocations per dimension.
     pub workgroup_size: [u32; 3],
 }
 

@@ -14,7 +14,10 @@ use crate::group::{Member, MemberShared};
 /// Element type of a tensor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DType {
+    /// 32-bit floats, 4 bytes per element.
     F32,
+    /// 16-bit floats, stored packed two per 32-bit word (element `2w` in the low half); the
+    /// CPU and GPU conversions from f32 saturate at ±65504 ([`f16_saturating`]).
     F16,
     /// 32-bit unsigned integers (token ids).
     U32,
@@ -81,10 +84,12 @@ pub fn f16_saturating(v: f32) -> half::f16 {
 pub const MAX_ELEMENTS: usize = (u32::MAX / 2) as usize;
 
 impl Tensor {
+    /// The element type.
     pub fn dtype(&self) -> DType {
         self.dtype
     }
 
+    /// The shape given at creation, in elements per dimension (row-major).
     pub fn shape(&self) -> &[usize] {
         &self.shape
     }
@@ -94,6 +99,7 @@ impl Tensor {
         self.len
     }
 
+    /// Whether the tensor has no elements.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -200,7 +206,8 @@ impl Member {
     }
 
     /// Uploads `data` as a tensor of `shape` (`data.len()` must equal the shape's element
-    /// count). For `DType::F16` values are rounded to nearest f16 on the CPU.
+    /// count). For `DType::F16` values are rounded to nearest f16 on the CPU, saturating
+    /// beyond ±65504 ([`f16_saturating`]).
     pub fn upload(&self, data: &[f32], shape: &[usize], dtype: DType) -> Result<Tensor> {
         let len = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
         if len != Some(data.len()) {

@@ -340,14 +340,14 @@ fn bad_buffers_and_plain_devices_are_errors() {
     // Without STORAGE.
     let no_storage = make(&d1, wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST, 4096);
     let e = comm.all_reduce(&[&good0, &no_storage], 1024).expect_err("no STORAGE usage");
-    assert!(matches!(e, Error::Unsupported(_)), "{e}");
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
     // Too small.
     let small = make(&d1, embed::REQUIRED_USAGE, 64);
     let e = comm.all_reduce(&[&good0, &small], 1024).expect_err("too small");
     assert!(matches!(e, Error::LengthMismatch { .. }), "{e}");
     // Of another device.
     let e = comm.all_reduce(&[&good0, &good0], 1024).expect_err("buffer of another device");
-    assert!(matches!(e, Error::Unsupported(_)), "{e}");
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
     // Wrong count.
     let e = comm.all_reduce(&[&good0], 1024).expect_err("one buffer for two members");
     assert!(matches!(e, Error::LengthMismatch { .. }), "{e}");
@@ -361,7 +361,7 @@ fn bad_buffers_and_plain_devices_are_errors() {
     assert!(matches!(e, Error::MissingExtension { .. }), "{e}");
     // The same device twice.
     let e = WgpuComm::new(&[(&d0, &q0), (&d0, &q0)]).expect_err("same device twice");
-    assert!(matches!(e, Error::Unsupported(_)), "{e}");
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
     drop(comm);
     assert_no_wgpu_errors();
 }

@@ -65,11 +65,27 @@ use bridge::{BridgeConfig, HostBridge};
 use slots::HostSlots;
 use sync_fd::SyncFdExchange;
 
-/// How the members synchronise.
+/// How the members synchronise: chosen by [`Comm::new`] ([`Comm::mode`], with the reason in
+/// [`Comm::reason`]) or forced with `CROSSGPU_ALLREDUCE` ([`ModeRequest`]). Every mode sums the
+/// wire values in member order in f32 and follows the wire rule of [`Precision`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
+    /// Two phases through one page-aligned host allocation imported into every member
+    /// (VK_EXT_external_memory_host): phase A writes each partial (f32, or converted to f16 on
+    /// the f16 wire) into the member's slot and signals `done[i]`; a host thread
+    /// (`crossgpu-bridge-N`) signals `go[i]` once every peer is done; phase B sums every
+    /// member's wire values on the device, reading the peers' slots from host memory. Needs
+    /// VK_EXT_external_memory_host and timeline semaphores on every member.
     HostBridge,
+    /// The same two phases, members released by SYNC_FD payloads exchanged between devices
+    /// instead of the host thread. Needs at least two members and, on every member, what
+    /// HostBridge needs plus VK_KHR_external_semaphore_fd with SYNC_FD export and import.
     SyncFd,
+    /// Read every partial back, sum on the CPU in member order in f32 on the same wire values
+    /// (on the f16 wire each partial is first rounded to f16 exactly as the device does), and
+    /// write the sum back to every member. Works on any devices; used with fewer than two
+    /// members, where a member lacks what the other modes need, and as the fallback when host
+    /// slots cannot be allocated or imported.
     Generic,
 }
 
@@ -86,8 +102,13 @@ impl std::fmt::Display for Mode {
 /// Which mode to use: `CROSSGPU_ALLREDUCE=auto|bridge|sync_fd|generic`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ModeRequest {
+    /// Choose: [`Mode::SyncFd`] when every member is on a Mesa driver with SYNC_FD export and
+    /// import, else [`Mode::HostBridge`] when every member has VK_EXT_external_memory_host and
+    /// timeline semaphores, else [`Mode::Generic`] (always with fewer than two members).
     #[default]
     Auto,
+    /// This mode. [`Comm::new`] fails with [`Error::Unsupported`] when a member lacks what the
+    /// mode needs; a host-slot allocation or import failure still falls back to Generic.
     Forced(Mode),
 }
 
@@ -108,19 +129,34 @@ impl ModeRequest {
     }
 }
 
-/// Precision of the values exchanged between members.
+/// Precision of the values exchanged between members (the wire), in every [`Mode`].
+///
+/// On the f16 wire each partial is rounded to f16 (round to nearest: relative error ≤ 2^-11 in
+/// f16's normal range, |x| ≥ 2^-14; smaller magnitudes keep less precision and below 2^-25
+/// round to zero), values beyond ±65504 (infinities too) **saturate to ±65504**, NaN stays NaN;
+/// the sum of the rounded partials is accumulated in f32, so it may exceed 65504. It moves half
+/// the bytes of the f32 wire. Use [`Precision::F32`] for data that may exceed the f16 range.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Precision {
-    /// f32 below the threshold, f16 from it.
+    /// The f32 wire below a payload (4 bytes per element) of
+    /// [`AllReduceOptions::f16_threshold_bytes`], else the communicator's threshold
+    /// (`CROSSGPU_F16_WIRE_BYTES`, default 1 MiB = 262144 elements); the f16 wire from there.
     #[default]
     Auto,
+    /// Always the f32 wire: partials travel unrounded and the sum is the f32 sum in member
+    /// order, whatever the magnitude.
     F32,
+    /// Always the f16 wire: see the type's docs for its rounding and ±65504 saturation.
     F16,
 }
 
 /// Options of one all-reduce.
 #[derive(Debug, Clone, Default)]
 pub struct AllReduceOptions {
+    /// Wire precision. The default, [`Precision::Auto`], uses f32 below 1 MiB of payload and f16
+    /// from there, where partials are rounded to f16 and values beyond ±65504 saturate to
+    /// ±65504 (NaN stays NaN; the sum is accumulated in f32): set [`Precision::F32`] for data
+    /// that may exceed the f16 range.
     pub precision: Precision,
     /// Payload bytes from which `Precision::Auto` uses the f16 wire; `None`: the Comm's
     /// (`CROSSGPU_F16_WIRE_BYTES`, default 1 MiB).
@@ -133,6 +169,7 @@ pub struct AllReduceOptions {
 /// Options of a communicator, by default from the environment.
 #[derive(Debug, Clone)]
 pub struct CommOptions {
+    /// Which mode to use (`CROSSGPU_ALLREDUCE`, default [`ModeRequest::Auto`]).
     pub mode: ModeRequest,
     /// How long the bridge spins on `done[]` before blocking (`CROSSGPU_ALLREDUCE_SPIN_US`);
     /// `None`: [`SPIN_GPUS`], or [`SPIN_WITH_CPU_DEVICE`] when a member is a CPU device.
@@ -193,11 +230,13 @@ pub struct BridgeStats {
     pub released_spinning: u64,
     /// Rounds for which the spin time ran out and the bridge blocked in the driver.
     pub released_after_blocking: u64,
-    /// `done` values read (`vkGetSemaphoreCounterValue`) and the host time spent in those calls.
+    /// `done` values read (`vkGetSemaphoreCounterValue` calls).
     pub polls: u64,
+    /// Host time spent in those `done` reads.
     pub poll_time: Duration,
-    /// `go` values signalled (`vkSignalSemaphore`) and the host time spent in those calls.
+    /// `go` values signalled (`vkSignalSemaphore` calls).
     pub signals: u64,
+    /// Host time spent in those `go` signals.
     pub signal_time: Duration,
 }
 
@@ -493,10 +532,12 @@ impl Comm {
         &self.reason
     }
 
+    /// Members in the communicator: [`Comm::all_reduce`] takes one tensor for each.
     pub fn len(&self) -> usize {
         self.members.len()
     }
 
+    /// Whether the communicator has no members.
     pub fn is_empty(&self) -> bool {
         self.members.is_empty()
     }
@@ -569,7 +610,12 @@ impl Comm {
             }
         }
         if let Some(&z) = opts.zero_contribution.iter().find(|&&z| z >= self.members.len()) {
-            return Err(Error::IndexOutOfRange { index: z, len: self.members.len() });
+            return Err(Error::IndexOutOfRange {
+                what: "zero-contribution member index",
+                index: z,
+                len: self.members.len(),
+                of: "members in the communicator",
+            });
         }
         Ok(n)
     }

@@ -66,7 +66,7 @@ pub fn request_device(
 pub fn select_adapters(adapters: &[wgpu::Adapter], spec: &str, n: usize) -> Result<Vec<wgpu::Adapter>> {
     let items: Vec<&str> = spec.split(',').map(str::trim).filter(|a| !a.is_empty()).collect();
     if items.is_empty() {
-        return Err(Error::Unsupported(format!("no adapter named in '{spec}'")));
+        return Err(Error::InvalidArgument(format!("no adapter named in '{spec}'")));
     }
     let pick = |item: &str| -> Result<wgpu::Adapter> {
         let found = match item.parse::<usize>() {
@@ -76,7 +76,7 @@ pub fn select_adapters(adapters: &[wgpu::Adapter], spec: &str, n: usize) -> Resu
                 adapters.iter().find(|a| a.get_info().name.to_lowercase().contains(&want))
             }
         };
-        found.cloned().ok_or_else(|| Error::Unsupported(format!("no Vulkan adapter matches '{item}'")))
+        found.cloned().ok_or_else(|| Error::InvalidArgument(format!("no Vulkan adapter matches '{item}'")))
     };
     (0..n).map(|i| pick(items[i % items.len()])).collect()
 }
@@ -117,11 +117,11 @@ impl WgpuComm {
     /// timeline semaphores.
     pub fn new(devices: &[(&wgpu::Device, &wgpu::Queue)]) -> Result<Self> {
         if devices.is_empty() {
-            return Err(Error::Unsupported("a WgpuComm needs at least one device".into()));
+            return Err(Error::InvalidArgument("a WgpuComm needs at least one device".into()));
         }
         for (i, (d, _)) in devices.iter().enumerate() {
             if devices[..i].iter().any(|(e, _)| e == d) {
-                return Err(Error::Unsupported(format!("device {i} appears twice in the WgpuComm")));
+                return Err(Error::InvalidArgument(format!("device {i} appears twice in the WgpuComm")));
             }
         }
         let spec = crate::kernels::spec("reduce_slots_f32")
@@ -168,6 +168,7 @@ impl WgpuComm {
         self.members.len()
     }
 
+    /// Whether the communicator has no members.
     pub fn is_empty(&self) -> bool {
         self.members.is_empty()
     }
@@ -181,7 +182,7 @@ impl WgpuComm {
     /// device with STORAGE usage covering `bytes`.
     fn check_buffer(&self, i: usize, buffer: &wgpu::Buffer, bytes: u64) -> Result<()> {
         if !buffer.usage().contains(REQUIRED_USAGE) {
-            return Err(Error::Unsupported(format!(
+            return Err(Error::InvalidArgument(format!(
                 "buffer {i} has usage {:?}; all_reduce needs STORAGE | COPY_SRC | COPY_DST",
                 buffer.usage()
             )));
@@ -208,7 +209,7 @@ impl WgpuComm {
             }],
         });
         if let Some(e) = pollster::block_on(scope.pop()) {
-            return Err(Error::Unsupported(format!(
+            return Err(Error::InvalidArgument(format!(
                 "buffer {i} cannot be used by member {i}'s device (another device's, or destroyed): {e}"
             )));
         }

@@ -237,10 +237,12 @@ impl DeviceGroup {
         let id = GroupId(NEXT_GROUP.fetch_add(1, Ordering::Relaxed));
         let mut members = Vec::new();
         for (dev_no, &(adapter, queues)) in devices.iter().enumerate() {
-            let info = instance
-                .adapters()
-                .get(adapter)
-                .ok_or(Error::IndexOutOfRange { index: adapter, len: instance.adapters().len() })?;
+            let info = instance.adapters().get(adapter).ok_or(Error::IndexOutOfRange {
+                what: "adapter index",
+                index: adapter,
+                len: instance.adapters().len(),
+                of: "Vulkan adapters (see `crossgpu devices`)",
+            })?;
             let shared = shared_queue.get(dev_no).copied().unwrap_or(false);
             let device = Device::open(&instance.native, adapter, if shared { 1 } else { queues })
                 .map_err(|e| Error::native(&info.name, e))?;
@@ -271,7 +273,7 @@ impl DeviceGroup {
             }
         }
         if members.is_empty() {
-            return Err(Error::Unsupported("a group needs at least one member".into()));
+            return Err(Error::InvalidArgument("a group needs at least one member".into()));
         }
         log::info!(
             "opened group {:?}: {}",
@@ -281,27 +283,33 @@ impl DeviceGroup {
         Ok(Self { id, members, instance: instance.clone(), spec: devices.to_vec() })
     }
 
+    /// This group's identity: tensors and communicators remember it, so one used with another
+    /// group is an [`Error::WrongOwner`].
     pub fn id(&self) -> GroupId {
         self.id
     }
 
+    /// Number of members (at least one: opening an empty group fails).
     pub fn len(&self) -> usize {
         self.members.len()
     }
 
+    /// Whether the group has no members (never true for an opened group).
     pub fn is_empty(&self) -> bool {
         self.members.is_empty()
     }
 
     /// Member `index`, or [`Error::IndexOutOfRange`].
     pub fn member(&self, index: usize) -> Result<&Member> {
-        self.members.get(index).ok_or(Error::IndexOutOfRange { index, len: self.members.len() })
+        self.members.get(index).ok_or(Error::member_index(index, self.members.len()))
     }
 
+    /// Every member, in group order (index 0 first).
     pub fn members(&self) -> &[Member] {
         &self.members
     }
 
+    /// The instance the group was opened from.
     pub fn instance(&self) -> &Instance {
         &self.instance
     }

@@ -27,13 +27,18 @@ use crate::error::{Error, Result};
 /// How one item picks its adapter.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AdapterSelector {
+    /// Adapter number N, as [`crate::Instance::adapters`] and `crossgpu devices` list them.
     Index(usize),
+    /// Lowercase text (as [`GroupSpec::parse`] stores it): the first adapter whose lowercased
+    /// name, driver name or driver id contains it, or whose vendor
+    /// ([`crate::AdapterInfo::vendor_name`]) is it.
     Name(String),
 }
 
 /// One VkDevice of the group and how many members (queues) it carries.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeviceSpec {
+    /// The adapter this VkDevice is opened on.
     pub adapter: AdapterSelector,
     /// Members on this VkDevice.
     pub queues: u32,
@@ -46,6 +51,7 @@ pub struct DeviceSpec {
 pub enum GroupSpec {
     /// Every adapter once; two members when there is only one.
     All,
+    /// One VkDevice per item, in order; members are numbered in that order.
     Devices(Vec<DeviceSpec>),
 }
 

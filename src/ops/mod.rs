@@ -163,10 +163,10 @@ impl Member {
             .iter()
             .copied()
             .find(|k| *k == kernel)
-            .ok_or_else(|| Error::Unsupported(format!("no f16 matvec kernel named {kernel}")))?;
+            .ok_or_else(|| Error::InvalidArgument(format!("no f16 matvec kernel named {kernel}")))?;
         w.check_dtype(DType::F16, "matvec w")?;
         if w.shape().get(1).is_some_and(|c| c % 8 != 0) {
-            return Err(Error::Unsupported(format!("{kernel} needs a multiple of 8 columns")));
+            return Err(Error::InvalidArgument(format!("{kernel} needs a multiple of 8 columns")));
         }
         self.matvec_impl(w, x, y, Some(entry))
     }
@@ -205,7 +205,7 @@ impl Member {
             });
         }
         if y.id() == x.id() || y.id() == w.id() {
-            return Err(Error::Unsupported(
+            return Err(Error::InvalidArgument(
                 "matvec: y must not be the same tensor as x or w (rows read x while others write y)".into(),
             ));
         }

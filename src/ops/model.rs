@@ -11,18 +11,19 @@ use crate::tensor::{DType, Tensor};
 
 /// `a * b`, or an error naming `what` when it overflows.
 fn mul(what: &str, a: usize, b: usize) -> Result<usize> {
-    a.checked_mul(b).ok_or_else(|| Error::Unsupported(format!("{what}: {a} * {b} overflows")))
+    a.checked_mul(b).ok_or_else(|| Error::InvalidArgument(format!("{what}: {a} * {b} overflows")))
 }
 
 /// `a + b`, or an error naming `what` when it overflows.
 fn add(what: &str, a: usize, b: usize) -> Result<usize> {
-    a.checked_add(b).ok_or_else(|| Error::Unsupported(format!("{what}: {a} + {b} overflows")))
+    a.checked_add(b).ok_or_else(|| Error::InvalidArgument(format!("{what}: {a} + {b} overflows")))
 }
 
 /// `v` as a kernel parameter (32 bits), or an error naming `what`.
 fn word(what: &str, v: usize) -> Result<u32> {
-    u32::try_from(v)
-        .map_err(|_| Error::Unsupported(format!("{what}: {v} does not fit the kernel's 32-bit parameter")))
+    u32::try_from(v).map_err(|_| {
+        Error::InvalidArgument(format!("{what}: {v} does not fit the kernel's 32-bit parameter"))
+    })
 }
 
 fn need_len(what: &str, t: &Tensor, n: usize) -> Result<()> {
@@ -39,6 +40,7 @@ pub struct AttentionShape {
     pub q_heads: usize,
     /// Query heads per KV head (grouped-query attention).
     pub group: usize,
+    /// Elements per head vector (query, key and value alike).
     pub head_dim: usize,
     /// Position of the new token (attends to 0..=pos).
     pub pos: usize,
@@ -83,7 +85,7 @@ impl Member {
             need_len(what, t, x.len())?;
         }
         if y.id() == x.id() || y.id() == r.id() || x.id() == r.id() {
-            return Err(Error::Unsupported("add_rmsnorm: x, r and y must be three tensors".into()));
+            return Err(Error::InvalidArgument("add_rmsnorm: x, r and y must be three tensors".into()));
         }
         if x.is_empty() {
             return Ok(());
@@ -138,7 +140,7 @@ impl Member {
         need_len("embed x vs table columns", x, n)?;
         need_len("embed token", token, 1)?;
         if vocab == 0 || n == 0 {
-            return Err(Error::Unsupported("embed from an empty table".into()));
+            return Err(Error::InvalidArgument("embed from an empty table".into()));
         }
         let b: [&dyn GpuBuffer; 3] = [&table.buffer, &token.buffer, &x.buffer];
         self.shared.dispatch(
@@ -158,7 +160,7 @@ impl Member {
         need_len("rope heads * head_dim", v, mul("rope", heads, head_dim)?)?;
         word("rope position", pos)?;
         if !head_dim.is_multiple_of(2) {
-            return Err(Error::Unsupported(format!("rope needs an even head dimension, got {head_dim}")));
+            return Err(Error::InvalidArgument(format!("rope needs an even head dimension, got {head_dim}")));
         }
         if heads == 0 {
             return Ok(());
@@ -202,7 +204,7 @@ impl Member {
             t.check_dtype(DType::F32, what)?;
         }
         if s.group == 0 || !s.q_heads.is_multiple_of(s.group) {
-            return Err(Error::Unsupported(format!(
+            return Err(Error::InvalidArgument(format!(
                 "{} query heads do not form groups of {}",
                 s.q_heads, s.group
             )));
@@ -215,7 +217,7 @@ impl Member {
             word(what, v)?;
         }
         if s.pos >= s.max_seq {
-            return Err(Error::Unsupported(format!(
+            return Err(Error::InvalidArgument(format!(
                 "position {} is past the KV cache's {} positions",
                 s.pos, s.max_seq
             )));
@@ -287,14 +289,14 @@ impl Member {
         need_len("kv_store v cache", v_cache, cache)?;
         word("kv_store cache", cache)?;
         if pos >= max_seq {
-            return Err(Error::Unsupported(format!(
+            return Err(Error::InvalidArgument(format!(
                 "position {pos} is past the KV cache's {max_seq} positions"
             )));
         }
         if k_cache.id() == v_cache.id()
             || [k.id(), v.id()].iter().any(|&i| i == k_cache.id() || i == v_cache.id())
         {
-            return Err(Error::Unsupported(
+            return Err(Error::InvalidArgument(
                 "kv_store: the caches must be two tensors apart from k and v".into(),
             ));
         }
@@ -366,10 +368,17 @@ impl Member {
         logits.check_dtype(DType::F32, "argmax logits")?;
         pairs.check_dtype(DType::F32, "argmax pairs")?;
         if slot >= pairs.len() / 2 {
-            return Err(Error::IndexOutOfRange { index: slot, len: pairs.len() / 2 });
+            return Err(Error::IndexOutOfRange {
+                what: "argmax pair slot",
+                index: slot,
+                len: pairs.len() / 2,
+                of: "slots in the pairs tensor",
+            });
         }
         if add("argmax_pair", index_offset, logits.len())? >= 1 << 24 {
-            return Err(Error::Unsupported("vocabulary indices past 2^24 do not fit the f32 pair".into()));
+            return Err(Error::InvalidArgument(
+                "vocabulary indices past 2^24 do not fit the f32 pair".into(),
+            ));
         }
         let imm = [logits.len() as u32, index_offset as u32, slot as u32, 0];
         self.shared.dispatch(
@@ -390,7 +399,12 @@ impl Member {
         token.check_dtype(DType::U32, "select token")?;
         history.check_dtype(DType::U32, "select history")?;
         if step >= history.len() {
-            return Err(Error::IndexOutOfRange { index: step, len: history.len() });
+            return Err(Error::IndexOutOfRange {
+                what: "history step",
+                index: step,
+                len: history.len(),
+                of: "steps in the history tensor",
+            });
         }
         let b: [&dyn GpuBuffer; 3] = [&pairs.buffer, &token.buffer, &history.buffer];
         let imm = [(pairs.len() / 2) as u32, step as u32, 0, 0];
@@ -427,7 +441,7 @@ impl Member {
             });
         }
         if add("init_weights", row_offset, rows)? as u64 * full_cols as u64 > u32::MAX as u64 {
-            return Err(Error::Unsupported("init_weights: logical matrix past 2^32 elements".into()));
+            return Err(Error::InvalidArgument("init_weights: logical matrix past 2^32 elements".into()));
         }
         if rows * cols == 0 {
             return Ok(());

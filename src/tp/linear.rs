@@ -19,7 +19,7 @@ fn check_tiling(what: &str, ranges: &[Range<usize>], features: usize) -> Result<
     let mut at = 0;
     for r in ranges {
         if r.start != at || r.end < r.start {
-            return Err(Error::Unsupported(format!(
+            return Err(Error::InvalidArgument(format!(
                 "{what}: ranges {ranges:?} do not tile 0..{features} in order (expected a range starting at {at})"
             )));
         }
@@ -68,9 +68,33 @@ fn check_members(what: &str, members: &[Member], n: usize) -> Result<()> {
     Ok(())
 }
 
+/// Checks a forward call: the layer's members, then one `x` and one `y` per member.
+fn check_forward(what: &str, built_over: usize, members: &[Member], x: usize, y: usize) -> Result<()> {
+    if members.len() != built_over {
+        return Err(Error::LengthMismatch {
+            what: format!("{what}::forward: members passed (the layer was built over {built_over})"),
+            expected: built_over,
+            got: members.len(),
+        });
+    }
+    check_members(&format!("{what}::forward x"), members, x)?;
+    check_members(&format!("{what}::forward y"), members, y)
+}
+
+fn slice_of<'a>(what: &'static str, weights: &'a [Tensor], i: usize) -> Result<&'a Tensor> {
+    weights.get(i).ok_or(Error::IndexOutOfRange {
+        what,
+        index: i,
+        len: weights.len(),
+        of: "members the layer is built over",
+    })
+}
+
 /// Linear layer split along its output features.
 pub struct ColumnParallelLinear {
+    /// Input features: the length of the replicated input `x`.
     pub in_features: usize,
+    /// Output features of the whole layer: the rows of `W`, split across members by `ranges`.
     pub out_features: usize,
     /// Rows of `W` held by each member.
     pub ranges: Vec<Range<usize>>,
@@ -96,8 +120,7 @@ impl ColumnParallelLinear {
 
     /// `y[i] = W[ranges[i], :] x[i]` on every member (`x[i]` is the replicated input).
     pub fn forward(&self, members: &[Member], x: &[&Tensor], y: &[&Tensor]) -> Result<()> {
-        check_members("ColumnParallelLinear x", members, x.len())?;
-        check_members("ColumnParallelLinear y", members, y.len())?;
+        check_forward("ColumnParallelLinear", self.weights.len(), members, x.len(), y.len())?;
         for (i, m) in members.iter().enumerate() {
             m.matvec(&self.weights[i], x[i], y[i])?;
         }
@@ -105,14 +128,16 @@ impl ColumnParallelLinear {
     }
 
     /// Member `i`'s weight slice.
-    pub fn weight(&self, i: usize) -> &Tensor {
-        &self.weights[i]
+    pub fn weight(&self, i: usize) -> Result<&Tensor> {
+        slice_of("ColumnParallelLinear member", &self.weights, i)
     }
 }
 
 /// Linear layer split along its input features; the partial outputs are all-reduced.
 pub struct RowParallelLinear {
+    /// Input features of the whole layer: the columns of `W`, split across members by `ranges`.
     pub in_features: usize,
+    /// Output features: the length of every member's (all-reduced) output `y`.
     pub out_features: usize,
     /// Columns of `W` held by each member.
     pub ranges: Vec<Range<usize>>,
@@ -138,7 +163,9 @@ impl RowParallelLinear {
 
     /// `y = W x`: member i computes `W[:, ranges[i]] x[i]` (its slice of the input) into
     /// `y[i]`, then `comm` sums the partials so every `y[i]` holds the full result, bitwise
-    /// equal on every member. With one member pass `comm = None`.
+    /// equal on every member. With one member pass `comm = None`. The all-reduce uses
+    /// [`Precision::Auto`]: from the communicator's f16-wire threshold (`CROSSGPU_F16_WIRE_BYTES`,
+    /// default 1 MiB of output) the partials are rounded to f16 and saturate at ±65504.
     pub fn forward(
         &self,
         members: &[Member],
@@ -146,8 +173,7 @@ impl RowParallelLinear {
         x: &[&Tensor],
         y: &mut [&Tensor],
     ) -> Result<()> {
-        check_members("RowParallelLinear x", members, x.len())?;
-        check_members("RowParallelLinear y", members, y.len())?;
+        check_forward("RowParallelLinear", self.weights.len(), members, x.len(), y.len())?;
         for (i, m) in members.iter().enumerate() {
             m.matvec(&self.weights[i], x[i], y[i])?;
         }
@@ -156,14 +182,14 @@ impl RowParallelLinear {
                 c.all_reduce(y, &AllReduceOptions { precision: Precision::Auto, ..Default::default() })
             }
             None if members.len() == 1 => Ok(()),
-            None => {
-                Err(Error::Unsupported("RowParallelLinear over several members needs a communicator".into()))
-            }
+            None => Err(Error::InvalidArgument(
+                "RowParallelLinear over several members needs a communicator".into(),
+            )),
         }
     }
 
     /// Member `i`'s weight slice.
-    pub fn weight(&self, i: usize) -> &Tensor {
-        &self.weights[i]
+    pub fn weight(&self, i: usize) -> Result<&Tensor> {
+        slice_of("RowParallelLinear member", &self.weights, i)
     }
 }

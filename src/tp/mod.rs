@@ -17,5 +17,5 @@ pub mod model;
 pub mod split;
 
 pub use linear::{ColumnParallelLinear, RowParallelLinear};
-pub use model::{DecodeStats, Decoder, DecoderConfig, Plan};
+pub use model::{check_fits, DecodeStats, Decoder, DecoderConfig, Footprint, Plan};
 pub use split::{split_ranges, SplitSpec};

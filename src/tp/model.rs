@@ -26,17 +26,29 @@ use super::split::{split_ranges, SplitSpec};
 /// Shape of the model.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DecoderConfig {
+    /// Width of the residual stream (model dimension), in elements.
     pub hidden: usize,
+    /// Intermediate features of the MLP (gate, up and down projections); split at 64.
     pub ffn: usize,
+    /// Transformer layers.
     pub layers: usize,
+    /// Query heads, a positive multiple of `kv_heads`.
     pub q_heads: usize,
+    /// Key/value heads (grouped-query attention); the attention split is in whole KV heads.
     pub kv_heads: usize,
+    /// Elements per head, even (RoPE rotates pairs).
     pub head_dim: usize,
+    /// Vocabulary size: token ids are `0..vocab`, below 2^24; the output projection is split
+    /// at 64 entries.
     pub vocab: usize,
     /// KV-cache capacity in tokens.
     pub max_seq: usize,
+    /// Seed the weights are generated from on the devices: the same seed gives the same model
+    /// on any split.
     pub seed: u32,
+    /// RoPE frequency base (10000 in both presets).
     pub rope_base: f32,
+    /// The epsilon added to the mean square in RMSNorm.
     pub eps: f32,
 }
 
@@ -88,16 +100,30 @@ impl DecoderConfig {
         }
     }
 
-    fn validate(&self) -> Result<()> {
-        let bad = |why: &str| Err(Error::Unsupported(format!("decoder shape {self:?}: {why}")));
-        if self.hidden == 0 || self.ffn == 0 || self.layers == 0 || self.vocab == 0 || self.max_seq == 0 {
-            return bad("every size must be positive");
+    /// Checks the shape before anything is allocated; the error names the field.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |why: String| Err(Error::InvalidArgument(format!("decoder shape: {why}")));
+        for (name, v) in [
+            ("hidden", self.hidden),
+            ("ffn", self.ffn),
+            ("layers", self.layers),
+            ("vocab", self.vocab),
+            ("max_seq", self.max_seq),
+            ("kv_heads", self.kv_heads),
+            ("head_dim", self.head_dim),
+        ] {
+            if v == 0 {
+                return bad(format!("{name} is 0; it must be at least 1"));
+            }
         }
-        if self.kv_heads == 0 || !self.q_heads.is_multiple_of(self.kv_heads) {
-            return bad("query heads must be a positive multiple of the KV heads");
+        if !self.q_heads.is_multiple_of(self.kv_heads) || self.q_heads == 0 {
+            return bad(format!(
+                "q_heads ({}) must be a positive multiple of kv_heads ({})",
+                self.q_heads, self.kv_heads
+            ));
         }
-        if self.head_dim == 0 || !self.head_dim.is_multiple_of(2) {
-            return bad("the head dimension must be even (RoPE rotates pairs)");
+        if !self.head_dim.is_multiple_of(2) {
+            return bad(format!("head_dim ({}) must be even (RoPE rotates pairs)", self.head_dim));
         }
         // Kernels index with 32-bit integers and the greedy pair carries the token id in an f32.
         let fits = |a: usize, b: usize| a.checked_mul(b).is_some_and(|p| p <= u32::MAX as usize);
@@ -109,10 +135,15 @@ impl DecoderConfig {
             && fits(q_width, self.max_seq)
             && fits(kv_width, self.max_seq))
         {
-            return bad("a matrix or cache would exceed 2^32 elements");
+            return bad(
+                "a weight matrix or KV cache would exceed 2^32 elements (kernels index with 32 bits)".into(),
+            );
         }
         if self.vocab >= 1 << 24 {
-            return bad("the vocabulary must be below 2^24 entries (token ids travel as exact f32)");
+            return bad(format!(
+                "vocab ({}) must be below 2^24 (token ids travel as exact f32 values)",
+                self.vocab
+            ));
         }
         Ok(())
     }
@@ -133,7 +164,9 @@ pub struct Plan {
     pub weights: Vec<f64>,
     /// KV heads per member (query heads follow, `group` per KV head).
     pub kv_heads: Vec<Range<usize>>,
+    /// MLP features per member, cut at multiples of 64.
     pub ffn: Vec<Range<usize>>,
+    /// Vocabulary entries (rows of the output projection) per member, cut at multiples of 64.
     pub vocab: Vec<Range<usize>>,
 }
 
@@ -148,6 +181,101 @@ impl Plan {
             vocab: split_ranges(cfg.vocab, 64, weights)?,
         })
     }
+}
+
+/// What one member allocates for the model, known before anything is allocated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Footprint {
+    /// Bytes of every tensor the member holds (weights, KV caches, activations).
+    pub bytes: u64,
+    /// The largest single tensor: its name and bytes (one storage binding must cover it).
+    pub largest: (&'static str, u64),
+}
+
+impl Plan {
+    /// Member `i`'s allocations for `cfg` under this plan.
+    pub fn footprint(&self, cfg: &DecoderConfig, i: usize) -> Footprint {
+        let f16 = |n: usize| DType::F16.storage_bytes(n);
+        let f32b = |n: usize| DType::F32.storage_bytes(n);
+        let (h, d, g) = (cfg.hidden, cfg.head_dim, cfg.q_heads / cfg.kv_heads.max(1));
+        let kvh = self.kv_heads.get(i).map_or(0, |r| r.len());
+        let (qd, kvd) = (kvh * g * d, kvh * d);
+        let ffn = self.ffn.get(i).map_or(0, |r| r.len());
+        let vocab = self.vocab.get(i).map_or(0, |r| r.len());
+        let tensors: [(&'static str, u64, u64); 12] = [
+            ("q weight", f16(qd * h), cfg.layers as u64),
+            ("k weight", f16(kvd * h), cfg.layers as u64),
+            ("v weight", f16(kvd * h), cfg.layers as u64),
+            ("o weight", f16(h * qd), cfg.layers as u64),
+            ("gate weight", f16(ffn * h), cfg.layers as u64),
+            ("up weight", f16(ffn * h), cfg.layers as u64),
+            ("down weight", f16(h * ffn), cfg.layers as u64),
+            ("KV cache", f32b(kvd * cfg.max_seq), 2 * cfg.layers as u64),
+            ("vocabulary weight", f16(vocab * h), 1),
+            ("embedding table", f16(cfg.vocab * h), 1),
+            ("attention scores", f32b(qd / d.max(1) * cfg.max_seq), 1),
+            ("activations", f32b(6 * h + 3 * qd + 2 * kvd + 3 * ffn + vocab + cfg.max_seq + 16), 1),
+        ];
+        let bytes = tensors.iter().map(|t| t.1.saturating_mul(t.2)).fold(0u64, u64::saturating_add);
+        let largest = tensors
+            .iter()
+            .filter(|t| t.0 != "activations")
+            .max_by_key(|t| t.1)
+            .map_or(("none", 0), |t| (t.0, t.1));
+        Footprint { bytes, largest }
+    }
+}
+
+fn gib(bytes: u64) -> f64 {
+    bytes as f64 / (1u64 << 30) as f64
+}
+
+/// Refuses a model the members cannot hold, before anything is allocated: each member's
+/// largest tensor against its device's `maxStorageBufferRange`, and the members on one
+/// adapter together against that adapter's largest device-local heap (on a CPU device or an
+/// iGPU that is system memory, which the host also needs).
+pub fn check_fits(members: &[Member], cfg: &DecoderConfig, plan: &Plan) -> Result<()> {
+    let mut per_adapter: Vec<(usize, u64, usize)> = Vec::new();
+    for (i, m) in members.iter().enumerate() {
+        let f = plan.footprint(cfg, i);
+        let caps = &m.adapter().caps;
+        if f.largest.1 > caps.max_storage_buffer_range {
+            let remedy = if f.largest.0 == "embedding table" {
+                "every member holds it whole: use a smaller vocabulary or hidden size"
+            } else {
+                "use a smaller model or spread it over more members"
+            };
+            return Err(Error::Unsupported(format!(
+                "the model's {} on {} needs {} bytes in one tensor, more than that device binds in one tensor (maxStorageBufferRange {} bytes): {remedy}",
+                f.largest.0,
+                m.label(),
+                f.largest.1,
+                caps.max_storage_buffer_range
+            )));
+        }
+        match per_adapter.iter_mut().find(|a| a.0 == m.adapter().index) {
+            Some(a) => {
+                a.1 = a.1.saturating_add(f.bytes);
+                a.2 += 1;
+            }
+            None => per_adapter.push((m.adapter().index, f.bytes, 1)),
+        }
+    }
+    for (adapter, bytes, n) in per_adapter {
+        let Some(m) = members.iter().find(|m| m.adapter().index == adapter) else { continue };
+        let heap = m.adapter().caps.device_local_heap_bytes;
+        if heap > 0 && bytes > heap {
+            return Err(Error::OutOfDeviceMemory {
+                device: m.adapter().name.clone(),
+                detail: format!(
+                    " (adapter {adapter}): the model needs {:.1} GiB on its {n} member(s) there, its largest device-local memory heap holds {:.1} GiB; nothing was allocated. Use a smaller model, or spread it over more devices",
+                    gib(bytes),
+                    gib(heap)
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 struct Layer {
@@ -186,10 +314,13 @@ struct Scratch {
 /// Counters of a decode run.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct DecodeStats {
+    /// Tokens decoded so far (steps recorded).
     pub tokens: usize,
+    /// All-reduces the decoder's communicator performed (0 for one member).
     pub all_reduces: u64,
     /// Queue submits per member, summed over members.
     pub submits: u64,
+    /// Members the model is split over.
     pub members: usize,
     /// Host time spent in [`Decoder::step`] (recording and submitting; it never waits for the
     /// GPU except when a stream has `CROSSGPU_MAX_IN_FLIGHT` submits in flight).
@@ -199,14 +330,17 @@ pub struct DecodeStats {
     pub backpressure_wait: std::time::Duration,
     /// How the host bridge released the all-reduce rounds (HostBridge mode only).
     pub bridge: Option<crate::comm::BridgeStats>,
-    /// `vkQueueSubmit` calls of every member and the host time spent in them.
+    /// `vkQueueSubmit` calls of every member, summed.
     pub queue_submits: u64,
+    /// Host time spent in those calls (queue lock included), summed over members.
     pub queue_submit_time: std::time::Duration,
 }
 
 /// The model on a group.
 pub struct Decoder {
+    /// The model's shape.
     pub cfg: DecoderConfig,
+    /// How the model is split across the members.
     pub plan: Plan,
     members: Vec<Member>,
     comm: Option<Comm>,
@@ -235,13 +369,27 @@ impl Decoder {
         split: &SplitSpec,
         comm: Option<Comm>,
     ) -> Result<Self> {
+        Self::load(group, cfg, split, comm, |_, _| {})
+    }
+
+    /// Like [`Decoder::with_comm`], calling `progress(layers_loaded, layers)` as the weights
+    /// are generated (large models take seconds to minutes). The model's footprint is checked
+    /// against every member ([`check_fits`]) before anything is allocated.
+    pub fn load(
+        group: &DeviceGroup,
+        cfg: DecoderConfig,
+        split: &SplitSpec,
+        comm: Option<Comm>,
+        mut progress: impl FnMut(usize, usize),
+    ) -> Result<Self> {
         cfg.validate()?;
         let members = group.members().to_vec();
         if members.len() > 1 && comm.is_none() {
-            return Err(Error::Unsupported("a decoder over several members needs a communicator".into()));
+            return Err(Error::InvalidArgument("a decoder over several members needs a communicator".into()));
         }
         let weights = split.resolve(&members)?;
         let plan = Plan::new(&cfg, &weights)?;
+        check_fits(&members, &cfg, &plan)?;
         let group_size = cfg.q_heads / cfg.kv_heads;
         let d = cfg.head_dim;
         let q_rows: Vec<_> =
@@ -277,6 +425,7 @@ impl Decoder {
                 k_cache: caches()?,
                 v_cache: caches()?,
             });
+            progress(l + 1, cfg.layers);
         }
         let vocab = ColumnParallelLinear::random(
             &members,
@@ -346,6 +495,7 @@ impl Decoder {
         self.comm.as_ref()
     }
 
+    /// The members the model is loaded on, in group order.
     pub fn members(&self) -> &[Member] {
         &self.members
     }
@@ -374,7 +524,7 @@ impl Decoder {
     fn record_step(&mut self) -> Result<()> {
         let pos = self.pos;
         if pos >= self.cfg.max_seq {
-            return Err(Error::Unsupported(format!(
+            return Err(Error::InvalidArgument(format!(
                 "the KV cache holds {} positions; decode fewer tokens or raise max_seq",
                 self.cfg.max_seq
             )));
@@ -397,26 +547,26 @@ impl Decoder {
                 } else {
                     m.add_rmsnorm(&s.x, &s.d, &s.norm, &s.h, cfg.eps)?;
                 }
-                m.matvec(layer.q.weight(i), &s.h, &s.q)?;
-                m.matvec(layer.k.weight(i), &s.h, &s.k)?;
-                m.matvec(layer.v.weight(i), &s.h, &s.v)?;
+                m.matvec(layer.q.weight(i)?, &s.h, &s.q)?;
+                m.matvec(layer.k.weight(i)?, &s.h, &s.k)?;
+                m.matvec(layer.v.weight(i)?, &s.h, &s.v)?;
                 m.rope(&s.q, kvh * group, d, pos, cfg.rope_base)?;
                 m.rope(&s.k, kvh, d, pos, cfg.rope_base)?;
                 m.kv_store(&s.k, &s.v, &layer.k_cache[i], &layer.v_cache[i], kvh, d, pos, cfg.max_seq)?;
                 let shape =
                     AttentionShape { q_heads: kvh * group, group, head_dim: d, pos, max_seq: cfg.max_seq };
                 m.attention(&s.q, &layer.k_cache[i], &layer.v_cache[i], &s.scores, &s.attn, shape)?;
-                m.matvec(layer.o.weight(i), &s.attn, &s.o)?;
+                m.matvec(layer.o.weight(i)?, &s.attn, &s.o)?;
             }
             self.all_reduce(|s| &s.o, Precision::Auto)?;
             // MLP block up to the down projection's partial sums.
             for (i, m) in self.members.iter().enumerate() {
                 let (s, layer) = (&self.scratch[i], &self.layers[l]);
                 m.add_rmsnorm(&s.x, &s.o, &s.norm, &s.h, cfg.eps)?;
-                m.matvec(layer.gate.weight(i), &s.h, &s.g)?;
-                m.matvec(layer.up.weight(i), &s.h, &s.u)?;
+                m.matvec(layer.gate.weight(i)?, &s.h, &s.g)?;
+                m.matvec(layer.up.weight(i)?, &s.h, &s.u)?;
                 m.silu_mul(&s.g, &s.u, &s.a)?;
-                m.matvec(layer.down.weight(i), &s.a, &s.d)?;
+                m.matvec(layer.down.weight(i)?, &s.a, &s.d)?;
             }
             self.all_reduce(|s| &s.d, Precision::Auto)?;
         }
@@ -427,7 +577,7 @@ impl Decoder {
             } else {
                 m.add_rmsnorm(&s.x, &s.d, &s.norm, &s.h, cfg.eps)?;
             }
-            m.matvec(self.vocab.weight(i), &s.h, &s.logits)?;
+            m.matvec(self.vocab.weight(i)?, &s.h, &s.logits)?;
             m.fill(&s.pairs, 0.0)?;
             m.argmax_pair(&s.logits, self.plan.vocab[i].start, &s.pairs, i)?;
         }
@@ -443,7 +593,12 @@ impl Decoder {
     /// Sets the token the next step embeds (the prompt's last token).
     pub fn set_token(&mut self, token: u32) -> Result<()> {
         if token as usize >= self.cfg.vocab {
-            return Err(Error::IndexOutOfRange { index: token as usize, len: self.cfg.vocab });
+            return Err(Error::IndexOutOfRange {
+                what: "token id",
+                index: token as usize,
+                len: self.cfg.vocab,
+                of: "tokens in the vocabulary",
+            });
         }
         for (m, s) in self.members.iter().zip(&self.scratch) {
             m.write(&s.token, &[token as f32])?;

@@ -15,6 +15,7 @@ use crate::tensor::DType;
 /// A split request: `CROSSGPU_SPLIT=even|auto|2:1:1|...`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub enum SplitSpec {
+    /// Equal weights: every member gets the same share (`CROSSGPU_SPLIT=even`, the default).
     #[default]
     Even,
     /// One non-negative weight per member, in group order.
@@ -72,9 +73,9 @@ impl SplitSpec {
     pub fn weights(&self, members: usize) -> Result<Vec<f64>> {
         match self {
             Self::Even => Ok(vec![1.0; members]),
-            Self::Auto => {
-                Err(Error::Unsupported("a measured split needs the members: use SplitSpec::resolve".into()))
-            }
+            Self::Auto => Err(Error::InvalidArgument(
+                "a measured split needs the members: use SplitSpec::resolve".into(),
+            )),
             Self::Weighted(w) if w.len() == members => Ok(w.clone()),
             Self::Weighted(w) => Err(Error::BadConfig {
                 name: "CROSSGPU_SPLIT",
@@ -111,24 +112,37 @@ pub fn measure_speed(m: &Member) -> Result<f64> {
 /// zero units gets an empty range (it contributes zeros).
 pub fn split_ranges(total: usize, granularity: usize, weights: &[f64]) -> Result<Vec<Range<usize>>> {
     if granularity == 0 {
-        return Err(Error::Unsupported("split granularity 0".into()));
+        return Err(Error::InvalidArgument("split granularity 0".into()));
     }
     if weights.is_empty() {
-        return Err(Error::Unsupported("a split over no members".into()));
+        return Err(Error::InvalidArgument("a split over no members".into()));
     }
     if total > u32::MAX as usize {
-        return Err(Error::Unsupported(format!("a split of {total} features: kernels index with 32 bits")));
+        return Err(Error::InvalidArgument(format!(
+            "a split of {total} features: kernels index with 32 bits"
+        )));
     }
     if weights.iter().any(|w| !w.is_finite() || *w < 0.0) {
-        return Err(Error::Unsupported(format!("split weights must be finite and >= 0: {weights:?}")));
+        return Err(Error::InvalidArgument(format!("split weights must be finite and >= 0: {weights:?}")));
     }
-    let sum: f64 = weights.iter().sum();
-    if sum <= 0.0 {
-        return Err(Error::Unsupported("split weights sum to zero".into()));
+    // Normalise by the largest weight first: `units * w` or the sum of the raw weights could
+    // overflow to infinity (weights near f64::MAX), and a saturating cast would then hand a
+    // member every unit. After it each weight is in [0, 1] and the sum in [1, len].
+    let max = weights.iter().copied().fold(0.0f64, f64::max);
+    if max <= 0.0 {
+        return Err(Error::InvalidArgument("split weights sum to zero: no member would get any work".into()));
     }
+    let norm: Vec<f64> = weights.iter().map(|w| w / max).collect();
+    let sum: f64 = norm.iter().sum();
     let units = total.div_ceil(granularity);
-    let ideal: Vec<f64> = weights.iter().map(|w| units as f64 * w / sum).collect();
+    let ideal: Vec<f64> = norm.iter().map(|w| (units as f64 * (w / sum)).min(units as f64)).collect();
     let mut counts: Vec<usize> = ideal.iter().map(|x| x.floor() as usize).collect();
+    // Rounding in the division can leave the floors a unit above `units` in total: take it back
+    // from the largest share.
+    while counts.iter().sum::<usize>() > units {
+        let i = (0..counts.len()).max_by_key(|&i| counts[i]).unwrap_or(0);
+        counts[i] -= 1;
+    }
     let mut left = units - counts.iter().sum::<usize>();
     // Largest fractional share first; ties to the earlier member.
     let mut order: Vec<usize> = (0..weights.len()).filter(|&i| weights[i] > 0.0).collect();
@@ -167,6 +181,52 @@ mod tests {
         // One unit among three members: two get nothing.
         assert_eq!(split_ranges(10, 64, &[1.0, 1.0, 1.0]).unwrap(), vec![0..10, 10..10, 10..10]);
         assert_eq!(split_ranges(0, 64, &[1.0, 1.0]).unwrap(), vec![0..0, 0..0]);
+    }
+
+    /// Each member gets ⌊ideal⌋ or ⌊ideal⌋ + 1 units, `ideal = units · w_i / Σw`, computed
+    /// here exactly in integers: the weights are integers times a common power of two, up to
+    /// f64::MAX, where `units · w` overflows in f64.
+    #[test]
+    fn shares_are_floor_or_floor_plus_one_even_for_huge_weights() {
+        assert_eq!(split_ranges(100, 1, &[1e308, 1.0]).unwrap(), vec![0..100, 100..100]);
+        assert_eq!(split_ranges(100, 1, &[1.0, 1e308]).unwrap(), vec![0..0, 0..100]);
+        assert_eq!(split_ranges(100, 1, &[f64::MAX, f64::MAX]).unwrap(), vec![0..50, 50..100]);
+        assert_eq!(split_ranges(100, 1, &[f64::MIN_POSITIVE, 1e-320]).unwrap().len(), 2);
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for case in 0..2000 {
+            let members = 1 + (next() % 6) as usize;
+            let units = (next() % 5000) as usize;
+            let mantissas: Vec<u64> = (0..members).map(|_| next() % (1 << 20)).collect();
+            if mantissas.iter().all(|&m| m == 0) {
+                continue;
+            }
+            let scale = [1.0, 2f64.powi(1003), 2f64.powi(-1000), 2f64.powi(60)][case % 4];
+            let weights: Vec<f64> = mantissas.iter().map(|&m| m as f64 * scale).collect();
+            let ranges = split_ranges(units, 1, &weights).unwrap();
+            let sum: u128 = mantissas.iter().map(|&m| m as u128).sum();
+            let mut at = 0;
+            for (i, r) in ranges.iter().enumerate() {
+                assert_eq!(r.start, at, "{weights:?}: ranges tile in order");
+                at = r.end;
+                let floor = (units as u128 * mantissas[i] as u128 / sum) as usize;
+                assert!(
+                    r.len() == floor || r.len() == floor + 1,
+                    "{units} units by {weights:?}: member {i} got {} (ideal floor {floor})",
+                    r.len()
+                );
+                if mantissas[i] == 0 {
+                    assert!(r.is_empty(), "{weights:?}: a zero weight gets nothing");
+                }
+            }
+            assert_eq!(at, units, "{weights:?}: every unit is handed out");
+        }
+        assert_eq!(SplitSpec::parse("1e308:1").unwrap(), SplitSpec::Weighted(vec![1e308, 1.0]));
     }
 
     #[test]

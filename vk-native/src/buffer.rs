@@ -23,7 +23,9 @@ pub(crate) fn next_buffer_id() -> BufferId {
 /// What a device-local buffer is used for, beyond being a storage buffer.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct BufferUsage {
+    /// The buffer can be the source of a copy (`COPY_SRC`), e.g. to read it back.
     pub copy_src: bool,
+    /// The buffer can be the destination of a copy (`COPY_DST`), e.g. to upload into it.
     pub copy_dst: bool,
 }
 
@@ -126,6 +128,9 @@ unsafe impl Send for StagingBuffer {}
 unsafe impl Sync for StagingBuffer {}
 
 impl StagingBuffer {
+    /// Allocates and maps `size` bytes (at least 4, rounded up to a multiple of 4) of host-visible
+    /// memory: an upload buffer (copy source, written by the host) when `upload`, else a read-back
+    /// buffer (copy destination, read by the host). Fails with out-of-memory errors.
     pub fn new(device: &Device, size: u64, upload: bool) -> Result<Self> {
         let size = size.max(4).next_multiple_of(4);
         let usage = if upload {

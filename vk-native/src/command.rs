@@ -26,18 +26,26 @@ use crate::GpuBuffer;
 pub struct Access(u8);
 
 impl Access {
+    /// A compute shader reads (`COMPUTE_SHADER` stage, `SHADER_READ`).
     pub const COMPUTE_READ: Self = Self(1);
+    /// A compute shader writes (`COMPUTE_SHADER` stage, `SHADER_WRITE`).
     pub const COMPUTE_WRITE: Self = Self(2);
+    /// A copy or fill reads (`TRANSFER` stage, `TRANSFER_READ`).
     pub const TRANSFER_READ: Self = Self(4);
+    /// A copy or fill writes (`TRANSFER` stage, `TRANSFER_WRITE`).
     pub const TRANSFER_WRITE: Self = Self(8);
+    /// The host reads (`HOST` stage, `HOST_READ`), e.g. a read-back after the submit completed.
     pub const HOST_READ: Self = Self(16);
+    /// The host writes (`HOST` stage, `HOST_WRITE`), e.g. into imported host memory.
     pub const HOST_WRITE: Self = Self(32);
     /// Every device-side access: compute and transfer, read and write.
     pub const DEVICE_ALL: Self = Self(15);
 
+    /// Whether every kind in `other` is in `self`.
     pub fn contains(self, other: Self) -> bool {
         self.0 & other.0 == other.0
     }
+    /// Whether no kind is set.
     pub fn is_empty(self) -> bool {
         self.0 == 0
     }
@@ -59,9 +67,13 @@ impl std::ops::BitOrAssign for Access {
 /// Semaphores a submission waits on and signals, besides the recorder's own progress signal.
 #[derive(Default)]
 pub struct SubmitInfo<'a> {
+    /// Timeline semaphores to wait for, each until it reaches the value given (all stages wait).
     pub wait_timeline: &'a [(&'a TimelineSemaphore, u64)],
+    /// Timeline semaphores to signal with the value given once the submission completes.
     pub signal_timeline: &'a [(&'a TimelineSemaphore, u64)],
+    /// Binary (SYNC_FD-capable) semaphores to wait for (all stages wait).
     pub wait_binary: &'a [&'a SyncFdSemaphore],
+    /// Binary (SYNC_FD-capable) semaphores to signal once the submission completes.
     pub signal_binary: &'a [&'a SyncFdSemaphore],
 }
 
@@ -158,10 +170,12 @@ impl Recorder {
         })
     }
 
+    /// The device this recorder records for.
     pub fn device(&self) -> &Device {
         &self.device
     }
 
+    /// The index of the queue (of family 0) this recorder submits on.
     pub fn queue_index(&self) -> u32 {
         self.queue_index
     }

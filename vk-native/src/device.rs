@@ -133,6 +133,7 @@ impl Device {
         &self.shared.info
     }
 
+    /// This device's identity, unique in the process.
     pub fn id(&self) -> DeviceId {
         self.shared.id
     }

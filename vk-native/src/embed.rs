@@ -175,6 +175,7 @@ impl Drop for SlotsInner {
 pub struct EmbeddedSlots(Arc<SlotsInner>);
 
 impl EmbeddedSlots {
+    /// Size in bytes: all of the imported [`HostAllocation`].
     pub fn size(&self) -> u64 {
         self.0.size
     }

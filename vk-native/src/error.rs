@@ -28,9 +28,15 @@ pub enum NativeError {
     Unsupported(String),
     /// A Vulkan call failed with a code the caller cannot act on.
     #[error("{call} failed: {code}")]
-    Vulkan { call: &'static str, code: String },
+    Vulkan {
+        /// The Vulkan (or wgpu-hal) function that failed, e.g. `vkCreateBuffer`.
+        call: &'static str,
+        /// The result code it returned, as its name (e.g. `ERROR_INITIALIZATION_FAILED`).
+        code: String,
+    },
 }
 
+/// The native layer's result type: `E` defaults to [`NativeError`].
 pub type Result<T, E = NativeError> = std::result::Result<T, E>;
 
 /// Translates the codes a creation or submit call can return: out of host or device memory,

@@ -50,10 +50,13 @@ impl HostAllocation {
         Ok(Self { ptr, layout })
     }
 
+    /// Size in bytes: the length asked for, rounded up to the alignment.
     pub fn len(&self) -> u64 {
         self.layout.size() as u64
     }
 
+    /// Whether the allocation has no bytes (never, since [`HostAllocation::new`] allocates at
+    /// least one page).
     pub fn is_empty(&self) -> bool {
         self.layout.size() == 0
     }

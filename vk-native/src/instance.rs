@@ -22,10 +22,15 @@ pub struct InstanceOptions {
 /// Kind of physical device, from `VkPhysicalDeviceType`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DeviceType {
+    /// A discrete GPU (`DISCRETE_GPU`), with its own memory across PCIe.
     Discrete,
+    /// A GPU integrated with the CPU (`INTEGRATED_GPU`), sharing system memory.
     Integrated,
+    /// A GPU in a virtualised environment (`VIRTUAL_GPU`).
     Virtual,
+    /// A device that runs on the CPU (`CPU`), e.g. Mesa's lavapipe.
     Cpu,
+    /// Any other `VkPhysicalDeviceType` (`OTHER`).
     Other,
 }
 
@@ -71,6 +76,9 @@ pub struct Capabilities {
     pub max_storage_buffer_range: u64,
     /// `minStorageBufferOffsetAlignment`.
     pub min_storage_buffer_offset_alignment: u64,
+    /// Size of the largest DEVICE_LOCAL memory heap, in bytes: what the device can hold (on a
+    /// CPU device or an iGPU this is system memory, shared with the host and other devices).
+    pub device_local_heap_bytes: u64,
 }
 
 /// One physical device as crossgpu sees it.
@@ -78,19 +86,25 @@ pub struct Capabilities {
 pub struct AdapterInfo {
     /// Position in [`Instance::adapters`].
     pub index: usize,
+    /// The device name the driver reports, e.g. `llvmpipe (LLVM 15.0.6, 256 bits)`.
     pub name: String,
+    /// PCI vendor id (`VkPhysicalDeviceProperties::vendorID`), e.g. `0x10de` for NVIDIA.
     pub vendor_id: u32,
+    /// Vendor-specific device id (`VkPhysicalDeviceProperties::deviceID`).
     pub device_id: u32,
+    /// Discrete, integrated, virtual, CPU or other.
     pub device_type: DeviceType,
     /// `VkDriverId` as a name, e.g. `MESA_LLVMPIPE` or `NVIDIA_PROPRIETARY`.
     pub driver_id: String,
     /// Driver name and info strings, e.g. `llvmpipe` / `Mesa 22.3.6 (LLVM 15.0.6)`.
     pub driver_name: String,
+    /// The driver's info string (`VkPhysicalDeviceDriverProperties::driverInfo`), e.g. its version.
     pub driver_info: String,
     /// Driver version decoded the vendor's way (NVIDIA packs it differently).
     pub driver_version: String,
     /// Vulkan API version, `major.minor.patch`.
     pub api_version: String,
+    /// What the device offers that crossgpu depends on.
     pub caps: Capabilities,
 }
 
@@ -254,6 +268,15 @@ unsafe fn query_adapter(
     }
     // SAFETY: live physical device.
     let families = unsafe { instance.get_physical_device_queue_family_properties(phd) };
+    // SAFETY: live physical device.
+    let memory = unsafe { instance.get_physical_device_memory_properties(phd) };
+    let device_local_heap_bytes = memory
+        .memory_heaps_as_slice()
+        .iter()
+        .filter(|h| h.flags.contains(vk::MemoryHeapFlags::DEVICE_LOCAL))
+        .map(|h| h.size)
+        .max()
+        .unwrap_or(0);
     let fam0 = families.first().copied().unwrap_or_default();
     let timestamp_period_ns = if fam0.timestamp_valid_bits > 0 { props.limits.timestamp_period } else { 0.0 };
 
@@ -305,6 +328,7 @@ unsafe fn query_adapter(
             timestamp_period_ns,
             max_storage_buffer_range: props.limits.max_storage_buffer_range as u64,
             min_storage_buffer_offset_alignment: props.limits.min_storage_buffer_offset_alignment,
+            device_local_heap_bytes,
         },
     }
 }

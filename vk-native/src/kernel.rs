@@ -16,8 +16,11 @@ use crate::GpuBuffer;
 /// A byte range of a buffer bound as one storage buffer.
 #[derive(Clone, Copy)]
 pub struct BindRange<'a> {
+    /// The buffer bound.
     pub buffer: &'a dyn GpuBuffer,
+    /// Start of the range in bytes, a multiple of `minStorageBufferOffsetAlignment`.
     pub offset: u64,
+    /// Length of the range in bytes, not zero and at most `maxStorageBufferRange`.
     pub size: u64,
 }
 
@@ -242,14 +245,17 @@ impl Kernel {
         Ok(Self(Arc::new(inner)))
     }
 
+    /// The kernel's name, as given at creation (its entry point for crossgpu's kernels).
     pub fn name(&self) -> &str {
         &self.0.name
     }
 
+    /// The kernel's resource interface: its storage bindings and immediate bytes.
     pub fn layout(&self) -> &KernelLayout {
         &self.0.layout
     }
 
+    /// The device whose pipeline this is; the kernel is dispatched on that device only.
     pub fn device_id(&self) -> DeviceId {
         self.0.device.id()
     }
@@ -354,6 +360,7 @@ impl Drop for BindGroupInner {
 pub struct BindGroup(Arc<BindGroupInner>);
 
 impl BindGroup {
+    /// The kernel whose bindings this group fills.
     pub fn kernel(&self) -> &Kernel {
         &self.0.kernel
     }

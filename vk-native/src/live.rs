@@ -27,10 +27,13 @@ pub struct LiveObjects {
     pub buffers: i64,
     /// Host allocations imported as buffers.
     pub imports: i64,
+    /// Page-aligned host allocations ([`crate::HostAllocation`]).
     pub host_allocations: i64,
     /// Timeline and binary semaphores.
     pub semaphores: i64,
+    /// Compute pipelines ([`crate::Kernel`]), one per kernel and device.
     pub kernels: i64,
+    /// Bind groups ([`crate::BindGroup`]).
     pub bind_groups: i64,
     /// Command recorders (each with its command pools).
     pub recorders: i64,

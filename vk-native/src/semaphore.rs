@@ -99,6 +99,8 @@ impl std::fmt::Debug for TimelineSemaphore {
 }
 
 impl TimelineSemaphore {
+    /// A timeline semaphore of `device` whose counter starts at `initial`. Fails with
+    /// [`NativeError::MissingExtension`] when the device has no timeline semaphores.
     pub fn new(device: &Device, initial: u64) -> Result<Self> {
         if !device.info().caps.timeline_semaphore {
             return Err(NativeError::MissingExtension("timeline semaphores"));
@@ -179,6 +181,9 @@ impl Drop for BinaryInner {
 pub struct SyncFdSemaphore(Arc<BinaryInner>);
 
 impl SyncFdSemaphore {
+    /// A binary semaphore of `device` exportable as SYNC_FD. Fails with
+    /// [`NativeError::MissingExtension`] unless the device offers SYNC_FD export and import
+    /// ([`Device::has_sync_fd`]).
     pub fn new(device: &Device) -> Result<Self> {
         if !device.has_sync_fd() {
             return Err(NativeError::MissingExtension(
