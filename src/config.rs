@@ -12,6 +12,7 @@
 //! | `CROSSGPU_F16_WIRE_BYTES` | payload size from which the wire is f16 | 1048576 |
 //! | `CROSSGPU_PHASE_A_KERNEL_BYTES` | wire bytes per member up to which phase A writes the host slot from a kernel instead of the copy engine | 65536 |
 //! | `CROSSGPU_MAX_IN_FLIGHT` | submits a member's stream keeps in flight before the host waits for the oldest (each holds a command pool) | 128 |
+//! | `CROSSGPU_SPLIT` | tensor-parallel split: `even`, `auto` or weights such as `2:1` ([`crate::tp::SplitSpec`]) | `even` |
 
 use crate::error::{Error, Result};
 
@@ -73,4 +74,19 @@ pub(crate) fn devices_from_env() -> Option<String> {
 
 pub(crate) fn string_var(name: &'static str) -> Option<String> {
     var(name)
+}
+
+/// Parses every variable crossgpu reads (the table above) and returns the first value it
+/// cannot use, naming the variable. Programs call it before any work, so a typo in a variable
+/// read late (the all-reduce's, the split) fails at once instead of after minutes of work.
+pub fn check_environment() -> Result<()> {
+    validation_from_env()?;
+    max_in_flight_from_env()?;
+    timeout_ms_from_env()?;
+    if let Some(spec) = devices_from_env() {
+        crate::GroupSpec::parse(&spec)?;
+    }
+    crate::CommOptions::from_env()?;
+    crate::tp::SplitSpec::from_env()?;
+    Ok(())
 }

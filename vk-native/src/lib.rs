@@ -16,6 +16,8 @@
 //! destroyed after the last object made from it. Objects that the GPU may still use are only
 //! destroyed after the owner has waited for the work that uses them (see [`Device::wait_idle_queues`]).
 
+#![warn(missing_docs)]
+
 mod buffer;
 mod command;
 mod conv;
@@ -39,7 +41,9 @@ pub use instance::{AdapterInfo, Capabilities, DeviceType, Instance, InstanceOpti
 pub use kernel::{BindGroup, BindRange, Kernel, KernelLayout};
 pub use live::{live_objects, LiveObjects};
 pub use semaphore::{SyncFd, SyncFdSemaphore, TimelineSemaphore};
-pub use validation::{validation_messages, ValidationMessage};
+pub use validation::{
+    take_suppressed_validation_count, validation_messages, ValidationMessage, KNOWN_LAYER_FALSE_POSITIVES,
+};
 
 /// Anything that can be bound as a storage buffer in a [`BindGroup`] or be a copy's source or
 /// destination: a device-local [`Buffer`] or an [`ImportedBuffer`] over host memory.
