@@ -29,7 +29,7 @@ fn main() {
     }
 }
 
-fn run() -> crossgpu::Result<()> {
+fn run() -> Result<(), Box<dyn std::error::Error>> {
     let instance = Instance::new()?;
     let mut picked: Vec<usize> = Vec::new();
     let mut keys: Vec<(u32, String)> = Vec::new();
@@ -128,7 +128,7 @@ fn run() -> crossgpu::Result<()> {
     println!("small decoder, {steps} tokens over {members} members: {tokens:?}");
     println!("one-member reference:                  {want:?} (equal: {same})");
     if !ok {
-        return Err(crossgpu::Error::Unsupported("cross_vendor checks failed".into()));
+        return Err("cross_vendor checks failed: see the lines above".into());
     }
     println!("OK");
     Ok(())

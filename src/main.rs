@@ -40,7 +40,7 @@ enum Command {
 fn main() {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let args = Args::parse();
-    let result = match args.command {
+    let result: cli::CliResult = match args.command {
         Command::Devices => cli::devices(),
         Command::Demo { len } => cli::demo(len),
         Command::Decode(args) => cli::decode::decode(&args),

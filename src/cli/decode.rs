@@ -1,4 +1,4 @@
-//! `crossgpu decode` (also `examples/tp_decode.rs`): greedy decoding of the tensor-parallel
+//! `crossgpu decode`: greedy decoding of the tensor-parallel
 //! decoder on a group, with tokens/s, all-reduces and submits per token, and `--check` against
 //! a one-member run.
 
@@ -6,8 +6,10 @@ use std::time::Instant;
 
 use clap::Args;
 use crossgpu::tp::{Decoder, DecoderConfig, SplitSpec};
-use crossgpu::{DeviceGroup, Error, GroupSpec, Instance, Result};
+use crossgpu::{DeviceGroup, Error, GroupSpec, Instance};
 use indicatif::{ProgressBar, ProgressStyle};
+
+use super::{fail, plural, print_group, CliResult};
 
 /// Options of `crossgpu decode`.
 #[derive(Args, Debug, Clone)]
@@ -18,7 +20,7 @@ pub struct DecodeArgs {
     /// Override the number of layers.
     #[arg(long)]
     pub layers: Option<usize>,
-    /// Tokens to decode.
+    /// Tokens to decode (at least 1).
     #[arg(long, default_value_t = 32)]
     pub tokens: usize,
     /// First token id.
@@ -76,26 +78,49 @@ pub fn run_decode(
     split: &SplitSpec,
     args: &DecodeArgs,
     show: bool,
-) -> Result<DecodeReport> {
+) -> CliResult<DecodeReport> {
     let t0 = Instant::now();
-    let mut dec = Decoder::new(group, cfg.clone(), split)?;
+    let comm = if group.len() > 1 { Some(crossgpu::Comm::new(group)?) } else { None };
+    let loading = if show { ProgressBar::new(cfg.layers as u64) } else { ProgressBar::hidden() };
+    loading.set_style(
+        ProgressStyle::with_template("loading weights {bar:40} {pos}/{len} layers, eta {eta}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let loaded = Decoder::load(group, cfg.clone(), split, comm, |done, _| loading.set_position(done as u64));
+    let mut dec = loaded.map_err(|e| with_hint(e, args))?;
     for m in group.members() {
         m.synchronize()?;
     }
+    loading.finish_and_clear();
     let mode =
         dec.comm().map_or("none (one member)".to_string(), |c| format!("{} ({})", c.mode(), c.reason()));
     if show {
         println!(
-            "loaded {:.3}B parameters on {} member(s) in {:.1} s; split: KV heads {:?}, FFN {:?}, vocab {:?}",
+            "loaded {:.3}B parameters on {} in {:.1} s; split: KV heads {:?}, FFN {:?}, vocab {:?}",
             cfg.parameters() as f64 / 1e9,
-            group.len(),
+            plural(group.len(), "member", "members"),
             t0.elapsed().as_secs_f64(),
             dec.plan.kv_heads,
             dec.plan.ffn,
             dec.plan.vocab
         );
-        let w: Vec<String> = dec.plan.weights.iter().map(|v| format!("{v:.3}")).collect();
-        println!("split weights ({split:?}): {}", w.join(":"));
+        // Shares from weights normalised by the largest (the sum of raw weights may overflow).
+        let max = dec.plan.weights.iter().copied().fold(0.0, f64::max);
+        let sum: f64 = dec.plan.weights.iter().map(|w| w / max).sum();
+        let weights: Vec<String> = dec.plan.weights.iter().map(|&v| weight(v)).collect();
+        let shares: Vec<String> =
+            dec.plan.weights.iter().map(|&v| format!("{:.1}%", 100.0 * (v / max) / sum)).collect();
+        match split {
+            SplitSpec::Even => println!("split: even ({})", shares.join(" : ")),
+            SplitSpec::Weighted(_) => {
+                println!("split: weighted {} ({})", weights.join(":"), shares.join(" : "))
+            }
+            SplitSpec::Auto => println!(
+                "split: auto, by each member's measured f16 matrix-vector throughput {} GB/s ({})",
+                weights.join(":"),
+                shares.join(" : ")
+            ),
+        }
         println!("all-reduce mode: {mode}");
     }
     let warm = args.warmup.min(cfg.max_seq.saturating_sub(args.tokens));
@@ -116,7 +141,7 @@ pub fn run_decode(
     let cpu = cpu_time_s() - c0;
     bar.finish_and_clear();
     let after = dec.stats();
-    let n = args.tokens.max(1) as f64;
+    let n = args.tokens as f64;
     let bridge = match (before.bridge, after.bridge) {
         (Some(b), Some(a)) => Some(a.since(&b)),
         _ => None,
@@ -140,8 +165,8 @@ pub fn run_decode(
     };
     if show {
         println!(
-            "{} members: {:.2} tokens/s, CPU {:.2} ms/token (recording and submitting {:.2} ms, of which waiting for the in-flight limit {:.2} ms), {:.1} all-reduces and {:.1} submits per token per member",
-            group.len(),
+            "{}: {:.2} tokens/s, CPU {:.2} ms/token (recording and submitting {:.2} ms, of which waiting for the in-flight limit {:.2} ms), {:.1} all-reduces and {:.1} submits per token per member",
+            plural(group.len(), "member", "members"),
             report.tokens_per_s,
             report.cpu_ms_per_token,
             report.record_ms_per_token,
@@ -160,11 +185,49 @@ pub fn run_decode(
     Ok(report)
 }
 
+/// A split weight as a user would write it: `2`, `0.5`, `1e308`.
+fn weight(v: f64) -> String {
+    if v != 0.0 && !(1e-3..1e6).contains(&v.abs()) {
+        format!("{v:e}")
+    } else {
+        let s = format!("{v:.3}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
+
+/// A load failure with what the `decode` user can change: the model's size flags and the
+/// devices.
+fn with_hint(e: Error, args: &DecodeArgs) -> super::CliError {
+    match e {
+        Error::OutOfDeviceMemory { .. } | Error::Unsupported(_) => fail(format!(
+            "{e}\nthe model is --preset {}{}: pass --preset small or fewer --layers, or name more or larger devices in CROSSGPU_DEVICES (see `crossgpu devices`)",
+            args.preset,
+            args.layers.map_or(String::new(), |l| format!(" --layers {l}"))
+        )),
+        e => e.into(),
+    }
+}
+
 /// `crossgpu decode`.
-pub fn decode(args: &DecodeArgs) -> Result<()> {
+pub fn decode(args: &DecodeArgs) -> CliResult {
+    crossgpu::check_environment()?;
+    if args.tokens == 0 {
+        return Err(fail("--tokens must be at least 1"));
+    }
     let mut cfg = DecoderConfig::preset(&args.preset)?;
     if let Some(l) = args.layers {
+        if l == 0 {
+            return Err(fail("--layers must be at least 1"));
+        }
         cfg.layers = l;
+    }
+    if args.first as usize >= cfg.vocab {
+        return Err(fail(format!(
+            "--first {}: token ids of --preset {} are 0 to {}",
+            args.first,
+            args.preset,
+            cfg.vocab - 1
+        )));
     }
     if let Some(s) = args.seed {
         cfg.seed = s;
@@ -173,15 +236,17 @@ pub fn decode(args: &DecodeArgs) -> Result<()> {
         cfg.max_seq = args.tokens + args.warmup;
     }
     let split = match &args.split {
-        Some(s) => SplitSpec::parse(s)?,
+        Some(s) => SplitSpec::parse(s).map_err(|e| e.for_setting("--split"))?,
         None => SplitSpec::from_env()?,
     };
     let instance = Instance::new()?;
     let group = DeviceGroup::from_env(&instance)?;
-    println!("group of {} members:", group.len());
-    for m in group.members() {
-        println!("  {}", m.label());
+    if let SplitSpec::Weighted(_) = split {
+        // One weight per member: say which setting has the wrong count.
+        let setting = if args.split.is_some() { "--split" } else { "CROSSGPU_SPLIT" };
+        split.weights(group.len()).map_err(|e| e.for_setting(setting))?;
     }
+    print_group(&group);
     let report = run_decode(&group, &cfg, &split, args, true)?;
     if args.check {
         // The same model on the first member's adapter alone.
@@ -191,7 +256,7 @@ pub fn decode(args: &DecodeArgs) -> Result<()> {
         println!("--check: decoding again on one member ({})", single.members()[0].label());
         let one = run_decode(&single, &cfg, &SplitSpec::Even, args, true)?;
         if one.tokens != report.tokens {
-            return Err(Error::Unsupported(format!(
+            return Err(fail(format!(
                 "--check failed: the group ({}) gave {:?}, one member {:?}",
                 report.mode, report.tokens, one.tokens
             )));

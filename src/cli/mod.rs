@@ -4,10 +4,22 @@ pub mod bench;
 pub mod decode;
 pub mod soak;
 
-use crossgpu::{adapter_table, AllReduceOptions, Comm, DType, DeviceGroup, Instance, Precision, Result};
+use crossgpu::{adapter_table, AllReduceOptions, Comm, DType, DeviceGroup, Instance, Precision};
+
+/// What a subcommand fails with: a library error (its message says what to do) or the
+/// command's own message (a failed check, an unusable flag, an I/O error with its path).
+pub type CliError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The result of a subcommand.
+pub type CliResult<T = ()> = std::result::Result<T, CliError>;
+
+/// An error of the command itself, in words.
+pub fn fail(msg: impl Into<String>) -> CliError {
+    msg.into().into()
+}
 
 /// `crossgpu devices`.
-pub fn devices() -> Result<()> {
+pub fn devices() -> CliResult {
     let instance = Instance::new()?;
     print!("{}", adapter_table(instance.adapters()));
     Ok(())
@@ -22,14 +34,46 @@ fn max_rel_err(got: &[f32], want: &[f64]) -> f64 {
     got.iter().zip(want).map(|(&g, &w)| (g as f64 - w).abs() / w.abs().max(1.0)).fold(0.0, f64::max)
 }
 
-/// `crossgpu demo`.
-pub fn demo(len: usize) -> Result<()> {
-    let instance = Instance::new()?;
-    let group = DeviceGroup::from_env(&instance)?;
-    println!("group of {} members:", group.len());
+/// "1 member", "3 members".
+pub fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// Prints the group's members under a "group of N members:" line.
+pub fn print_group(group: &DeviceGroup) {
+    println!("group of {}:", plural(group.len(), "member", "members"));
     for m in group.members() {
         println!("  {}", m.label());
     }
+}
+
+/// `--len` checked against every member before anything is allocated: the demo's tensors are
+/// `len` f32 values, and the host holds a few copies of them.
+fn check_demo_len(group: &DeviceGroup, len: usize) -> CliResult {
+    if len == 0 {
+        return Err(fail("--len must be at least 1"));
+    }
+    for m in group.members() {
+        let limit = m.adapter().caps.max_storage_buffer_range;
+        let bytes = (len as u64).saturating_mul(4);
+        if bytes > limit {
+            return Err(fail(format!(
+                "--len {len}: a tensor of {len} f32 values needs {bytes} bytes, more than {} binds in one tensor ({limit} bytes, maxStorageBufferRange); pass --len {} or less",
+                m.label(),
+                limit / 4
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `crossgpu demo`.
+pub fn demo(len: usize) -> CliResult {
+    crossgpu::check_environment()?;
+    let instance = Instance::new()?;
+    let group = DeviceGroup::from_env(&instance)?;
+    check_demo_len(&group, len)?;
+    print_group(&group);
     let mut worst = 0.0f64;
     for m in group.members() {
         let seed = m.index() as u64 + 1;
@@ -63,7 +107,7 @@ pub fn demo(len: usize) -> Result<()> {
         worst = worst.max(e1).max(e2 / 10.0);
     }
     if worst > 1e-5 {
-        return Err(crossgpu::Error::Unsupported(format!("kernel check failed: error {worst:.2e}")));
+        return Err(fail(format!("kernel check failed: relative error {worst:.2e} exceeds 1e-5")));
     }
     println!("kernels: OK on every member");
 
@@ -74,8 +118,12 @@ pub fn demo(len: usize) -> Result<()> {
     for (len, precision) in [(len, Precision::F32), (len, Precision::F16), (1usize << 20, Precision::Auto)] {
         let parts: Vec<Vec<f32>> =
             group.members().iter().map(|m| values(1000 + m.index() as u64, len)).collect();
-        let mut tensors =
-            group.members().iter().zip(&parts).map(|(m, p)| m.upload_f32(p)).collect::<Result<Vec<_>>>()?;
+        let mut tensors = group
+            .members()
+            .iter()
+            .zip(&parts)
+            .map(|(m, p)| m.upload_f32(p))
+            .collect::<crossgpu::Result<Vec<_>>>()?;
         comm.all_reduce(&mut tensors, &AllReduceOptions { precision, ..Default::default() })?;
         let f16_wire = precision == Precision::F16 || (precision == Precision::Auto && len * 4 >= 1 << 20);
         let want: Vec<f64> = (0..len)
@@ -86,7 +134,7 @@ pub fn demo(len: usize) -> Result<()> {
                     .sum()
             })
             .collect();
-        let results = tensors.iter().map(|t| t.read()).collect::<Result<Vec<_>>>()?;
+        let results = tensors.iter().map(|t| t.read()).collect::<crossgpu::Result<Vec<_>>>()?;
         let identical =
             results.iter().all(|r| r.iter().map(|v| v.to_bits()).eq(results[0].iter().map(|v| v.to_bits())));
         let err = max_rel_err(&results[0], &want);
@@ -95,7 +143,9 @@ pub fn demo(len: usize) -> Result<()> {
         let wire = if f16_wire { "f16" } else { "f32" };
         println!("  {len} elements, {wire} wire: max rel err {err:.2e} (bound {bound:.1e}), members bitwise equal: {identical}");
         if !identical || err > bound {
-            return Err(crossgpu::Error::Unsupported("all-reduce check failed".into()));
+            return Err(fail(format!(
+                "all-reduce check failed: {len} elements, {wire} wire: error {err:.2e} (bound {bound:.1e}), members bitwise equal: {identical}"
+            )));
         }
     }
     println!("all-reduce: OK");

@@ -19,6 +19,8 @@ use crossgpu::{
 };
 use indicatif::{ProgressBar, ProgressStyle};
 
+use super::{fail, plural, CliResult};
+
 /// Options of `crossgpu soak`.
 #[derive(Args, Debug, Clone)]
 pub struct SoakArgs {
@@ -130,14 +132,14 @@ fn open_group(instance: &Instance, members: usize) -> Result<DeviceGroup> {
     Ok(group)
 }
 
-/// Whether this round's partials travel as f16 (Generic has no wire: it sums the f32 values).
-fn f16_wire(mode: Mode, precision: Precision, len: usize, threshold: u64) -> bool {
-    mode != Mode::Generic
-        && match precision {
-            Precision::F32 => false,
-            Precision::F16 => true,
-            Precision::Auto => len as u64 * 4 >= threshold,
-        }
+/// Whether this round's partials travel as f16. Every mode follows the same wire rule:
+/// Generic too rounds each partial to f16 on the f16 wire before it sums them on the host.
+fn f16_wire(precision: Precision, len: usize, threshold: u64) -> bool {
+    match precision {
+        Precision::F32 => false,
+        Precision::F16 => true,
+        Precision::Auto => len as u64 * 4 >= threshold,
+    }
 }
 
 /// Checks a round's results: each member against the f64 sum of the wire values of the
@@ -206,9 +208,10 @@ fn objects(o: &LiveObjects) -> String {
 }
 
 /// `crossgpu soak`.
-pub fn soak(args: &SoakArgs) -> Result<()> {
-    if args.members == 0 || args.max_len == 0 || args.check_every == 0 {
-        return Err(Error::Unsupported("--members, --max-len and --check-every must be at least 1".into()));
+pub fn soak(args: &SoakArgs) -> CliResult {
+    crossgpu::check_environment()?;
+    if args.rounds == 0 || args.members == 0 || args.max_len == 0 || args.check_every == 0 {
+        return Err(fail("--rounds, --members, --max-len and --check-every must be at least 1"));
     }
     let instance = Instance::new()?;
     let group = open_group(&instance, args.members)?;
@@ -216,9 +219,9 @@ pub fn soak(args: &SoakArgs) -> Result<()> {
     let threshold = crossgpu::CommOptions::from_env()?.f16_threshold_bytes;
     let sizes = buckets(args.max_len);
     println!(
-        "soak: {} rounds over {} members, check every {}, seed {}",
+        "soak: {} rounds over {}, check every {}, seed {}",
         args.rounds,
-        group.len(),
+        plural(group.len(), "member", "members"),
         args.check_every,
         args.seed
     );
@@ -274,7 +277,7 @@ pub fn soak(args: &SoakArgs) -> Result<()> {
     for spec in warm {
         let b = &mut buckets[spec.bucket];
         run_round(&mut comm, b, spec)?;
-        let f16 = f16_wire(comm.mode(), spec.precision, b.len, threshold);
+        let f16 = f16_wire(spec.precision, b.len, threshold);
         let results = read(b)?;
         deviations += check_round(b, spec, f16, &results, &mut seen, comm.mode(), 0);
         checks += 1;
@@ -304,15 +307,14 @@ pub fn soak(args: &SoakArgs) -> Result<()> {
         };
         let zero = (rng.below(8) == 0).then(|| rng.below(group.len() as u64) as usize);
         let spec = RoundSpec { bucket: bi, precision, zero };
-        let f16 = f16_wire(comm.mode(), precision, buckets[bi].len, threshold);
+        let f16 = f16_wire(precision, buckets[bi].len, threshold);
         run_round(&mut comm, &mut buckets[bi], spec).map_err(|e| {
             bar.abandon();
-            Error::Unsupported(format!("round {round}: {e}"))
+            fail(format!("round {round}: {e}"))
         })?;
         elements += buckets[bi].len as u64;
         if round % args.check_every == 0 || round == 1 || round == args.rounds {
-            let results =
-                read(&buckets[bi]).map_err(|e| Error::Unsupported(format!("round {round}: {e}")))?;
+            let results = read(&buckets[bi]).map_err(|e| fail(format!("round {round}: {e}")))?;
             deviations += check_round(&buckets[bi], spec, f16, &results, &mut seen, comm.mode(), round);
             checks += 1;
             rss_max = rss_max.max(rss_kib());
@@ -377,24 +379,28 @@ pub fn soak(args: &SoakArgs) -> Result<()> {
     println!("open file descriptors: before {fds_before}, after {fds_after}");
     println!("live Vulkan objects: before {}", objects(&objects_before));
     println!("                     after  {}", objects(&objects_after));
-    let validation: Vec<_> = crossgpu::validation_messages()
-        .into_iter()
-        .filter(|m| m.id_name != "UNASSIGNED-VkSemaphore-state-timeout")
-        .collect();
+    let validation = crossgpu::validation_messages();
     if instance.validation_enabled() {
-        println!("validation errors: {}", validation.len());
+        println!(
+            "validation errors: {} ({} known layer false positives suppressed: {})",
+            validation.len(),
+            crossgpu::take_suppressed_validation_count(),
+            crossgpu::KNOWN_LAYER_FALSE_POSITIVES.join(", ")
+        );
     }
     let comm_mode_unchanged = comm.mode() == start_mode;
     drop(comm);
     drop(buckets);
     if deviations > 0 {
-        return Err(Error::Unsupported(format!("soak: {deviations} deviating elements")));
+        return Err(fail(format!(
+            "soak failed: {deviations} deviating elements (see the DEVIATION lines above)"
+        )));
     }
     if objects_after != objects_before && comm_mode_unchanged {
-        return Err(Error::Unsupported("soak: live Vulkan objects changed during the run".into()));
+        return Err(fail("soak failed: the number of live Vulkan objects changed during the run"));
     }
     if !validation.is_empty() {
-        return Err(Error::Unsupported(format!("soak: {} validation errors", validation.len())));
+        return Err(fail(format!("soak failed: {} validation errors", validation.len())));
     }
     println!("soak: OK");
     Ok(())
