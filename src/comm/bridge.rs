@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 
 use vk_native::TimelineSemaphore;
 
-use super::BridgeStats;
+#[cfg(doc)]
+use super::Comm;
 
 #[derive(Default)]
 pub(crate) struct BridgeState {
@@ -245,5 +246,63 @@ fn release_round(
             }
             None => std::thread::sleep(Duration::from_millis(2)),
         }
+    }
+}
+
+/// How the host bridge released its rounds so far, and what its driver calls cost (see
+/// [`Comm::bridge_stats`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BridgeStats {
+    /// Rounds whose last `done` arrived while the bridge was still spinning.
+    pub released_spinning: u64,
+    /// Rounds for which the spin time ran out and the bridge blocked in the driver.
+    pub released_after_blocking: u64,
+    /// `done` values read (`vkGetSemaphoreCounterValue` calls).
+    pub polls: u64,
+    /// Host time spent in those `done` reads.
+    pub poll_time: Duration,
+    /// `go` values signalled (`vkSignalSemaphore` calls).
+    pub signals: u64,
+    /// Host time spent in those `go` signals.
+    pub signal_time: Duration,
+}
+
+impl BridgeStats {
+    /// What happened between `earlier` and `self`.
+    pub fn since(&self, earlier: &BridgeStats) -> BridgeStats {
+        BridgeStats {
+            released_spinning: self.released_spinning - earlier.released_spinning,
+            released_after_blocking: self.released_after_blocking - earlier.released_after_blocking,
+            polls: self.polls - earlier.polls,
+            poll_time: self.poll_time.saturating_sub(earlier.poll_time),
+            signals: self.signals - earlier.signals,
+            signal_time: self.signal_time.saturating_sub(earlier.signal_time),
+        }
+    }
+
+    /// Adds `other`'s counts and times to these.
+    pub(crate) fn add(&mut self, other: &BridgeStats) {
+        self.released_spinning += other.released_spinning;
+        self.released_after_blocking += other.released_after_blocking;
+        self.polls += other.polls;
+        self.poll_time += other.poll_time;
+        self.signals += other.signals;
+        self.signal_time += other.signal_time;
+    }
+
+    /// Share of rounds released only after blocking, percent (0 with no rounds).
+    pub fn blocked_pct(&self) -> f64 {
+        let total = self.released_spinning + self.released_after_blocking;
+        if total == 0 {
+            0.0
+        } else {
+            100.0 * self.released_after_blocking as f64 / total as f64
+        }
+    }
+
+    /// Mean host time of one `done` read and of one `go` signal, µs.
+    pub fn mean_call_us(&self) -> (f64, f64) {
+        let mean = |t: Duration, n: u64| if n == 0 { 0.0 } else { t.as_secs_f64() * 1e6 / n as f64 };
+        (mean(self.poll_time, self.polls), mean(self.signal_time, self.signals))
     }
 }

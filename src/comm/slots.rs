@@ -11,6 +11,8 @@ use std::sync::Arc;
 
 use vk_native::{BindRange, HostAllocation, ImportedBuffer};
 
+use super::faults::FaultHooks;
+use crate::error::{Error, Result};
 use crate::group::Member;
 
 pub(crate) struct HostSlots {
@@ -40,25 +42,28 @@ impl HostSlots {
 
     /// Allocates slots of `capacity` words per member and half and imports them into every
     /// member.
-    pub(crate) fn new(members: &[Member], capacity: u64, fail: &super::FaultHooks) -> Result<Self, String> {
+    pub(crate) fn new(members: &[Member], capacity: u64, fail: &FaultHooks) -> Result<Self> {
         let align = Self::alignment(members);
         let stride = (capacity * 4).max(4).next_multiple_of(align) / 4;
         let n = members.len() as u64;
         let total = 2 * n * stride * 4;
         if fail.take_alloc_failure() {
-            return Err("host slot allocation failed (injected)".into());
+            return Err(Error::OutOfHostMemory(": host slot allocation failed (injected)".into()));
         }
         let host = Arc::new(
             HostAllocation::new(total, align)
-                .map_err(|e| format!("host slot allocation of {total} bytes: {e}"))?,
+                .map_err(|e| Error::OutOfHostMemory(format!(" for the host slots ({total} bytes): {e}")))?,
         );
         let mut imports = Vec::with_capacity(members.len());
         for m in members {
             if fail.take_import_failure() {
-                return Err(format!("host pointer import into {} failed (injected)", m.label()));
+                return Err(Error::Vulkan(format!(
+                    "host pointer import into {} failed (injected)",
+                    m.label()
+                )));
             }
             let b = ImportedBuffer::new(m.device(), &host)
-                .map_err(|e| format!("host pointer import into {}: {e}", m.label()))?;
+                .map_err(|e| Error::native(&format!("host pointer import into {}", m.label()), e))?;
             imports.push(b);
         }
         Ok(Self { imports, capacity, stride, members: n })

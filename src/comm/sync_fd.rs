@@ -12,7 +12,6 @@ use vk_native::{SyncFd, SyncFdSemaphore};
 
 use crate::error::{Error, Result};
 use crate::group::Member;
-use crate::stream::Stream;
 
 #[derive(Default)]
 struct Pool {
@@ -58,11 +57,11 @@ impl SyncFdExchange {
         })
     }
 
-    /// The binary semaphore member `i`'s phase-A submit (the next submit of its stream `s`)
+    /// The binary semaphore member `i`'s phase-A submit (the next submit of its stream)
     /// signals.
-    pub(crate) fn phase_a_signal(&mut self, i: usize, m: &Member, s: &Stream) -> Result<SyncFdSemaphore> {
-        let completed = s.rec.completed().map_err(|e| m.shared.err(e))?;
-        let sem = self.signal[i].take(m, completed, s.rec.submitted() + 1)?;
+    pub(crate) fn phase_a_signal(&mut self, i: usize, m: &Member) -> Result<SyncFdSemaphore> {
+        let (completed, next) = m.shared.progress()?;
+        let sem = self.signal[i].take(m, completed, next)?;
         self.current[i] = Some(sem.clone());
         Ok(sem)
     }
@@ -74,10 +73,7 @@ impl SyncFdExchange {
             let sem = self.current[i].take().expect("phase A ran on every member");
             let fd: SyncFd = sem.export().map_err(|e| members[i].shared.err(e))?;
             for j in (0..n).filter(|&j| j != i) {
-                let (completed, next) = {
-                    let s = members[j].shared.stream();
-                    (s.rec.completed().map_err(|e| members[j].shared.err(e))?, s.rec.submitted() + 1)
-                };
+                let (completed, next) = members[j].shared.progress()?;
                 let target = self.wait[j][i].take(&members[j], completed, next)?;
                 let copy = fd.try_clone().map_err(|e| members[i].shared.err(e))?;
                 target.import(copy).map_err(|e| members[j].shared.err(e))?;
@@ -88,9 +84,9 @@ impl SyncFdExchange {
     }
 
     /// Attaches member `j`'s imported peer payloads to its next submit.
-    pub(crate) fn phase_b_waits(&mut self, j: usize, s: &mut Stream) {
+    pub(crate) fn phase_b_waits(&mut self, j: usize, m: &Member) {
         for sem in self.pending[j].drain(..) {
-            s.wait_next_submit_binary(&sem);
+            m.shared.wait_next_submit_binary(&sem);
         }
     }
 }

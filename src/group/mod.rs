@@ -9,7 +9,10 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use vk_native::{AdapterInfo, BindGroup, BindRange, BufferId, Device, GpuBuffer, Recorder};
+use vk_native::{
+    AdapterInfo, BindGroup, BindRange, BufferId, Device, GpuBuffer, Recorder, StagingBuffer, SyncFdSemaphore,
+    TimelineSemaphore,
+};
 
 pub use selection::{AdapterSelector, DeviceSpec, GroupSpec};
 
@@ -86,6 +89,85 @@ impl MemberShared {
         let mut s = self.stream();
         s.access(reads, writes).map_err(|e| self.err(e))?;
         s.rec.dispatch(&g, immediates, groups).map_err(|e| self.err(e))
+    }
+
+    /// Records a dispatch of `entry` over buffer ranges (`reads` and `writes` for hazard
+    /// tracking).
+    pub(crate) fn dispatch_ranges(
+        &self,
+        entry: &'static str,
+        ranges: &[BindRange<'_>],
+        reads: &[BufferId],
+        writes: &[BufferId],
+        immediates: &[u32],
+        groups: [u32; 3],
+    ) -> Result<()> {
+        let g = self.bind_ranges(entry, ranges)?;
+        let mut s = self.stream();
+        s.access(reads, writes).map_err(|e| self.err(e))?;
+        s.rec.dispatch(&g, immediates, groups).map_err(|e| self.err(e))
+    }
+
+    /// Records a copy of `bytes` from `src` at `src_offset` to `dst` at `dst_offset`, after a
+    /// barrier if it conflicts with earlier commands.
+    pub(crate) fn record_copy(
+        &self,
+        src: &dyn GpuBuffer,
+        src_offset: u64,
+        dst: &dyn GpuBuffer,
+        dst_offset: u64,
+        bytes: u64,
+    ) -> Result<()> {
+        let mut s = self.stream();
+        s.access(&[src.id()], &[dst.id()]).map_err(|e| self.err(e))?;
+        s.rec.copy(src, src_offset, dst, dst_offset, bytes).map_err(|e| self.err(e))
+    }
+
+    /// Records a barrier making every device write so far visible to the host.
+    pub(crate) fn barrier_to_host(&self) -> Result<()> {
+        self.stream().barrier_to_host().map_err(|e| self.err(e))
+    }
+
+    /// Records a barrier making host writes (seen after the next submit's waits) visible to the
+    /// device's reads.
+    pub(crate) fn barrier_from_host(&self) -> Result<()> {
+        self.stream().barrier_from_host().map_err(|e| self.err(e))
+    }
+
+    /// Makes the next submit of this member's stream wait for `sem` to reach `value`.
+    pub(crate) fn wait_next_submit(&self, sem: &TimelineSemaphore, value: u64) {
+        self.stream().wait_next_submit(sem, value)
+    }
+
+    /// Makes the next submit of this member's stream wait on a binary semaphore.
+    pub(crate) fn wait_next_submit_binary(&self, sem: &SyncFdSemaphore) {
+        self.stream().wait_next_submit_binary(sem)
+    }
+
+    /// The stream's completed submit value and the value its next submit will get.
+    pub(crate) fn progress(&self) -> Result<(u64, u64)> {
+        let s = self.stream();
+        Ok((s.rec.completed().map_err(|e| self.err(e))?, s.rec.submitted() + 1))
+    }
+
+    /// Copies `bytes` of `src` into the host-visible `down`, makes them visible to the host and
+    /// submits; returns the stream value to wait for before reading `down`.
+    pub(crate) fn read_back(&self, src: &dyn GpuBuffer, down: &StagingBuffer, bytes: u64) -> Result<u64> {
+        let mut s = self.stream();
+        s.access(&[src.id()], &[down.id()]).map_err(|e| self.err(e))?;
+        s.rec.copy(src, 0, down, 0, bytes).map_err(|e| self.err(e))?;
+        s.barrier_to_host().map_err(|e| self.err(e))?;
+        s.flush().map_err(|e| self.err(e))
+    }
+
+    /// Submits the open command buffer now, with the pending waits, signalling `signals` and
+    /// `binary_signals`.
+    pub(crate) fn submit(
+        &self,
+        signals: &[(&TimelineSemaphore, u64)],
+        binary_signals: &[&SyncFdSemaphore],
+    ) -> Result<u64> {
+        self.stream().submit(signals, binary_signals).map_err(|e| self.err(e))
     }
 
     /// Submits the open command buffer and waits for everything submitted so far.

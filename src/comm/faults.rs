@@ -1,0 +1,27 @@
+//! Fault injection for the reliability tests: failures of the host-slot allocation and of the
+//! host-pointer import, armed before creation ([`super::Comm::with_faults`]) or before a growth
+//! ([`super::Comm::inject_growth_failure`]). No effect unless armed.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Test-only fault injection (used by the reliability tests; no effect unless armed).
+#[doc(hidden)]
+#[derive(Debug, Default)]
+pub struct FaultHooks {
+    pub(super) alloc: AtomicBool,
+    pub(super) import: AtomicBool,
+}
+
+impl FaultHooks {
+    /// Arms the failures of the next allocation and of the next import.
+    pub(super) fn arm(&self, alloc: bool, import: bool) {
+        self.alloc.store(alloc, Ordering::Relaxed);
+        self.import.store(import, Ordering::Relaxed);
+    }
+    pub(super) fn take_alloc_failure(&self) -> bool {
+        self.alloc.swap(false, Ordering::Relaxed)
+    }
+    pub(super) fn take_import_failure(&self) -> bool {
+        self.import.swap(false, Ordering::Relaxed)
+    }
+}

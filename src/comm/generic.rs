@@ -1,0 +1,73 @@
+//! The Generic transport: read every partial back, sum on the host in member order in f32 on
+//! the same wire values the devices would exchange (rounded to f16 first on the f16 wire), and
+//! write the sum back to every member. Works on any devices; the fallback of the fast modes.
+
+use std::borrow::Borrow;
+
+use vk_native::{GpuBuffer, StagingBuffer};
+
+use crate::error::Result;
+use crate::group::Member;
+use crate::tensor::Tensor;
+
+/// Generic's state, kept between rounds: per member a read-back and an upload staging buffer
+/// (grown, not made per call), and the host sum.
+#[derive(Default)]
+pub(super) struct Generic {
+    staging: Vec<(StagingBuffer, StagingBuffer)>,
+    sum: Vec<f32>,
+}
+
+impl Generic {
+    /// Sums elements `0..n` of `tensors` (one per member, in member order) in place.
+    pub(super) fn run<T: Borrow<Tensor>>(
+        &mut self,
+        members: &[Member],
+        tensors: &mut [T],
+        n: usize,
+        f16_wire: bool,
+    ) -> Result<()> {
+        // Every member's copy is submitted first, then one wait each.
+        let bytes = n as u64 * 4;
+        if self.staging.iter().any(|s| s.0.size() < bytes) || self.staging.len() != members.len() {
+            self.staging = members
+                .iter()
+                .map(|m| {
+                    let cap = bytes.next_power_of_two().max(4096);
+                    let err = |e| m.shared.err(e);
+                    Ok((
+                        StagingBuffer::new(m.device(), cap, false).map_err(err)?,
+                        StagingBuffer::new(m.device(), cap, true).map_err(err)?,
+                    ))
+                })
+                .collect::<Result<Vec<_>>>()?;
+        }
+        let mut marks = Vec::with_capacity(members.len());
+        for ((m, t), (down, _)) in members.iter().zip(tensors.iter()).zip(&self.staging) {
+            marks.push(m.shared.read_back(&t.borrow().buffer, down, bytes)?);
+        }
+        let mut raw = vec![0u8; bytes as usize];
+        self.sum.resize(n, 0.0);
+        for (j, ((m, (down, _)), mark)) in members.iter().zip(&self.staging).zip(marks).enumerate() {
+            let sh = &m.shared;
+            sh.wait_value(&mut sh.stream(), mark, "an all-reduce read-back")?;
+            down.read(0, &mut raw).map_err(|e| sh.err(e))?;
+            let part = raw.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]));
+            let part = part.map(|v| if f16_wire { crate::tensor::f16_saturating(v).to_f32() } else { v });
+            if j == 0 {
+                self.sum.iter_mut().zip(part).for_each(|(s, v)| *s = v);
+            } else {
+                self.sum.iter_mut().zip(part).for_each(|(s, v)| *s += v);
+            }
+        }
+        let sum_bytes: &[u8] = bytemuck::cast_slice(&self.sum);
+        for ((m, t), (_, up)) in members.iter().zip(tensors.iter()).zip(self.staging.iter_mut()) {
+            let sh = &m.shared;
+            // The previous round's copy out of `up` completed: the read-back above waited for
+            // everything this member had submitted.
+            up.write(0, sum_bytes).map_err(|e| sh.err(e))?;
+            sh.record_copy(up, 0, &t.borrow().buffer, 0, bytes)?;
+        }
+        Ok(())
+    }
+}

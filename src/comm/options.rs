@@ -1,0 +1,167 @@
+//! What a caller chooses: the mode ([`Mode`], [`ModeRequest`]), the wire precision of one
+//! all-reduce ([`Precision`], [`AllReduceOptions`]) and a communicator's options
+//! ([`CommOptions`], from the environment by default).
+
+use std::time::Duration;
+
+#[cfg(doc)]
+use super::Comm;
+use crate::config;
+use crate::error::{Error, Result};
+
+/// How the members synchronise: chosen by [`Comm::new`] ([`Comm::mode`], with the reason in
+/// [`Comm::reason`]) or forced with `CROSSGPU_ALLREDUCE` ([`ModeRequest`]). Every mode sums the
+/// wire values in member order in f32 and follows the wire rule of [`Precision`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Two phases through one page-aligned host allocation imported into every member
+    /// (VK_EXT_external_memory_host): phase A writes each partial (f32, or converted to f16 on
+    /// the f16 wire) into the member's slot and signals `done[i]`; a host thread
+    /// (`crossgpu-bridge-N`) signals `go[i]` once every peer is done; phase B sums every
+    /// member's wire values on the device, reading the peers' slots from host memory. Needs
+    /// VK_EXT_external_memory_host and timeline semaphores on every member.
+    HostBridge,
+    /// The same two phases, members released by SYNC_FD payloads exchanged between devices
+    /// instead of the host thread. Needs at least two members and, on every member, what
+    /// HostBridge needs plus VK_KHR_external_semaphore_fd with SYNC_FD export and import.
+    SyncFd,
+    /// Read every partial back, sum on the CPU in member order in f32 on the same wire values
+    /// (on the f16 wire each partial is first rounded to f16 exactly as the device does), and
+    /// write the sum back to every member. Works on any devices; used with fewer than two
+    /// members, where a member lacks what the other modes need, and as the fallback when host
+    /// slots cannot be allocated or imported.
+    Generic,
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::HostBridge => "HostBridge",
+            Self::SyncFd => "SyncFd",
+            Self::Generic => "Generic",
+        })
+    }
+}
+
+/// Which mode to use: `CROSSGPU_ALLREDUCE=auto|bridge|sync_fd|generic`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ModeRequest {
+    /// Choose: [`Mode::SyncFd`] when every member is on a Mesa driver with SYNC_FD export and
+    /// import, else [`Mode::HostBridge`] when every member has VK_EXT_external_memory_host and
+    /// timeline semaphores, else [`Mode::Generic`] (always with fewer than two members).
+    #[default]
+    Auto,
+    /// This mode. [`Comm::new`] fails with [`Error::Unsupported`] when a member lacks what the
+    /// mode needs; a host-slot allocation or import failure still falls back to Generic.
+    Forced(Mode),
+}
+
+impl ModeRequest {
+    /// Parses the `CROSSGPU_ALLREDUCE` syntax.
+    pub fn parse(s: &str) -> Result<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "" | "auto" => Ok(Self::Auto),
+            "bridge" | "hostbridge" | "host_bridge" => Ok(Self::Forced(Mode::HostBridge)),
+            "sync_fd" | "syncfd" => Ok(Self::Forced(Mode::SyncFd)),
+            "generic" => Ok(Self::Forced(Mode::Generic)),
+            _ => Err(Error::BadConfig {
+                name: "CROSSGPU_ALLREDUCE",
+                value: s.to_string(),
+                why: "expected auto, bridge, sync_fd or generic".into(),
+            }),
+        }
+    }
+}
+
+/// Precision of the values exchanged between members (the wire), in every [`Mode`].
+///
+/// On the f16 wire each partial is rounded to f16 (round to nearest: relative error ≤ 2^-11 in
+/// f16's normal range, |x| ≥ 2^-14; smaller magnitudes keep less precision and below 2^-25
+/// round to zero), values beyond ±65504 (infinities too) **saturate to ±65504**, NaN stays NaN;
+/// the sum of the rounded partials is accumulated in f32, so it may exceed 65504. It moves half
+/// the bytes of the f32 wire. Use [`Precision::F32`] for data that may exceed the f16 range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Precision {
+    /// The f32 wire below a payload (4 bytes per element) of
+    /// [`AllReduceOptions::f16_threshold_bytes`], else the communicator's threshold
+    /// (`CROSSGPU_F16_WIRE_BYTES`, default 1 MiB = 262144 elements); the f16 wire from there.
+    #[default]
+    Auto,
+    /// Always the f32 wire: partials travel unrounded and the sum is the f32 sum in member
+    /// order, whatever the magnitude.
+    F32,
+    /// Always the f16 wire: see the type's docs for its rounding and ±65504 saturation.
+    F16,
+}
+
+/// Options of one all-reduce.
+#[derive(Debug, Clone, Default)]
+pub struct AllReduceOptions {
+    /// Wire precision. The default, [`Precision::Auto`], uses f32 below 1 MiB of payload and f16
+    /// from there, where partials are rounded to f16 and values beyond ±65504 saturate to
+    /// ±65504 (NaN stays NaN; the sum is accumulated in f32): set [`Precision::F32`] for data
+    /// that may exceed the f16 range.
+    pub precision: Precision,
+    /// Payload bytes from which `Precision::Auto` uses the f16 wire; `None`: the Comm's
+    /// (`CROSSGPU_F16_WIRE_BYTES`, default 1 MiB).
+    pub f16_threshold_bytes: Option<u64>,
+    /// Members whose part is empty: their tensor is zeroed first, so they contribute zeros
+    /// (and receive the sum like everyone else).
+    pub zero_contribution: Vec<usize>,
+}
+
+/// Options of a communicator, by default from the environment.
+#[derive(Debug, Clone)]
+pub struct CommOptions {
+    /// Which mode to use (`CROSSGPU_ALLREDUCE`, default [`ModeRequest::Auto`]).
+    pub mode: ModeRequest,
+    /// How long the bridge spins on `done[]` before blocking (`CROSSGPU_ALLREDUCE_SPIN_US`);
+    /// `None`: [`SPIN_GPUS`], or [`SPIN_WITH_CPU_DEVICE`] when a member is a CPU device.
+    pub spin: Option<Duration>,
+    /// Default f16-wire threshold (`CROSSGPU_F16_WIRE_BYTES`).
+    pub f16_threshold_bytes: u64,
+    /// Bound on every wait (`CROSSGPU_TIMEOUT_MS`).
+    pub timeout: Duration,
+    /// Wire bytes per member up to which phase A writes the host slot with a kernel (a copy or
+    /// the f16 conversion storing straight into host memory) instead of the copy engine
+    /// (`CROSSGPU_PHASE_A_KERNEL_BYTES`, default 64 KiB). Meant for small rounds, where launch
+    /// latency matters more than bandwidth: on two H200s it took a 32 KiB round from 34 to
+    /// 30 µs and the 27B decode from 48.2–49.2 to 50.2–50.3 tokens/s.
+    pub phase_a_kernel_bytes: u64,
+    /// Members that share one queue submit each phase as one batch
+    /// (`vk_native::Recorder::submit_together`; `CROSSGPU_JOINT_SUBMIT`, default on): each
+    /// batch costs the GPU ~12 µs on the H200, so they pay it once per phase instead of once
+    /// each. Members on separate queues are unaffected.
+    pub joint_submit: bool,
+}
+
+/// Default spin time of the host bridge when every member is a GPU. A round's `done` usually
+/// comes within one decode layer's GPU time (~100–300 µs on the 27B preset), but the host
+/// announces rounds up to a token ahead, so a 200 µs spin ran out on 99% of the decode's rounds
+/// on the H200 and the bridge then paid a wake-up from the driver on each: 27.9 tokens/s with
+/// 200 µs, 29.9 with 2 ms or 50 ms (`0/2`, docs/BENCHMARKS.md). The cost is a host core kept
+/// busy while rounds are outstanding; between bursts the bridge sleeps.
+pub const SPIN_GPUS: Duration = Duration::from_micros(2000);
+/// Default spin time when a member is a CPU device (lavapipe): a spinning bridge takes a core
+/// from the device's own threads.
+pub const SPIN_WITH_CPU_DEVICE: Duration = Duration::from_micros(200);
+
+impl CommOptions {
+    /// Reads `CROSSGPU_ALLREDUCE`, `CROSSGPU_ALLREDUCE_SPIN_US`, `CROSSGPU_F16_WIRE_BYTES`,
+    /// `CROSSGPU_TIMEOUT_MS`, `CROSSGPU_PHASE_A_KERNEL_BYTES` and `CROSSGPU_JOINT_SUBMIT`; a bad
+    /// value is an error naming the variable.
+    pub fn from_env() -> Result<Self> {
+        let mode = match config::string_var("CROSSGPU_ALLREDUCE") {
+            Some(s) => ModeRequest::parse(&s)?,
+            None => ModeRequest::Auto,
+        };
+        Ok(Self {
+            mode,
+            spin: config::opt_u64_var("CROSSGPU_ALLREDUCE_SPIN_US", 0, 1_000_000)?.map(Duration::from_micros),
+            f16_threshold_bytes: config::u64_var("CROSSGPU_F16_WIRE_BYTES", 1 << 20, 0, u64::MAX / 2)?,
+            timeout: Duration::from_millis(config::timeout_ms_from_env()?),
+            phase_a_kernel_bytes: config::u64_var("CROSSGPU_PHASE_A_KERNEL_BYTES", 65536, 0, u64::MAX)?,
+            joint_submit: config::bool_var("CROSSGPU_JOINT_SUBMIT", true)?,
+        })
+    }
+}

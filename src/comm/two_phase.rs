@@ -1,0 +1,277 @@
+//! The two-phase transports (HostBridge, SyncFd): per round, phase A writes each member's wire
+//! value into its slot of imported host memory; once every peer's phase A is done, phase B sums
+//! every member's slot in member order on each device. The module docs of `comm` state the
+//! protocol and why no member overwrites a half a peer still reads; this file records it.
+
+use std::borrow::Borrow;
+
+use vk_native::{BindRange, Buffer, BufferUsage, DeviceType, GpuBuffer, TimelineSemaphore};
+
+use super::bridge::{BridgeConfig, HostBridge};
+use super::faults::FaultHooks;
+use super::slots::HostSlots;
+use super::sync_fd::SyncFdExchange;
+use super::{CommOptions, Mode, SPIN_GPUS, SPIN_WITH_CPU_DEVICE};
+use crate::error::{Error, Result};
+use crate::group::{GroupId, Member};
+use crate::kernels::elementwise_groups;
+use crate::tensor::Tensor;
+
+/// Who releases a member's phase B once every peer's phase A is done.
+pub(super) enum Release {
+    /// A host thread that watches `done[j]` and signals `go[i]`.
+    Bridge(HostBridge),
+    /// SYNC_FD payloads of the peers' phase-A submits, imported into each member.
+    SyncFd(SyncFdExchange),
+}
+
+/// The state of a two-phase transport.
+pub(super) struct TwoPhase {
+    pub(super) slots: Option<HostSlots>,
+    /// Per member, device memory the f16-wire conversion writes before the copy engine moves it
+    /// to the host slot (shader stores to host memory ran at half the copy engine's rate on the
+    /// H200). Made at first use, replaced when the slots grow.
+    scratch: Vec<Option<Buffer>>,
+    done: Vec<TimelineSemaphore>,
+    go: Vec<TimelineSemaphore>,
+    pub(super) release: Release,
+}
+
+impl TwoPhase {
+    /// Semaphores, slots of `capacity` words, and the bridge thread or SYNC_FD exchange of
+    /// `mode` (HostBridge or SyncFd).
+    pub(super) fn start(
+        members: &[Member],
+        mode: Mode,
+        opts: &CommOptions,
+        group: GroupId,
+        hooks: &FaultHooks,
+        capacity: u64,
+    ) -> Result<Self> {
+        let sem = |m: &Member| TimelineSemaphore::new(m.device(), 0).map_err(|e| m.shared.err(e));
+        let done = members.iter().map(sem).collect::<Result<Vec<_>>>()?;
+        let go = members.iter().map(sem).collect::<Result<Vec<_>>>()?;
+        let slots = HostSlots::new(members, capacity, hooks)?;
+        let release =
+            match mode {
+                Mode::HostBridge => {
+                    let cfg = BridgeConfig {
+                        done: done.clone(),
+                        go: go.clone(),
+                        labels: members.iter().map(|m| m.label().to_string()).collect(),
+                        spin: opts.spin.unwrap_or_else(|| {
+                            let cpu = members.iter().any(|m| m.adapter().device_type == DeviceType::Cpu);
+                            if cpu {
+                                SPIN_WITH_CPU_DEVICE
+                            } else {
+                                SPIN_GPUS
+                            }
+                        }),
+                        timeout: opts.timeout,
+                    };
+                    let name = format!("crossgpu-bridge-{}", group.0);
+                    Release::Bridge(HostBridge::start(name, cfg).map_err(|e| {
+                        Error::OutOfHostMemory(format!(": cannot start the bridge thread: {e}"))
+                    })?)
+                }
+                Mode::SyncFd => Release::SyncFd(SyncFdExchange::new(members)?),
+                Mode::Generic => {
+                    return Err(Error::InvalidArgument("Generic is not a two-phase transport".into()))
+                }
+            };
+        let scratch = vec![None; members.len()];
+        Ok(Self { slots: Some(slots), scratch, done, go, release })
+    }
+
+    /// The mode this transport implements.
+    pub(super) fn mode(&self) -> Mode {
+        match self.release {
+            Release::Bridge(_) => Mode::HostBridge,
+            Release::SyncFd(_) => Mode::SyncFd,
+        }
+    }
+
+    /// The host bridge, in HostBridge mode.
+    pub(super) fn bridge(&self) -> Option<&HostBridge> {
+        match &self.release {
+            Release::Bridge(b) => Some(b),
+            Release::SyncFd(_) => None,
+        }
+    }
+
+    /// Stops the bridge thread, if any.
+    pub(super) fn stop(&mut self) {
+        if let Release::Bridge(b) = &mut self.release {
+            b.stop();
+        }
+    }
+
+    /// Signals every `go` up to `round` from the host, so no queue stays blocked on a release
+    /// that will never come.
+    pub(super) fn release_all(&self, round: u64) {
+        for g in &self.go {
+            if g.value().is_ok_and(|v| v < round) {
+                let _ = g.signal(round);
+            }
+        }
+    }
+
+    /// Drops the slots and scratch buffers and every cached bind group over them.
+    pub(super) fn forget(&mut self, members: &[Member]) {
+        if let Some(old) = self.slots.take() {
+            for (m, b) in members.iter().zip(&old.imports) {
+                m.shared.forget_buffer(b.id());
+            }
+        }
+        for (m, b) in members.iter().zip(self.scratch.iter_mut()) {
+            if let Some(b) = b.take() {
+                m.shared.forget_buffer(b.id());
+            }
+        }
+    }
+
+    /// Round `*round + 1` over elements `c0..c0 + n` of every tensor; `*round` advances once
+    /// every phase A is submitted (a later failure must still release that round).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn run_round<T: Borrow<Tensor>>(
+        &mut self,
+        members: &[Member],
+        submit_batches: &[Vec<usize>],
+        opts: &CommOptions,
+        round_counter: &mut u64,
+        tensors: &mut [T],
+        c0: usize,
+        n: usize,
+        f16_wire: bool,
+    ) -> Result<()> {
+        let round = *round_counter + 1;
+        let half = round % 2;
+        let slots = self.slots.as_ref().expect("slots exist while the transport runs");
+        let words = if f16_wire { n.div_ceil(2) } else { n } as u64;
+        let nm = members.len();
+
+        // Phase A on every member: its partial into its own region of this round's half.
+        for (i, (m, t)) in members.iter().zip(tensors.iter()).enumerate() {
+            let t = t.borrow();
+            let sh = &m.shared;
+            let slot = &slots.imports[i];
+            let by_kernel = words * 4 <= opts.phase_a_kernel_bytes;
+            if by_kernel {
+                // A kernel stores straight into this member's region of the half.
+                let region =
+                    BindRange { buffer: slot, offset: slots.region_bytes(i, half), size: slots.stride * 4 };
+                let entry = if f16_wire { "f32_to_f16" } else { "copy_u32" };
+                sh.dispatch_ranges(
+                    entry,
+                    &[BindRange::whole(&t.buffer), region],
+                    &[t.id()],
+                    &[slot.id()],
+                    &[n as u32, c0 as u32, 0, 0],
+                    elementwise_groups(words as usize),
+                )?;
+            } else if f16_wire {
+                // Convert into device memory, then let the copy engine write the host slot.
+                let need = slots.capacity * 4;
+                if self.scratch[i].as_ref().is_none_or(|b| b.size() < need) {
+                    if let Some(old) = self.scratch[i].take() {
+                        sh.forget_buffer(old.id());
+                    }
+                    let usage = BufferUsage { copy_src: true, copy_dst: false };
+                    let b =
+                        Buffer::new(&sh.device, need, usage, "crossgpu f16 wire").map_err(|e| sh.err(e))?;
+                    self.scratch[i] = Some(b);
+                }
+                let scratch = self.scratch[i].as_ref().expect("made above");
+                sh.dispatch(
+                    "f32_to_f16",
+                    &[&t.buffer, scratch],
+                    &[t.id()],
+                    &[scratch.id()],
+                    &[n as u32, c0 as u32, 0, 0],
+                    elementwise_groups(words as usize),
+                )?;
+                sh.record_copy(scratch, 0, slot, slots.region_bytes(i, half), words * 4)?;
+            } else {
+                sh.record_copy(&t.buffer, c0 as u64 * 4, slot, slots.region_bytes(i, half), words * 4)?;
+            }
+            sh.barrier_to_host()?;
+            let batch = &submit_batches[i];
+            match &mut self.release {
+                Release::SyncFd(x) => {
+                    let sig = x.phase_a_signal(i, m)?;
+                    sh.submit(&[(&self.done[i], round)], &[&sig])?;
+                }
+                // The batch's last member submits it, each member signalling its `done`.
+                Release::Bridge(_) if batch.last() == Some(&i) => {
+                    let signals: Vec<[(&TimelineSemaphore, u64); 1]> =
+                        batch.iter().map(|&j| [(&self.done[j], round)]).collect();
+                    submit_batch(members, batch, &signals)?;
+                }
+                Release::Bridge(_) => {}
+            }
+        }
+        *round_counter = round;
+        match &mut self.release {
+            Release::Bridge(b) => b.submitted(round),
+            Release::SyncFd(x) => x.exchange(members)?,
+        }
+
+        // Phase B on every member, at the start of its next command buffer.
+        for (i, (m, t)) in members.iter().zip(tensors.iter()).enumerate() {
+            let t = t.borrow();
+            let sh = &m.shared;
+            let slot = &slots.imports[i];
+            let entry = if f16_wire { "reduce_slots_f16" } else { "reduce_slots_f32" };
+            match &mut self.release {
+                Release::SyncFd(x) => x.phase_b_waits(i, m),
+                Release::Bridge(_) => sh.wait_next_submit(&self.go[i], round),
+            }
+            sh.barrier_from_host()?;
+            // The kernel reads the peers' slots straight from host memory with 16-byte loads
+            // (docs/BENCHMARKS.md: faster than staging them through device memory first).
+            let imm = [n as u32, nm as u32, slots.stride as u32, 0, c0 as u32, i as u32, 0, 0];
+            // reduce_slots reads 4 words per thread and step (vec4 loads).
+            let groups = elementwise_groups((words as usize).div_ceil(4));
+            sh.dispatch_ranges(
+                entry,
+                &[slots.half(i, half), BindRange::whole(&t.buffer)],
+                &[slot.id(), t.id()],
+                &[t.id()],
+                &imm,
+                groups,
+            )?;
+            if f16_wire {
+                // Large rounds go out at once, so the GPU starts as soon as it is released.
+                let batch = &submit_batches[i];
+                match &self.release {
+                    Release::SyncFd(_) => {
+                        sh.submit(&[], &[])?;
+                    }
+                    Release::Bridge(_) if batch.last() == Some(&i) => {
+                        submit_batch(members, batch, &vec![[]; batch.len()])?;
+                    }
+                    Release::Bridge(_) => {}
+                }
+            }
+        }
+        if let Some(e) = self.bridge().and_then(|b| b.error()) {
+            return Err(Error::Timeout { what: e, ms: opts.timeout.as_millis() as u64 });
+        }
+        Ok(())
+    }
+}
+
+/// Submits the open command buffers of `batch` (members sharing one queue, or one member) as
+/// one batch, member `batch[k]` signalling `signals[k]`.
+fn submit_batch<const S: usize>(
+    members: &[Member],
+    batch: &[usize],
+    signals: &[[(&TimelineSemaphore, u64); S]],
+) -> Result<()> {
+    let mut guards: Vec<_> = batch.iter().map(|&j| members[j].shared.stream()).collect();
+    let mut streams: Vec<&mut crate::stream::Stream> = guards.iter_mut().map(|g| &mut **g).collect();
+    let signals: Vec<&[(&TimelineSemaphore, u64)]> = signals.iter().map(|a| &a[..]).collect();
+    crate::stream::Stream::submit_together(&mut streams, &signals, &vec![&[][..]; batch.len()])
+        .map(|_| ())
+        .map_err(|e| members[batch[0]].shared.err(e))
+}
