@@ -17,15 +17,19 @@ use crate::tensor::Tensor;
 pub struct AllReducePoint {
     /// Who took part, e.g. `nvidia*2` (queue stand-ins) or `nvidia,nvidia` (VkDevices).
     pub layout: String,
+    /// Members taking part.
     pub members: usize,
     /// `HostBridge`, `SyncFd`, `Generic`, or `wgpu baseline`.
     pub mode: String,
     /// Payload per member, bytes (f32).
     pub bytes: u64,
+    /// Precision exchanged between members: `f32` or `f16`.
     pub wire: &'static str,
+    /// Time per round of a pipelined batch, µs.
     pub us_per_round: Summary,
     /// Algorithmic bandwidth: payload bytes / time per round, GB/s (median).
     pub algbw_gbps: f64,
+    /// Rounds recorded back to back per timed batch.
     pub rounds_per_batch: usize,
     /// Host time per round spent recording and submitting (the batch's time inside
     /// `all_reduce`, less the streams' waits for the in-flight limit), µs, median over
@@ -38,7 +42,9 @@ pub struct AllReducePoint {
     /// `done` value, the bridge signalling a `go`, a member's `vkQueueSubmit` (queue lock
     /// included). `None` where they do not apply.
     pub bridge_poll_us: Option<f64>,
+    /// See `bridge_poll_us`.
     pub bridge_signal_us: Option<f64>,
+    /// See `bridge_poll_us`.
     pub queue_submit_us: Option<f64>,
 }
 

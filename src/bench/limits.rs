@@ -20,7 +20,9 @@ use crate::group::Member;
 /// What [`measure`] found.
 #[derive(Debug, Clone, Serialize)]
 pub struct Limits {
+    /// The member measured (its label).
     pub device: String,
+    /// Size of each buffer copied, bytes.
     pub bytes: u64,
     /// Device memory → imported host memory, vkCmdCopyBuffer, GB/s.
     pub device_to_host_gbps: Summary,
@@ -62,6 +64,29 @@ pub struct Limits {
     /// `Recorder::submit_together` batch (waiting on the gate, signalling a timeline), as
     /// members sharing a queue submit: µs per step.
     pub gpu_joint_step_us: Summary,
+}
+
+impl Limits {
+    /// Every figure with what it measures and its unit (`GB/s` or `us`), in a readable order:
+    /// what `crossgpu bench limits` prints as a table.
+    pub fn rows(&self) -> [(&'static str, &Summary, &'static str); 14] {
+        [
+            ("device -> host memory, vkCmdCopyBuffer", &self.device_to_host_gbps, "GB/s"),
+            ("host memory -> device, vkCmdCopyBuffer", &self.host_to_device_gbps, "GB/s"),
+            ("both directions at once, vkCmdCopyBuffer", &self.duplex_copy_gbps, "GB/s"),
+            ("host memory -> device, copy kernel", &self.host_read_kernel_gbps, "GB/s"),
+            ("device -> host memory, copy kernel", &self.host_write_kernel_gbps, "GB/s"),
+            ("both directions at once, copy kernels", &self.duplex_kernel_gbps, "GB/s"),
+            ("device-local copy, kernel (read + written)", &self.device_copy_kernel_gbps, "GB/s"),
+            ("device-local copy, vkCmdCopyBuffer (read + written)", &self.device_copy_command_gbps, "GB/s"),
+            ("host-signalled timeline round trip", &self.timeline_round_trip_us, "us"),
+            ("CPU time of an empty vkQueueSubmit", &self.empty_submit_us, "us"),
+            ("GPU time per step, a submit each", &self.gpu_submit_step_us, "us"),
+            ("GPU time per step, all in one submit", &self.gpu_dispatch_step_us, "us"),
+            ("GPU time per step, plain submits", &self.gpu_submit_plain_step_us, "us"),
+            ("GPU time per step, joint submits of two recorders", &self.gpu_joint_step_us, "us"),
+        ]
+    }
 }
 
 /// Steps in the gated chains (below the recorder's in-flight limit: nothing may wait for the
@@ -205,16 +230,34 @@ fn batch_rate(
     Ok(summarize(&samples))
 }
 
+/// The smallest buffer [`measure`] takes: the gated chains' steps are 32 KiB of it.
+pub const MIN_BYTES: u64 = 64 << 10;
+
 /// Measures the limits on `m`'s device with buffers of `bytes` (e.g. 256 MiB), `reps`
-/// repetitions of each.
+/// repetitions of each. `bytes` must be a multiple of 4096 (and of the device's
+/// `minImportedHostPointerAlignment`) from [`MIN_BYTES`] up to the device's
+/// `maxStorageBufferRange` (the copy kernel binds whole buffers).
 pub fn measure(m: &Member, bytes: u64, reps: usize) -> Result<Limits> {
     let e = err(m);
     let dev = m.device();
+    let caps = &dev.info().caps;
+    let align = caps.min_imported_host_pointer_alignment.max(4096);
+    if bytes < MIN_BYTES || !bytes.is_multiple_of(align) {
+        return Err(Error::InvalidArgument(format!(
+            "limits: buffers of {bytes} bytes; they must be a multiple of {align} bytes and at least {MIN_BYTES}"
+        )));
+    }
+    if bytes > caps.max_storage_buffer_range {
+        return Err(Error::InvalidArgument(format!(
+            "limits: buffers of {bytes} bytes, more than {} binds in one buffer (maxStorageBufferRange {} bytes)",
+            m.label(),
+            caps.max_storage_buffer_range
+        )));
+    }
     let timeout = m.shared.timeout_ms * 1_000_000;
     let usage = BufferUsage { copy_src: true, copy_dst: true };
     let a = Buffer::new(dev, bytes, usage, "bench a").map_err(&e)?;
     let b = Buffer::new(dev, bytes, usage, "bench b").map_err(&e)?;
-    let align = dev.info().caps.min_imported_host_pointer_alignment.max(4096);
     let host = Arc::new(HostAllocation::new(bytes, align).map_err(&e)?);
     let imported = ImportedBuffer::new(dev, &host).map_err(&e)?;
     let mut rec = Recorder::new(dev, m.shared.queue_index).map_err(&e)?;

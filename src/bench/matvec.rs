@@ -10,12 +10,18 @@ use crate::error::Result;
 use crate::group::Member;
 use crate::tensor::DType;
 
+/// One measured shape and kernel.
 #[derive(Debug, Clone, Serialize)]
 pub struct MatvecPoint {
+    /// Rows of the f16 weight matrix (outputs).
     pub rows: usize,
+    /// Columns (inputs).
     pub cols: usize,
+    /// The WGSL kernel measured.
     pub kernel: &'static str,
+    /// Bytes moved (weights once, x and y) per second, GB/s.
     pub gbps: Summary,
+    /// Time per product, µs.
     pub us_per_matvec: Summary,
 }
 

@@ -14,9 +14,13 @@ use serde::Serialize;
 /// Median, 10th and 90th percentile of a set of samples.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq)]
 pub struct Summary {
+    /// The middle sample.
     pub median: f64,
+    /// The 10th percentile.
     pub p10: f64,
+    /// The 90th percentile.
     pub p90: f64,
+    /// Finite samples summarised.
     pub samples: usize,
 }
 

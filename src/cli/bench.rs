@@ -1,20 +1,30 @@
 //! `crossgpu bench`: the measurements of `crossgpu::bench` run side by side, written as JSON and
 //! charted (PNG, plotters). `bench all` is what docs/BENCHMARKS.md reports.
+//!
+//! Sizes fit the device: what a flag does not give is picked for the `--adapter`'s kind (GPU
+//! sizes as in docs/BENCHMARKS.md; small ones on a CPU device such as lavapipe, where the GPU
+//! sizes would run for hours), and a given value the device cannot do is refused, naming the
+//! flag, before anything is measured. Every point is printed and written to bench.json as soon
+//! as it is measured, so an interrupted run keeps what it measured; the charts are drawn at the
+//! end of the all-reduce section.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
-use crossgpu::bench::allreduce::AllReducePoint;
-use crossgpu::bench::limits::Limits;
+use crossgpu::bench::allreduce::{self as ar, AllReducePoint};
+use crossgpu::bench::limits::{self, Limits};
 use crossgpu::bench::matvec::MatvecPoint;
-use crossgpu::bench::{allreduce, baseline, limits, matvec};
-use crossgpu::tp::{DecoderConfig, SplitSpec};
-use crossgpu::{DeviceGroup, Error, GroupSpec, Instance, Mode, ModeRequest, Precision, Result};
+use crossgpu::bench::{baseline, matvec};
+use crossgpu::tp::{DecoderConfig, Plan, SplitSpec};
+use crossgpu::{
+    AdapterInfo, DeviceGroup, DeviceType, Error, GroupSpec, Instance, Mode, ModeRequest, Precision,
+};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
 use super::decode::{run_decode, DecodeArgs};
+use super::{fail, plural, CliResult};
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
@@ -25,20 +35,20 @@ pub struct BenchArgs {
 #[derive(Subcommand, Debug)]
 pub enum BenchWhat {
     /// Limits, all-reduce (every layout, mode and the wgpu baseline), matvec and decode.
-    All(Common),
+    All(Box<Common>),
     /// Copy bandwidths, semaphore round trip, submit cost.
-    Limits(Common),
+    Limits(Box<Common>),
     /// All-reduce latency and bandwidth against size.
-    Allreduce(Common),
+    Allreduce(Box<Common>),
     /// Matrix–vector product bandwidth.
-    Matvec(Common),
+    Matvec(Box<Common>),
     /// 27B-class decode on 1, 2 and 4 queue stand-ins.
-    Decode(Common),
+    Decode(Box<Common>),
     /// Redraw the charts from a bench.json.
     Chart {
         /// The JSON written by a bench run.
         json: PathBuf,
-        /// Folder for the PNGs.
+        /// Folder for the PNGs (created if missing).
         #[arg(long, default_value = ".")]
         out: PathBuf,
     },
@@ -52,25 +62,29 @@ pub struct Common {
     /// Second adapter for the cross-vendor pair, e.g. `llvmpipe` (empty: none).
     #[arg(long, default_value = "")]
     pub pair: String,
-    /// Folder for bench.json and the charts.
+    /// Folder for bench.json and the charts (created; checked writable before measuring).
     #[arg(long, default_value = "bench-out")]
     pub out: PathBuf,
-    /// Member counts measured as queue stand-ins of one VkDevice.
-    #[arg(long, value_delimiter = ',', default_value = "1,2,3,4")]
-    pub members: Vec<usize>,
-    /// Largest all-reduce payload in bytes.
-    #[arg(long, default_value_t = 256 << 20)]
-    pub max_bytes: u64,
-    /// Buffer size for the copy-bandwidth limits.
-    #[arg(long, default_value_t = 256 << 20)]
-    pub limit_bytes: u64,
-    /// Matrix–vector shapes, `ROWSxCOLS` comma-separated (f16 weights).
-    #[arg(long, value_delimiter = ',', default_value = "8192x8192,5120x17408,17408x5120")]
-    pub matvec_shapes: Vec<String>,
-    /// Decode preset for `bench decode`.
-    #[arg(long, default_value = "27b")]
-    pub preset: String,
-    /// Decode tokens.
+    /// Member counts measured as queue stand-ins of one VkDevice [default: 1,2,3,4 on a GPU,
+    /// 1,2 on a CPU device].
+    #[arg(long, value_delimiter = ',')]
+    pub members: Option<Vec<usize>>,
+    /// Largest all-reduce payload in bytes [default: 256 MiB on a GPU, 1 MiB on a CPU device;
+    /// at most the adapter's maxStorageBufferRange].
+    #[arg(long)]
+    pub max_bytes: Option<u64>,
+    /// Buffer size for the copy-bandwidth limits [default: 256 MiB on a GPU, 16 MiB on a CPU
+    /// device; at most the adapter's maxStorageBufferRange].
+    #[arg(long)]
+    pub limit_bytes: Option<u64>,
+    /// Matrix–vector shapes, `ROWSxCOLS` comma-separated (f16 weights) [default:
+    /// 8192x8192,5120x17408,17408x5120 on a GPU, 1024x1024 on a CPU device].
+    #[arg(long, value_delimiter = ',')]
+    pub matvec_shapes: Option<Vec<String>>,
+    /// Decode preset (`small` or `27b`) [default: 27b on a GPU that holds it, else small].
+    #[arg(long)]
+    pub preset: Option<String>,
+    /// Decode tokens (at least 1).
     #[arg(long, default_value_t = 32)]
     pub tokens: usize,
     /// Bridge spin time in µs (default: CROSSGPU_ALLREDUCE_SPIN_US).
@@ -100,7 +114,12 @@ pub struct Common {
 struct Report {
     date: String,
     command: String,
+    /// Every adapter of the instance.
     adapters: Vec<String>,
+    /// The adapters measured (`--adapter`, `--pair`, those of `--layouts`), by name.
+    devices: Vec<String>,
+    /// The sizes this run used, given or picked for the device.
+    settings: Settings,
     limits: Vec<Limits>,
     allreduce: Vec<AllReducePoint>,
     skipped: Vec<String>,
@@ -121,77 +140,399 @@ struct DecodePoint {
     tokens: Vec<u32>,
 }
 
+/// The sizes of a run: each flag's value, or the default picked for the device.
+#[derive(Serialize, Default, Clone, Debug)]
+struct Settings {
+    /// `--adapter`'s name.
+    adapter: String,
+    /// Whether it is a CPU device (small defaults).
+    cpu_device: bool,
+    members: Vec<usize>,
+    max_bytes: u64,
+    limit_bytes: u64,
+    matvec_shapes: Vec<String>,
+    preset: String,
+    tokens: usize,
+    wire: String,
+    /// The flags among these that took a default.
+    defaulted: Vec<&'static str>,
+}
+
 const SIZES: [u64; 10] =
     [4 << 10, 16 << 10, 32 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20];
 
-fn open(instance: &Instance, spec: &str) -> Result<DeviceGroup> {
+/// GPU defaults (docs/BENCHMARKS.md).
+const GPU_MEMBERS: [usize; 4] = [1, 2, 3, 4];
+const GPU_MAX_BYTES: u64 = 256 << 20;
+const GPU_LIMIT_BYTES: u64 = 256 << 20;
+const GPU_MATVEC: [&str; 3] = ["8192x8192", "5120x17408", "17408x5120"];
+/// CPU-device defaults (lavapipe): `bench all` in well under a minute on two cores.
+const CPU_MEMBERS: [usize; 2] = [1, 2];
+const CPU_MAX_BYTES: u64 = 1 << 20;
+const CPU_LIMIT_BYTES: u64 = 16 << 20;
+const CPU_MATVEC: [&str; 1] = ["1024x1024"];
+
+fn open(instance: &Instance, spec: &str) -> crossgpu::Result<DeviceGroup> {
     DeviceGroup::open(instance, &GroupSpec::parse(spec)?)
 }
 
-fn bar(len: usize, what: &str) -> ProgressBar {
-    let b = ProgressBar::new(len as u64);
+/// A progress bar (on stderr, hidden when that is not a terminal) whose length is in
+/// estimated work units, so its ETA holds when the steps' durations differ a hundredfold.
+fn bar(len: u64, what: &str) -> ProgressBar {
+    let b = ProgressBar::new(len.max(1));
     b.set_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}")
+        ProgressStyle::with_template("{bar:30} {percent:>3}% {elapsed} elapsed, eta {eta} {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     b.set_message(what.to_string());
     b
 }
 
-pub fn bench(args: &BenchArgs) -> Result<()> {
-    let (c, which) = match &args.what {
-        BenchWhat::Chart { json, out } => return chart_from_file(json, out),
-        BenchWhat::All(c) => (c, "all"),
-        BenchWhat::Limits(c) => (c, "limits"),
-        BenchWhat::Allreduce(c) => (c, "allreduce"),
-        BenchWhat::Matvec(c) => (c, "matvec"),
-        BenchWhat::Decode(c) => (c, "decode"),
+/// Prints a line to stdout at once (println flushes per line), with the bar out of the way.
+fn say(pb: &ProgressBar, line: String) {
+    pb.suspend(|| println!("{line}"));
+}
+
+/// "4 KiB", "1 MiB", "1.5 MiB", "512 B".
+fn fmt_bytes(b: u64) -> String {
+    for (unit, size) in [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] {
+        if b >= size {
+            let v = b as f64 / size as f64;
+            return if b.is_multiple_of(size) {
+                format!("{} {unit}", b / size)
+            } else {
+                format!("{v:.1} {unit}")
+            };
+        }
+    }
+    format!("{b} B")
+}
+
+/// `x` with 3 significant digits (at least), no exponent: 0.00123, 1.23, 12.3, 123, 12345.
+fn sig3(x: f64) -> String {
+    if !x.is_finite() {
+        return format!("{x}");
+    }
+    if x == 0.0 {
+        return "0".into();
+    }
+    let decimals = (2 - x.abs().log10().floor() as i32).clamp(0, 12) as usize;
+    format!("{x:.decimals$}")
+}
+
+/// Work units of one all-reduce point: rounds timed and warmed up, each costing a fixed
+/// overhead plus its payload (a CPU device moves ~1 GB/s, a GPU tens).
+fn cost(bytes: u64, rounds: usize, batches: usize, warm: usize, cpu: bool) -> u64 {
+    let per_round = 1 + bytes / if cpu { 64 << 10 } else { 1 << 20 };
+    (rounds * batches + warm) as u64 * per_round
+}
+
+fn allreduce_cost(bytes: u64, cpu: bool) -> u64 {
+    let (rounds, batches) = ar::schedule(bytes);
+    cost(bytes, rounds, batches, rounds.min(20), cpu)
+}
+
+fn baseline_cost(bytes: u64, cpu: bool) -> u64 {
+    let (rounds, batches) = ar::schedule(bytes);
+    cost(bytes, rounds.min(100), batches, 3, cpu)
+}
+
+/// `--out` is made and written to (a probe file, removed) before anything is measured.
+fn check_out(out: &Path) -> CliResult {
+    let shown = out.display();
+    std::fs::create_dir_all(out)
+        .map_err(|e| fail(format!("--out {shown}: cannot create the folder: {e}")))?;
+    let probe = out.join(format!(".crossgpu-bench-probe-{}", std::process::id()));
+    std::fs::write(&probe, b"probe")
+        .map_err(|e| fail(format!("--out {shown}: cannot write there ({}): {e}", probe.display())))?;
+    std::fs::remove_file(&probe)
+        .map_err(|e| fail(format!("--out {shown}: cannot remove {}: {e}", probe.display())))?;
+    Ok(())
+}
+
+/// Parses `ROWSxCOLS`.
+fn parse_shape(shape: &str) -> Option<(usize, usize)> {
+    let (r, c) = shape.split_once(['x', 'X'])?;
+    let (r, c) = (r.trim().parse().ok()?, c.trim().parse().ok()?);
+    (r > 0 && c > 0).then_some((r, c))
+}
+
+/// Why `cfg` does not fit `n` members on adapter `a` (all on that one device), or `None`: each
+/// member's largest tensor against maxStorageBufferRange, all of them against the largest
+/// device-local heap (what `Decoder::load` checks, before opening anything).
+fn decode_misfit(cfg: &DecoderConfig, n: usize, a: &AdapterInfo) -> Option<String> {
+    let plan = match SplitSpec::Even.weights(n).and_then(|w| Plan::new(cfg, &w)) {
+        Ok(p) => p,
+        Err(e) => return Some(e.to_string()),
     };
-    std::fs::create_dir_all(&c.out).map_err(|e| Error::Unsupported(format!("{}: {e}", c.out.display())))?;
-    let instance = Instance::new()?;
-    let mut r = Report {
-        date: date_utc(),
-        command: std::env::args().collect::<Vec<_>>().join(" "),
-        adapters: instance
-            .adapters()
-            .iter()
-            .map(|a| {
-                format!(
-                    "[{}] {} ({} {}, {})",
-                    a.index, a.name, a.driver_name, a.driver_version, a.driver_info
-                )
-            })
-            .collect(),
+    let fp: Vec<_> = (0..n).map(|i| plan.footprint(cfg, i)).collect();
+    let largest = fp.iter().map(|f| f.largest).max_by_key(|l| l.1).unwrap_or(("none", 0));
+    let total = fp.iter().map(|f| f.bytes).fold(0u64, u64::saturating_add);
+    let range = a.caps.max_storage_buffer_range;
+    let heap = a.caps.device_local_heap_bytes;
+    if largest.1 > range {
+        Some(format!(
+            "on {} its {} needs {} bytes in one tensor, more than {} binds in one buffer ({range} bytes, maxStorageBufferRange)",
+            plural(n, "member", "members"),
+            largest.0,
+            largest.1,
+            a.name
+        ))
+    } else if heap > 0 && total > heap {
+        Some(format!(
+            "it needs {:.1} GiB on {}, more than {}'s largest device-local heap ({:.1} GiB)",
+            total as f64 / (1u64 << 30) as f64,
+            plural(n, "member", "members"),
+            a.name,
+            heap as f64 / (1u64 << 30) as f64
+        ))
+    } else {
+        None
+    }
+}
+
+/// The member counts the decode runs on (the issue asked for 1, 2 and 4).
+fn decode_counts(members: &[usize]) -> Vec<usize> {
+    members.iter().copied().filter(|&n| n != 3).collect()
+}
+
+/// Each size flag's value, or the default for `a`'s kind; a given value `a` cannot do is an
+/// error naming the flag. Only the flags `which` uses are checked.
+fn settings(c: &Common, which: &str, a: &AdapterInfo) -> CliResult<Settings> {
+    let cpu = a.device_type == DeviceType::Cpu;
+    let range = a.caps.max_storage_buffer_range;
+    let name = &a.name;
+    let uses = |part: &str| which == "all" || which == part;
+    let mut s = Settings {
+        adapter: name.clone(),
+        cpu_device: cpu,
+        tokens: c.tokens,
+        wire: c.wire.clone(),
         ..Default::default()
     };
-    let a = &c.adapter;
-    let spin = c.spin_us.map(Duration::from_micros);
-    if matches!(which, "all" | "limits") {
-        let g = open(&instance, a)?;
-        r.limits.push(limits::measure(&g.members()[0], c.limit_bytes, 5)?);
-        println!("{}", serde_json::to_string_pretty(&r.limits).unwrap_or_default());
-        save(&r, &c.out)?;
+    let binds = |flag: &str, v: u64| {
+        fail(format!("{flag} {v}: {name} binds at most {range} bytes in one buffer (maxStorageBufferRange)"))
+    };
+
+    s.members = match &c.members {
+        Some(m) => {
+            if let Some(bad) = m.iter().find(|&&n| n == 0) {
+                return Err(fail(format!("--members {bad}: a layout needs at least 1 member")));
+            }
+            let mut v = Vec::new();
+            for &n in m {
+                if !v.contains(&n) {
+                    v.push(n);
+                }
+            }
+            v
+        }
+        None => {
+            s.defaulted.push("--members");
+            if cpu {
+                CPU_MEMBERS.to_vec()
+            } else {
+                GPU_MEMBERS.to_vec()
+            }
+        }
+    };
+
+    s.max_bytes = match c.max_bytes {
+        Some(v) if uses("allreduce") && v < SIZES[0] => {
+            return Err(fail(format!("--max-bytes {v}: the smallest payload measured is {} bytes", SIZES[0])))
+        }
+        Some(v) if uses("allreduce") && v > range => return Err(binds("--max-bytes", v)),
+        Some(v) => v,
+        None => {
+            s.defaulted.push("--max-bytes");
+            (if cpu { CPU_MAX_BYTES } else { GPU_MAX_BYTES }).min(range)
+        }
+    };
+
+    let align = a.caps.min_imported_host_pointer_alignment.max(4096);
+    s.limit_bytes = match c.limit_bytes {
+        Some(v) if uses("limits") && v > range => return Err(binds("--limit-bytes", v)),
+        Some(v) if uses("limits") && (v < limits::MIN_BYTES || !v.is_multiple_of(align)) => {
+            return Err(fail(format!(
+                "--limit-bytes {v}: must be a multiple of {align} bytes and at least {}",
+                limits::MIN_BYTES
+            )))
+        }
+        Some(v) => v,
+        None => {
+            s.defaulted.push("--limit-bytes");
+            (if cpu { CPU_LIMIT_BYTES } else { GPU_LIMIT_BYTES }).min(range / align * align)
+        }
+    };
+
+    s.matvec_shapes = match &c.matvec_shapes {
+        Some(shapes) => {
+            for shape in shapes {
+                let Some((rows, cols)) = parse_shape(shape) else {
+                    return Err(fail(format!(
+                        "--matvec-shapes: '{shape}' is not ROWSxCOLS (positive numbers)"
+                    )));
+                };
+                let bytes = (rows as u64).saturating_mul(cols as u64).saturating_mul(2);
+                if uses("matvec") && bytes > range {
+                    return Err(fail(format!(
+                        "--matvec-shapes {shape}: its f16 weights are {bytes} bytes; {name} binds at most {range} bytes in one buffer (maxStorageBufferRange)"
+                    )));
+                }
+            }
+            shapes.iter().map(|s| s.trim().to_string()).collect()
+        }
+        None => {
+            s.defaulted.push("--matvec-shapes");
+            let fits = |sh: &&&str| parse_shape(sh).is_some_and(|(r, c)| (r * c * 2) as u64 <= range);
+            let picked: Vec<String> = if cpu { &CPU_MATVEC[..] } else { &GPU_MATVEC[..] }
+                .iter()
+                .filter(fits)
+                .map(|s| s.to_string())
+                .collect();
+            if picked.is_empty() {
+                CPU_MATVEC.iter().map(|s| s.to_string()).collect()
+            } else {
+                picked
+            }
+        }
+    };
+
+    let counts = decode_counts(&s.members);
+    let fits = |preset: &str| -> CliResult<Option<String>> {
+        let mut cfg = DecoderConfig::preset(preset).map_err(|e| e.for_setting("--preset"))?;
+        cfg.max_seq = cfg.max_seq.max(c.tokens + 4);
+        let misfits: Vec<String> = counts.iter().filter_map(|&n| decode_misfit(&cfg, n, a)).collect();
+        Ok((!counts.is_empty() && misfits.len() == counts.len()).then(|| misfits[0].clone()))
+    };
+    s.preset = match &c.preset {
+        Some(p) => {
+            let why = fits(p)?;
+            if let (true, Some(why)) = (uses("decode"), why) {
+                return Err(fail(format!("--preset {p}: {why}; pass --preset small")));
+            }
+            p.clone()
+        }
+        None => {
+            s.defaulted.push("--preset");
+            if !cpu && fits("27b")?.is_none() {
+                "27b".into()
+            } else {
+                "small".into()
+            }
+        }
+    };
+    Ok(s)
+}
+
+/// Prints the sizes once, before anything is measured.
+fn print_settings(s: &Settings, which: &str, c: &Common) {
+    let uses = |part: &str| which == "all" || which == part;
+    let kind = if s.cpu_device {
+        "a CPU device: small sizes where a flag is not given"
+    } else {
+        "a GPU: full sizes where a flag is not given"
+    };
+    println!("bench {which} on {} ({kind}); results in {}", s.adapter, c.out.display());
+    let d = |flag: &str| if s.defaulted.contains(&flag) { " (default)" } else { "" };
+    let members = s.members.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(",");
+    if uses("allreduce") || uses("decode") {
+        println!("  --members {members}{}", d("--members"));
     }
-    if matches!(which, "all" | "allreduce") {
-        let sizes: Vec<u64> = SIZES.iter().copied().filter(|&s| s <= c.max_bytes).collect();
+    if uses("allreduce") {
+        println!(
+            "  --max-bytes {} ({}){}, --wire {}",
+            s.max_bytes,
+            fmt_bytes(s.max_bytes),
+            d("--max-bytes"),
+            s.wire
+        );
+    }
+    if uses("limits") {
+        println!("  --limit-bytes {} ({}){}", s.limit_bytes, fmt_bytes(s.limit_bytes), d("--limit-bytes"));
+    }
+    if uses("matvec") {
+        println!("  --matvec-shapes {}{}", s.matvec_shapes.join(","), d("--matvec-shapes"));
+    }
+    if uses("decode") {
+        println!("  --preset {}{}, --tokens {}", s.preset, d("--preset"), s.tokens);
+    }
+}
+
+/// Where the run writes and what it has.
+struct Run<'a> {
+    instance: &'a Instance,
+    c: &'a Common,
+    s: Settings,
+    /// The `--adapter` as a layout word (as the user typed it).
+    a: &'a str,
+    /// Queues of the adapter's family 0.
+    queues: usize,
+    cpu: bool,
+    r: Report,
+}
+
+impl Run<'_> {
+    /// Writes bench.json (through a temporary file and a rename: an interrupt leaves the
+    /// previous complete file, never half of one).
+    fn save(&self) -> CliResult {
+        let path = self.c.out.join("bench.json");
+        let tmp = self.c.out.join("bench.json.tmp");
+        let json = serde_json::to_string_pretty(&self.r).map_err(|e| fail(format!("bench.json: {e}")))?;
+        std::fs::write(&tmp, json).map_err(|e| fail(format!("{}: {e}", tmp.display())))?;
+        std::fs::rename(&tmp, &path).map_err(|e| fail(format!("{}: {e}", path.display())))?;
+        Ok(())
+    }
+
+    fn skip(&mut self, pb: &ProgressBar, what: String) -> CliResult {
+        say(pb, format!("skipped: {what}"));
+        self.r.skipped.push(what);
+        self.save()
+    }
+
+    fn limits(&mut self) -> CliResult {
+        let g = open(self.instance, self.a)?;
+        let m = &g.members()[0];
+        println!("limits: measuring on {} with {} buffers ...", m.label(), fmt_bytes(self.s.limit_bytes));
+        let t = Instant::now();
+        let l = limits::measure(m, self.s.limit_bytes, 5)?;
+        println!(
+            "limits on {} ({} buffers, {:.1} s), median (p10, p90) of {} repetitions:",
+            l.device,
+            fmt_bytes(l.bytes),
+            t.elapsed().as_secs_f64(),
+            l.device_to_host_gbps.samples
+        );
+        for (what, s, unit) in l.rows() {
+            println!("  {what:<52} {:>9} {unit:<4}  ({}, {})", sig3(s.median), sig3(s.p10), sig3(s.p90));
+        }
+        self.r.limits.push(l);
+        self.save()
+    }
+
+    fn allreduce(&mut self) -> CliResult {
+        let (c, a, cpu) = (self.c, self.a, self.cpu);
+        let sizes: Vec<u64> = SIZES.iter().copied().filter(|&s| s <= self.s.max_bytes).collect();
+        if sizes.is_empty() {
+            return Err(fail(format!(
+                "--max-bytes {}: the smallest payload measured is {} bytes",
+                self.s.max_bytes, SIZES[0]
+            )));
+        }
         // Layouts: queue stand-ins for each count, two VkDevices, and the cross-vendor pair.
         // Queue stand-ins where the adapter has the queues (lavapipe has one: VkDevices there).
-        let queues = GroupSpec::parse(a)?
-            .resolve(instance.adapters())?
-            .first()
-            .map_or(1, |d| instance.adapters()[d.0].caps.queue_count as usize);
-        let layout_of =
-            |n: usize| if n <= queues { format!("{a}*{n}") } else { vec![a.as_str(); n].join(",") };
+        let queues = self.queues;
+        let layout_of = |n: usize| if n <= queues { format!("{a}*{n}") } else { vec![a; n].join(",") };
         let bridge = ModeRequest::Forced(Mode::HostBridge);
         let all_modes = vec![bridge, ModeRequest::Forced(Mode::SyncFd), ModeRequest::Forced(Mode::Generic)];
         let mut layouts: Vec<(String, Vec<ModeRequest>)> = Vec::new();
         if let Some(list) = &c.layouts {
-            let modes = c.modes.split(',').map(ModeRequest::parse).collect::<Result<Vec<_>>>()?;
+            let modes = parse_modes(&c.modes)?;
             for l in list.split(';').map(str::trim).filter(|l| !l.is_empty()) {
                 layouts.push((l.to_string(), modes.clone()));
             }
         } else {
-            for &n in &c.members {
+            for &n in &self.s.members {
                 if n == 1 {
                     layouts.push((format!("{a}*1"), vec![bridge]));
                     continue;
@@ -214,76 +555,143 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
                 }
             }
         }
-        let total = layouts.iter().map(|l| l.1.len()).sum::<usize>() * sizes.len()
-            + c.members.iter().filter(|&&n| n > 1).count() * sizes.len();
+        let baseline_counts: Vec<usize> = if c.no_baseline {
+            Vec::new()
+        } else {
+            self.s.members.iter().copied().filter(|&n| n > 1).collect()
+        };
+        let per_mode: u64 = sizes.iter().map(|&b| allreduce_cost(b, cpu)).sum();
+        let per_baseline: u64 = sizes.iter().map(|&b| baseline_cost(b, cpu)).sum();
+        let total = layouts.iter().map(|l| l.1.len() as u64).sum::<u64>() * per_mode
+            + baseline_counts.len() as u64 * per_baseline;
+        let points = layouts.iter().map(|l| l.1.len()).sum::<usize>() * sizes.len()
+            + baseline_counts.len() * sizes.len();
+        println!(
+            "all-reduce: {points} points ({} layouts, {} sizes from {} to {}{})",
+            layouts.len(),
+            sizes.len(),
+            fmt_bytes(sizes[0]),
+            fmt_bytes(*sizes.last().unwrap_or(&0)),
+            if baseline_counts.is_empty() { String::new() } else { ", and the wgpu baseline".into() }
+        );
+        println!(
+            "{:<28} {:<14} {:>12} {:>4}  {:>10} (p10, p90)  algorithmic bandwidth",
+            "layout", "mode", "payload", "wire", "per round"
+        );
         let pb = bar(total, "all-reduce");
+        let precision = match c.wire.as_str() {
+            "f32" => Precision::F32,
+            "f16" => Precision::F16,
+            _ => Precision::Auto,
+        };
+        let spin = c.spin_us.map(Duration::from_micros);
         for (layout, modes) in &layouts {
-            let g = open(&instance, layout)?;
+            let g = open(self.instance, layout)?;
             let max_member_bytes =
                 g.members().iter().map(|m| m.adapter().caps.max_storage_buffer_range).min().unwrap_or(0);
             for mode in modes {
-                for &bytes in &sizes {
-                    pb.inc(1);
-                    pb.set_message(format!("{layout} {mode:?} {bytes} B"));
+                for (k, &bytes) in sizes.iter().enumerate() {
+                    pb.set_message(format!("{layout} {mode:?} {}", fmt_bytes(bytes)));
                     if bytes > max_member_bytes {
-                        r.skipped.push(format!("{layout} {mode:?} {bytes} B: past a member's maxStorageBufferRange ({max_member_bytes} B)"));
+                        pb.inc(allreduce_cost(bytes, cpu));
+                        self.skip(
+                            &pb,
+                            format!("{layout} {mode:?} {bytes} B: past a member's maxStorageBufferRange ({max_member_bytes} B)"),
+                        )?;
                         continue;
                     }
-                    let precision = match c.wire.as_str() {
-                        "f32" => Precision::F32,
-                        "f16" => Precision::F16,
-                        _ => Precision::Auto,
-                    };
-                    match allreduce::measure(&g, layout, *mode, precision, bytes, spin) {
-                        Ok(p) => r.allreduce.push(p),
+                    let got = ar::measure(&g, layout, *mode, precision, bytes, spin);
+                    pb.inc(allreduce_cost(bytes, cpu));
+                    match got {
+                        Ok(p) => {
+                            say(&pb, allreduce_row(&p));
+                            self.r.allreduce.push(p);
+                            self.save()?;
+                        }
                         Err(e) => {
-                            r.skipped.push(format!("{layout} {mode:?} {bytes} B: {e}"));
-                            if matches!(e, Error::Unsupported(_) | Error::MissingExtension { .. }) {
-                                pb.inc((sizes.len() - 1) as u64);
-                                break; // the mode cannot run on this layout at all
+                            let fatal_for_mode =
+                                matches!(e, Error::Unsupported(_) | Error::MissingExtension { .. });
+                            self.skip(&pb, format!("{layout} {mode:?} {bytes} B: {e}"))?;
+                            if fatal_for_mode {
+                                // The mode cannot run on this layout at all.
+                                pb.inc(sizes[k + 1..].iter().map(|&b| allreduce_cost(b, cpu)).sum());
+                                break;
                             }
                         }
                     }
                 }
             }
         }
-        for &n in c.members.iter().filter(|&&n| n > 1 && !c.no_baseline) {
+        let adapters = c.baseline_adapters.as_deref().unwrap_or(a);
+        for &n in &baseline_counts {
             for &bytes in &sizes {
-                pb.inc(1);
-                pb.set_message(format!("wgpu baseline x{n} {bytes} B"));
-                match baseline::measure(c.baseline_adapters.as_deref().unwrap_or(a), n, bytes) {
-                    Ok(p) => r.allreduce.push(p),
-                    Err(e) => r.skipped.push(format!("wgpu baseline x{n} {bytes} B: {e}")),
+                pb.set_message(format!(
+                    "wgpu baseline, {} {}",
+                    plural(n, "member", "members"),
+                    fmt_bytes(bytes)
+                ));
+                let got = baseline::measure(adapters, n, bytes);
+                pb.inc(baseline_cost(bytes, cpu));
+                match got {
+                    Ok(p) => {
+                        say(&pb, allreduce_row(&p));
+                        self.r.allreduce.push(p);
+                        self.save()?;
+                    }
+                    Err(e) => self.skip(
+                        &pb,
+                        format!("wgpu baseline, {} {bytes} B: {e}", plural(n, "member", "members")),
+                    )?,
                 }
             }
         }
         pb.finish_and_clear();
-        save(&r, &c.out)?;
+        match chart(&self.r.allreduce, &c.out, &subtitle(&self.r.devices, &self.r.date)) {
+            Ok(files) => {
+                println!(
+                    "charts: {}",
+                    files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", ")
+                )
+            }
+            Err(e) => eprintln!("warning: no chart drawn: {e}"),
+        }
+        Ok(())
     }
-    if matches!(which, "all" | "matvec") {
-        let g = open(&instance, a)?;
-        for shape in &c.matvec_shapes {
-            let parsed = shape
-                .split_once('x')
-                .and_then(|(r, c)| Some((r.trim().parse().ok()?, c.trim().parse().ok()?)));
-            let Some((rows, cols)) = parsed else {
-                return Err(Error::Unsupported(format!("--matvec-shapes: '{shape}' is not ROWSxCOLS")));
-            };
+
+    fn matvec(&mut self) -> CliResult {
+        let g = open(self.instance, self.a)?;
+        let shapes: Vec<(usize, usize)> =
+            self.s.matvec_shapes.iter().filter_map(|s| parse_shape(s)).collect();
+        let kernels = crossgpu::MATVEC_F16_KERNELS;
+        // Weights read once per product: the time goes with rows x cols.
+        let unit = |(r, c): (usize, usize)| (r * c) as u64 / 4096 + 1;
+        let pb = bar(shapes.iter().map(|&s| unit(s)).sum::<u64>() * kernels.len() as u64, "matvec");
+        for (rows, cols) in shapes {
             // Every f16 kernel for cols % 8 == 0, side by side (other shapes: recorded as skipped).
-            for kernel in crossgpu::MATVEC_F16_KERNELS {
-                match matvec::measure_with(&g.members()[0], Some(kernel), rows, cols, 5) {
-                    Ok(p) => r.matvec.push(p),
-                    Err(e) => r.skipped.push(format!("matvec {rows}x{cols} {kernel}: {e}")),
+            for kernel in kernels {
+                pb.set_message(format!("matvec {rows}x{cols} {kernel}"));
+                let got = matvec::measure_with(&g.members()[0], Some(kernel), rows, cols, 5);
+                pb.inc(unit((rows, cols)));
+                match got {
+                    Ok(p) => {
+                        say(&pb, matvec_row(&p));
+                        self.r.matvec.push(p);
+                        self.save()?;
+                    }
+                    Err(e) => self.skip(&pb, format!("matvec {rows}x{cols} {kernel}: {e}"))?,
                 }
             }
         }
-        save(&r, &c.out)?;
+        pb.finish_and_clear();
+        Ok(())
     }
-    if matches!(which, "all" | "decode") {
-        let mut cfg = DecoderConfig::preset(&c.preset)?;
+
+    fn decode(&mut self) -> CliResult {
+        let (c, a) = (self.c, self.a);
+        let mut cfg = DecoderConfig::preset(&self.s.preset).map_err(|e| e.for_setting("--preset"))?;
         cfg.max_seq = cfg.max_seq.max(c.tokens + 4);
         let args = DecodeArgs {
-            preset: c.preset.clone(),
+            preset: self.s.preset.clone(),
             layers: None,
             tokens: c.tokens,
             first: 1,
@@ -292,42 +700,166 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
             check: false,
             warmup: 2,
         };
-        let queues = GroupSpec::parse(a)?
-            .resolve(instance.adapters())?
-            .first()
-            .map_or(1, |d| instance.adapters()[d.0].caps.queue_count as usize);
         let mut decode_layouts: Vec<(String, usize)> = Vec::new();
-        for &n in c.members.iter().filter(|&&n| n != 3) {
+        for n in decode_counts(&self.s.members) {
             // The issue asks for 1, 2 and 4 members; shared queue first, then one queue each.
             decode_layouts.push((if n == 1 { format!("{a}*1") } else { format!("{a}/{n}") }, n));
             if n > 1 {
                 decode_layouts
-                    .push((if n <= queues { format!("{a}*{n}") } else { vec![a.as_str(); n].join(",") }, n));
+                    .push((if n <= self.queues { format!("{a}*{n}") } else { vec![a; n].join(",") }, n));
             }
         }
-        for (layout, n) in decode_layouts {
-            let g = open(&instance, &layout)?;
+        let hidden = ProgressBar::hidden();
+        let count = decode_layouts.len();
+        for (i, (layout, n)) in decode_layouts.into_iter().enumerate() {
+            println!(
+                "decode {} of {count}: --preset {} on {layout} ({})",
+                i + 1,
+                self.s.preset,
+                plural(n, "member", "members")
+            );
+            let g = open(self.instance, &layout)?;
             match run_decode(&g, &cfg, &SplitSpec::Even, &args, true) {
-                Ok(d) => r.decode.push(DecodePoint {
-                    layout,
-                    members: n,
-                    tokens_per_s: d.tokens_per_s,
-                    cpu_ms_per_token: d.cpu_ms_per_token,
-                    record_ms_per_token: d.record_ms_per_token,
-                    all_reduces_per_token: d.all_reduces_per_token,
-                    submits_per_token_per_member: d.submits_per_token_per_member,
-                    mode: d.mode,
-                    tokens: d.tokens,
-                }),
-                Err(e) => r.skipped.push(format!("decode {layout}: {e}")),
+                Ok(d) => {
+                    let p = DecodePoint {
+                        layout,
+                        members: n,
+                        tokens_per_s: d.tokens_per_s,
+                        cpu_ms_per_token: d.cpu_ms_per_token,
+                        record_ms_per_token: d.record_ms_per_token,
+                        all_reduces_per_token: d.all_reduces_per_token,
+                        submits_per_token_per_member: d.submits_per_token_per_member,
+                        mode: d.mode,
+                        tokens: d.tokens,
+                    };
+                    println!("{}", decode_row(&p));
+                    self.r.decode.push(p);
+                    self.save()?;
+                }
+                Err(e) => self.skip(&hidden, format!("decode {layout}: {e}"))?,
             }
         }
-        save(&r, &c.out)?;
+        Ok(())
     }
-    for s in &r.skipped {
-        println!("skipped: {s}");
+}
+
+/// `--modes`, each named by the flag when bad.
+fn parse_modes(modes: &str) -> CliResult<Vec<ModeRequest>> {
+    Ok(modes
+        .split(',')
+        .map(|m| ModeRequest::parse(m).map_err(|e| e.for_setting("--modes")))
+        .collect::<crossgpu::Result<Vec<_>>>()?)
+}
+
+/// The adapter indices `spec` (a layout, the CROSSGPU_DEVICES syntax) names; errors name `flag`.
+fn resolve(instance: &Instance, spec: &str, flag: &'static str) -> CliResult<Vec<usize>> {
+    let parsed = GroupSpec::parse(spec).map_err(|e| e.for_setting(flag))?;
+    let members = parsed.resolve(instance.adapters()).map_err(|e| fail(format!("{flag} {spec}: {e}")))?;
+    let mut out: Vec<usize> = Vec::new();
+    for (adapter, _) in members {
+        if !out.contains(&adapter) {
+            out.push(adapter);
+        }
     }
-    print_tables(&r);
+    Ok(out)
+}
+
+pub fn bench(args: &BenchArgs) -> CliResult {
+    crossgpu::check_environment()?;
+    let (c, which) = match &args.what {
+        BenchWhat::Chart { json, out } => return chart_from_file(json, out),
+        BenchWhat::All(c) => (&**c, "all"),
+        BenchWhat::Limits(c) => (&**c, "limits"),
+        BenchWhat::Allreduce(c) => (&**c, "allreduce"),
+        BenchWhat::Matvec(c) => (&**c, "matvec"),
+        BenchWhat::Decode(c) => (&**c, "decode"),
+    };
+    // Every flag is checked before anything is measured.
+    if c.tokens == 0 {
+        return Err(fail("--tokens must be at least 1"));
+    }
+    parse_modes(&c.modes)?;
+    check_out(&c.out)?;
+    let instance = Instance::new()?;
+    let adapter_ids = resolve(&instance, &c.adapter, "--adapter")?;
+    let Some(&id) = adapter_ids.first() else {
+        return Err(fail(format!("--adapter {}: names no adapter", c.adapter)));
+    };
+    let adapter = &instance.adapters()[id];
+    let mut used = vec![id];
+    if !c.pair.is_empty() {
+        used.extend(resolve(&instance, &c.pair, "--pair")?);
+    }
+    if let Some(list) = &c.layouts {
+        for l in list.split(';').map(str::trim).filter(|l| !l.is_empty()) {
+            used.extend(resolve(&instance, l, "--layouts")?);
+        }
+    }
+    used.dedup();
+    let s = settings(c, which, adapter)?;
+    print_settings(&s, which, c);
+
+    let mut devices: Vec<String> = Vec::new();
+    for &i in &used {
+        let name = instance.adapters()[i].name.clone();
+        if !devices.contains(&name) {
+            devices.push(name);
+        }
+    }
+    let mut run = Run {
+        instance: &instance,
+        c,
+        a: &c.adapter,
+        queues: adapter.caps.queue_count.max(1) as usize,
+        cpu: s.cpu_device,
+        s: s.clone(),
+        r: Report {
+            date: date_utc(),
+            command: std::env::args().collect::<Vec<_>>().join(" "),
+            adapters: instance
+                .adapters()
+                .iter()
+                .map(|a| {
+                    format!(
+                        "[{}] {} ({} {}, {})",
+                        a.index, a.name, a.driver_name, a.driver_version, a.driver_info
+                    )
+                })
+                .collect(),
+            devices,
+            settings: s,
+            ..Default::default()
+        },
+    };
+    run.save()?;
+    let t = Instant::now();
+    if matches!(which, "all" | "limits") {
+        run.limits()?;
+    }
+    if matches!(which, "all" | "allreduce") {
+        run.allreduce()?;
+    }
+    if matches!(which, "all" | "matvec") {
+        run.matvec()?;
+    }
+    if matches!(which, "all" | "decode") {
+        run.decode()?;
+    }
+    let r = &run.r;
+    println!(
+        "bench {which}: done in {:.0} s; {} all-reduce, {} matvec, {} decode {}{}; {}",
+        t.elapsed().as_secs_f64(),
+        r.allreduce.len(),
+        r.matvec.len(),
+        r.decode.len(),
+        if r.allreduce.len() + r.matvec.len() + r.decode.len() == 1 { "point" } else { "points" },
+        if r.skipped.is_empty() {
+            String::new()
+        } else {
+            format!(", {} skipped (listed above)", r.skipped.len())
+        },
+        c.out.join("bench.json").display()
+    );
     Ok(())
 }
 
@@ -342,60 +874,106 @@ fn date_utc() -> String {
         .to_string()
 }
 
-fn save(r: &Report, out: &Path) -> Result<()> {
-    let path = out.join("bench.json");
-    let json = serde_json::to_string_pretty(r).map_err(|e| Error::Unsupported(format!("json: {e}")))?;
-    std::fs::write(&path, json).map_err(|e| Error::Unsupported(format!("{}: {e}", path.display())))?;
-    if let Err(e) = chart(&r.allreduce, out) {
-        eprintln!("warning: no chart drawn: {e}");
+fn allreduce_row(p: &AllReducePoint) -> String {
+    format!(
+        "{:<28} {:<14} {:>12} {:>4}  {:>10} us ({}, {})  {} GB/s{}{}{}",
+        p.layout,
+        p.mode,
+        fmt_bytes(p.bytes),
+        p.wire,
+        sig3(p.us_per_round.median),
+        sig3(p.us_per_round.p10),
+        sig3(p.us_per_round.p90),
+        sig3(p.algbw_gbps),
+        p.host_us_per_round.map_or(String::new(), |h| format!("  host {h:.1} us")),
+        p.bridge_blocked_pct.map_or(String::new(), |b| format!("  bridge blocked {b:.0}%")),
+        match (p.queue_submit_us, p.bridge_poll_us, p.bridge_signal_us) {
+            (Some(q), Some(r), Some(g)) => format!("  submit {q:.2} us, poll {r:.3} us, signal {g:.2} us"),
+            (Some(q), _, _) => format!("  submit {q:.2} us"),
+            _ => String::new(),
+        },
+    )
+}
+
+fn matvec_row(m: &MatvecPoint) -> String {
+    format!(
+        "matvec {}x{} ({}): {} GB/s, {} us",
+        m.rows,
+        m.cols,
+        m.kernel,
+        sig3(m.gbps.median),
+        sig3(m.us_per_matvec.median)
+    )
+}
+
+fn decode_row(d: &DecodePoint) -> String {
+    format!(
+        "decode {} ({}): {} tokens/s, CPU {} ms/token, {:.1} submits/token/member",
+        d.layout,
+        plural(d.members, "member", "members"),
+        sig3(d.tokens_per_s),
+        sig3(d.cpu_ms_per_token),
+        d.submits_per_token_per_member
+    )
+}
+
+/// An axis label: [`sig3`] without trailing zeros (0.01, 0.1, 1, 10).
+fn axis_number(x: f64) -> String {
+    let s = sig3(x);
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
     }
+}
+
+/// The chart's second line: the devices measured and the date.
+fn subtitle(devices: &[String], date: &str) -> String {
+    let mut s = devices.join(" + ");
+    if !date.is_empty() {
+        s = if s.is_empty() { date.to_string() } else { format!("{s}, {date}") };
+    }
+    s
+}
+
+fn chart_from_file(json: &Path, out: &Path) -> CliResult {
+    let shown = json.display();
+    let text = std::fs::read_to_string(json).map_err(|e| fail(format!("{shown}: {e}")))?;
+    let v: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| fail(format!("{shown}: not a bench.json (bad JSON: {e})")))?;
+    let raw = v["allreduce"].as_array().map_or(&[][..], |a| a.as_slice());
+    let points: Vec<AllReducePoint> = raw.iter().filter_map(point_from_json).collect();
+    if points.is_empty() {
+        return Err(fail(if raw.is_empty() {
+            format!("{shown} has no all-reduce points to chart")
+        } else {
+            format!(
+                "{shown} has no all-reduce points to chart ({}, none with the fields of a point)",
+                plural(raw.len(), "entry", "entries")
+            )
+        }));
+    }
+    std::fs::create_dir_all(out)
+        .map_err(|e| fail(format!("--out {}: cannot create the folder: {e}", out.display())))?;
+    // The devices measured; older files list only every adapter of the instance.
+    let list = |key: &str| -> Vec<String> {
+        v[key]
+            .as_array()
+            .map_or(Vec::new(), |a| a.iter().filter_map(|d| d.as_str().map(String::from)).collect())
+    };
+    let devices = match list("devices") {
+        d if !d.is_empty() => d,
+        _ => list("adapters"),
+    };
+    let files = chart(&points, out, &subtitle(&devices, v["date"].as_str().unwrap_or("")))
+        .map_err(|e| fail(format!("drawing the charts into {}: {e}", out.display())))?;
+    println!(
+        "{}: {} all-reduce points charted: {}",
+        shown,
+        points.len(),
+        files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", ")
+    );
     Ok(())
-}
-
-fn print_tables(r: &Report) {
-    for p in &r.allreduce {
-        println!(
-            "{:<28} {:<14} {:>10} B {:>4}  {:>10.1} us (p10 {:>9.1}, p90 {:>9.1})  {:>7.2} GB/s{}{}{}",
-            p.layout,
-            p.mode,
-            p.bytes,
-            p.wire,
-            p.us_per_round.median,
-            p.us_per_round.p10,
-            p.us_per_round.p90,
-            p.algbw_gbps,
-            p.host_us_per_round.map_or(String::new(), |h| format!("  host {h:.1} us")),
-            p.bridge_blocked_pct.map_or(String::new(), |b| format!("  bridge blocked {b:.0}%")),
-            match (p.queue_submit_us, p.bridge_poll_us, p.bridge_signal_us) {
-                (Some(q), Some(r), Some(g)) =>
-                    format!("  submit {q:.2} us, poll {r:.3} us, signal {g:.2} us"),
-                (Some(q), _, _) => format!("  submit {q:.2} us"),
-                _ => String::new(),
-            },
-        );
-    }
-    for m in &r.matvec {
-        println!(
-            "matvec {}x{} ({}): {:.0} GB/s, {:.1} us",
-            m.rows, m.cols, m.kernel, m.gbps.median, m.us_per_matvec.median
-        );
-    }
-    for d in &r.decode {
-        println!(
-            "decode {}: {:.2} tokens/s, CPU {:.2} ms/token, {:.1} submits/token/member",
-            d.layout, d.tokens_per_s, d.cpu_ms_per_token, d.submits_per_token_per_member
-        );
-    }
-}
-
-fn chart_from_file(json: &Path, out: &Path) -> Result<()> {
-    let text =
-        std::fs::read_to_string(json).map_err(|e| Error::Unsupported(format!("{}: {e}", json.display())))?;
-    let v: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| Error::Unsupported(format!("json: {e}")))?;
-    let points: Vec<AllReducePoint> =
-        v["allreduce"].as_array().map(|a| a.iter().filter_map(point_from_json).collect()).unwrap_or_default();
-    chart(&points, out).map_err(Error::Unsupported)
 }
 
 fn point_from_json(v: &serde_json::Value) -> Option<AllReducePoint> {
@@ -422,11 +1000,31 @@ fn point_from_json(v: &serde_json::Value) -> Option<AllReducePoint> {
     })
 }
 
-/// Latency and bandwidth against size, one line per layout and mode.
-fn chart(points: &[AllReducePoint], out: &Path) -> std::result::Result<(), String> {
+/// The payloads where a series' wire turns from f32 to f16 (the first f16 point after an f32
+/// one), each once.
+fn f16_switches(series: &[(String, Vec<&AllReducePoint>)]) -> Vec<u64> {
+    let mut out = Vec::new();
+    for (_, pts) in series {
+        let mut sorted = pts.clone();
+        sorted.sort_by_key(|p| p.bytes);
+        if let Some(w) = sorted.windows(2).find(|w| w[0].wire == "f32" && w[1].wire == "f16") {
+            if !out.contains(&w[1].bytes) {
+                out.push(w[1].bytes);
+            }
+        }
+    }
+    out.sort_unstable();
+    out
+}
+
+/// Latency and bandwidth against size, one line per layout and mode; the devices and the date
+/// under the title, a dashed line where the wire becomes f16. Returns the files written; no
+/// points, no files.
+fn chart(points: &[AllReducePoint], out: &Path, subtitle: &str) -> std::result::Result<Vec<PathBuf>, String> {
     use plotters::prelude::*;
+    use plotters::style::text_anchor::{HPos, Pos, VPos};
     if points.is_empty() {
-        return Ok(());
+        return Ok(Vec::new());
     }
     let mut series: Vec<(String, Vec<&AllReducePoint>)> = Vec::new();
     for p in points {
@@ -436,31 +1034,70 @@ fn chart(points: &[AllReducePoint], out: &Path) -> std::result::Result<(), Strin
             None => series.push((key, vec![p])),
         }
     }
+    let switches = f16_switches(&series);
+    let sizes: Vec<f64> = points
+        .iter()
+        .map(|p| p.bytes)
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .map(|b| b as f64)
+        .collect();
     let n_series = series.len().max(1) as f64;
     let e = |e: &dyn std::fmt::Display| e.to_string();
+    let mut files = Vec::new();
     for (file, title, value, unit) in [
-        ("allreduce-latency.png", "all-reduce time per round (pipelined)", 0, "us per round"),
+        ("allreduce-latency.png", "all-reduce time per round (pipelined)", 0, "µs per round"),
         ("allreduce-bandwidth.png", "all-reduce algorithmic bandwidth", 1, "GB/s"),
     ] {
         let path = out.join(file);
+        files.push(path.clone());
         let root = BitMapBackend::new(&path, (1200, 800)).into_drawing_area();
         root.fill(&WHITE).map_err(|x| e(&x))?;
+        let root = root.titled(title, ("sans-serif", 28)).map_err(|x| e(&x))?;
+        let root = root
+            .titled(subtitle, ("sans-serif", 16).into_font().color(&RGBColor(90, 90, 90)))
+            .map_err(|x| e(&x))?;
         let get = |p: &AllReducePoint| if value == 0 { p.us_per_round.median } else { p.algbw_gbps };
         let ys: Vec<f64> = points.iter().map(get).filter(|v| v.is_finite() && *v > 0.0).collect();
         let (lo, hi) =
             (ys.iter().copied().fold(f64::MAX, f64::min) / 1.5, ys.iter().copied().fold(0.0, f64::max) * 1.5);
-        let (xlo, xhi) = (
-            points.iter().map(|p| p.bytes).min().unwrap_or(1) as f64 / 1.5,
-            points.iter().map(|p| p.bytes).max().unwrap_or(2) as f64 * 1.5,
-        );
+        let (lo, hi) = (lo.max(1e-4), hi.max(lo.max(1e-4) * 10.0));
+        let (xlo, xhi) = (sizes[0] / 1.5, sizes[sizes.len() - 1] * 1.5);
         let mut c = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 28))
             .margin(15)
             .x_label_area_size(50)
             .y_label_area_size(80)
-            .build_cartesian_2d((xlo..xhi).log_scale(), (lo.max(1e-3)..hi.max(1e-2)).log_scale())
+            .build_cartesian_2d((xlo..xhi).log_scale().with_key_points(sizes.clone()), (lo..hi).log_scale())
             .map_err(|x| e(&x))?;
-        c.configure_mesh().x_desc("payload per member, bytes").y_desc(unit).draw().map_err(|x| e(&x))?;
+        c.configure_mesh()
+            .x_desc("payload per member")
+            .y_desc(unit)
+            .axis_desc_style(("sans-serif", 18))
+            .label_style(("sans-serif", 14))
+            .x_label_formatter(&|x| fmt_bytes(x.round() as u64))
+            .y_label_formatter(&|y| axis_number(*y))
+            .draw()
+            .map_err(|x| e(&x))?;
+        for &b in &switches {
+            let grey = RGBColor(120, 120, 120);
+            c.draw_series(DashedLineSeries::new(
+                vec![(b as f64, lo), (b as f64, hi)],
+                8,
+                6,
+                grey.stroke_width(2),
+            ))
+            .map_err(|x| e(&x))?;
+            // Beside the line, on the side with room (left of it in the right half).
+            let right_half = (b as f64 / xlo).ln() > (xhi / xlo).ln() / 2.0;
+            let (x, anchor) =
+                if right_half { (b as f64 / 1.04, HPos::Right) } else { (b as f64 * 1.04, HPos::Left) };
+            c.draw_series(std::iter::once(Text::new(
+                format!("f16 wire from {}", fmt_bytes(b)),
+                (x, hi / 1.25),
+                ("sans-serif", 16).into_font().color(&grey).pos(Pos::new(anchor, VPos::Top)),
+            )))
+            .map_err(|x| e(&x))?;
+        }
         for (i, (name, pts)) in series.iter().enumerate() {
             // Evenly spaced hues, alternating lightness, so neighbours differ.
             let color = HSLColor(i as f64 / n_series, 0.85, if i % 2 == 0 { 0.38 } else { 0.55 }).to_rgba();
@@ -468,7 +1105,12 @@ fn chart(points: &[AllReducePoint], out: &Path) -> std::result::Result<(), Strin
                 pts.iter().map(|p| (p.bytes as f64, get(p))).filter(|v| v.1 > 0.0).collect();
             c.draw_series(LineSeries::new(data.clone(), color.stroke_width(2)))
                 .map_err(|x| e(&x))?
-                .label(name.clone())
+                // A series on the f16 wire at every size has no switch to mark: its name says so.
+                .label(if pts.iter().all(|p| p.wire == "f16") {
+                    format!("{name} (f16 wire)")
+                } else {
+                    name.clone()
+                })
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
             c.draw_series(data.into_iter().map(|p| Circle::new(p, 3, color.filled()))).map_err(|x| e(&x))?;
         }
@@ -480,5 +1122,5 @@ fn chart(points: &[AllReducePoint], out: &Path) -> std::result::Result<(), Strin
             .map_err(|x| e(&x))?;
         root.present().map_err(|x| e(&x))?;
     }
-    Ok(())
+    Ok(files)
 }
