@@ -131,7 +131,7 @@ pub fn run_decode(
     let before = dec.stats();
     let bar = if show { ProgressBar::new(args.tokens as u64) } else { ProgressBar::hidden() };
     bar.set_style(
-        ProgressStyle::with_template("{bar:40} {pos}/{len} tokens {per_sec} {msg}")
+        ProgressStyle::with_template("{bar:40} {pos}/{len} tokens {per_sec}, eta {eta} {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let next = tokens.last().copied().unwrap_or(args.first);

@@ -1,5 +1,5 @@
-//! The host bridge: one named thread per `Comm` that releases each member's phase B once its
-//! peers' phase A has completed.
+//! The host bridge: one named thread per communicator (a [`Comm`], or the wgpu embedding's
+//! `WgpuComm`) that releases each member's phase B once its peers' phase A has completed.
 //!
 //! For round r it polls every `done[j]` (a timeline semaphore the member's GPU signals at the
 //! end of phase A) with `vkGetSemaphoreCounterValue`, spinning up to the spin time, then blocks
@@ -12,10 +12,43 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use vk_native::TimelineSemaphore;
+use vk_native::{EmbeddedTimeline, TimelineSemaphore};
 
 #[cfg(doc)]
 use super::Comm;
+
+/// A timeline semaphore the bridge reads, waits on and signals from the host: one of a
+/// crossgpu device, or one of a wgpu device (the embedding). Both are the same Vulkan object
+/// behind different owners.
+pub(crate) trait HostTimeline: Send + Sync {
+    fn value(&self) -> vk_native::Result<u64>;
+    fn signal(&self, value: u64) -> vk_native::Result<()>;
+    fn wait(&self, value: u64, timeout_ns: u64) -> vk_native::Result<bool>;
+}
+
+impl HostTimeline for TimelineSemaphore {
+    fn value(&self) -> vk_native::Result<u64> {
+        TimelineSemaphore::value(self)
+    }
+    fn signal(&self, value: u64) -> vk_native::Result<()> {
+        TimelineSemaphore::signal(self, value)
+    }
+    fn wait(&self, value: u64, timeout_ns: u64) -> vk_native::Result<bool> {
+        TimelineSemaphore::wait(self, value, timeout_ns)
+    }
+}
+
+impl HostTimeline for EmbeddedTimeline {
+    fn value(&self) -> vk_native::Result<u64> {
+        EmbeddedTimeline::value(self)
+    }
+    fn signal(&self, value: u64) -> vk_native::Result<()> {
+        EmbeddedTimeline::signal(self, value)
+    }
+    fn wait(&self, value: u64, timeout_ns: u64) -> vk_native::Result<bool> {
+        EmbeddedTimeline::wait(self, value, timeout_ns)
+    }
+}
 
 #[derive(Default)]
 pub(crate) struct BridgeState {
@@ -54,8 +87,8 @@ pub(crate) struct HostBridge {
 }
 
 pub(crate) struct BridgeConfig {
-    pub(crate) done: Vec<TimelineSemaphore>,
-    pub(crate) go: Vec<TimelineSemaphore>,
+    pub(crate) done: Vec<Box<dyn HostTimeline>>,
+    pub(crate) go: Vec<Box<dyn HostTimeline>>,
     pub(crate) labels: Vec<String>,
     pub(crate) spin: Duration,
     pub(crate) timeout: Duration,

@@ -48,7 +48,7 @@
 //! ±65504**; the sum is then accumulated in f32. Use `Precision::F32` for data that may exceed
 //! the f16 range.
 
-mod bridge;
+pub(crate) mod bridge;
 mod faults;
 mod generic;
 mod options;
@@ -81,7 +81,7 @@ enum Transport {
     /// Read back, sum on the host, write back.
     Generic,
     /// Two phases through host slots (HostBridge or SyncFd).
-    TwoPhase(TwoPhase),
+    TwoPhase(Box<TwoPhase>),
 }
 
 /// An all-reduce communicator over a group's members.
@@ -216,7 +216,7 @@ impl Comm {
         };
         if mode != Mode::Generic {
             match TwoPhase::start(&comm.members, mode, &comm.opts, comm.group, &comm.hooks, 4096) {
-                Ok(t) => comm.transport = Transport::TwoPhase(t),
+                Ok(t) => comm.transport = Transport::TwoPhase(Box::new(t)),
                 Err(why) => comm.fall_back(why),
             }
         }
@@ -245,7 +245,7 @@ impl Comm {
 
     /// The mode in use.
     pub fn mode(&self) -> Mode {
-        self.two_phase().map_or(Mode::Generic, TwoPhase::mode)
+        self.two_phase().map_or(Mode::Generic, |t| t.mode())
     }
 
     /// Why this mode was chosen.

@@ -7,7 +7,7 @@ use std::borrow::Borrow;
 
 use vk_native::{BindRange, Buffer, BufferUsage, DeviceType, GpuBuffer, TimelineSemaphore};
 
-use super::bridge::{BridgeConfig, HostBridge};
+use super::bridge::{BridgeConfig, HostBridge, HostTimeline};
 use super::faults::FaultHooks;
 use super::slots::HostSlots;
 use super::sync_fd::SyncFdExchange;
@@ -55,9 +55,10 @@ impl TwoPhase {
         let release =
             match mode {
                 Mode::HostBridge => {
+                    let boxed = |s: &TimelineSemaphore| Box::new(s.clone()) as Box<dyn HostTimeline>;
                     let cfg = BridgeConfig {
-                        done: done.clone(),
-                        go: go.clone(),
+                        done: done.iter().map(boxed).collect(),
+                        go: go.iter().map(boxed).collect(),
                         labels: members.iter().map(|m| m.label().to_string()).collect(),
                         spin: opts.spin.unwrap_or_else(|| {
                             let cpu = members.iter().any(|m| m.adapter().device_type == DeviceType::Cpu);

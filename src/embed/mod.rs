@@ -32,12 +32,12 @@
 //! Every member of a round ends with bitwise the same sum: each device adds the N slots in
 //! member order.
 
-mod bridge;
-
 use std::sync::Arc;
+use std::time::Duration;
 
 use vk_native::{EmbeddedMember, EmbeddedSlots, HostAllocation, ReduceParams};
 
+use crate::comm::bridge::{BridgeConfig, HostBridge, HostTimeline};
 use crate::error::{Error, Result};
 
 /// Buffer usages [`WgpuComm::all_reduce`] needs on each buffer.
@@ -95,7 +95,7 @@ pub struct WgpuComm {
     check_layouts: Vec<wgpu::BindGroupLayout>,
     slots: Option<Slots>,
     round: u64,
-    bridge: bridge::Bridge,
+    bridge: HostBridge,
     poisoned: Option<String>,
     // Last: dropped after the bridge has released every round (see Drop).
     members: Vec<EmbeddedMember>,
@@ -148,10 +148,18 @@ impl WgpuComm {
                 }],
             }));
         }
-        let done = members.iter().map(|m| m.done().clone()).collect();
-        let go = members.iter().map(|m| m.go().clone()).collect();
-        let bridge = bridge::Bridge::start(done, go, TIMEOUT_NS)
-            .map_err(|e| Error::Unsupported(format!("cannot start the bridge thread: {e}")))?;
+        // The communicator's host bridge, over the wgpu devices' semaphores; it blocks in the
+        // driver from the start (no spin), as the application's thread may share the core.
+        let boxed = |t: &vk_native::EmbeddedTimeline| Box::new(t.clone()) as Box<dyn HostTimeline>;
+        let cfg = BridgeConfig {
+            done: members.iter().map(|m| boxed(m.done())).collect(),
+            go: members.iter().map(|m| boxed(m.go())).collect(),
+            labels: (0..members.len()).map(|i| format!("wgpu member {i}")).collect(),
+            spin: Duration::ZERO,
+            timeout: Duration::from_nanos(TIMEOUT_NS),
+        };
+        let bridge = HostBridge::start("crossgpu-embed-bridge".into(), cfg)
+            .map_err(|e| Error::OutOfHostMemory(format!(": cannot start the bridge thread: {e}")))?;
         Ok(Self {
             devices: devices.iter().map(|(d, _)| (*d).clone()).collect(),
             check_layouts,
@@ -288,7 +296,7 @@ impl WgpuComm {
                 m.submit_phase_a(buffers[i], &imports[i], (i * stride * 4) as u64, bytes, round)
                     .map_err(|e| Error::native(&format!("member {i}"), e))?;
             }
-            self.bridge.request(round);
+            self.bridge.submitted(round);
             for (i, m) in self.members.iter_mut().enumerate() {
                 let params = ReduceParams {
                     n: len_f32 as u32,
@@ -311,7 +319,7 @@ impl WgpuComm {
 
     /// Blocks until every submitted all-reduce has completed on every device.
     pub fn synchronize(&mut self) -> Result<()> {
-        self.bridge.wait_released(self.round, TIMEOUT_NS).map_err(|e| {
+        self.bridge.wait_released(self.round, Duration::from_nanos(TIMEOUT_NS)).map_err(|e| {
             self.poisoned = Some(e.clone());
             Error::Poisoned("WgpuComm".into(), e)
         })?;
@@ -332,7 +340,7 @@ impl Drop for WgpuComm {
     fn drop(&mut self) {
         // Every submitted phase B waits on `go`: make sure each round is released (by the bridge
         // or, after a failure, from here) before the members wait for their work and go away.
-        if self.bridge.wait_released(self.round, TIMEOUT_NS).is_err() {
+        if self.bridge.wait_released(self.round, Duration::from_nanos(TIMEOUT_NS)).is_err() {
             for m in &self.members {
                 if m.go().value().is_ok_and(|v| v < self.round) {
                     let _ = m.go().signal(self.round);
