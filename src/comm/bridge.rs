@@ -12,43 +12,12 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use vk_native::{EmbeddedTimeline, TimelineSemaphore};
+use vk_native::TimelineSemaphore;
+
+use crate::error::Error;
 
 #[cfg(doc)]
 use super::Comm;
-
-/// A timeline semaphore the bridge reads, waits on and signals from the host: one of a
-/// crossgpu device, or one of a wgpu device (the embedding). Both are the same Vulkan object
-/// behind different owners.
-pub(crate) trait HostTimeline: Send + Sync {
-    fn value(&self) -> vk_native::Result<u64>;
-    fn signal(&self, value: u64) -> vk_native::Result<()>;
-    fn wait(&self, value: u64, timeout_ns: u64) -> vk_native::Result<bool>;
-}
-
-impl HostTimeline for TimelineSemaphore {
-    fn value(&self) -> vk_native::Result<u64> {
-        TimelineSemaphore::value(self)
-    }
-    fn signal(&self, value: u64) -> vk_native::Result<()> {
-        TimelineSemaphore::signal(self, value)
-    }
-    fn wait(&self, value: u64, timeout_ns: u64) -> vk_native::Result<bool> {
-        TimelineSemaphore::wait(self, value, timeout_ns)
-    }
-}
-
-impl HostTimeline for EmbeddedTimeline {
-    fn value(&self) -> vk_native::Result<u64> {
-        EmbeddedTimeline::value(self)
-    }
-    fn signal(&self, value: u64) -> vk_native::Result<()> {
-        EmbeddedTimeline::signal(self, value)
-    }
-    fn wait(&self, value: u64, timeout_ns: u64) -> vk_native::Result<bool> {
-        EmbeddedTimeline::wait(self, value, timeout_ns)
-    }
-}
 
 #[derive(Default)]
 pub(crate) struct BridgeState {
@@ -57,8 +26,8 @@ pub(crate) struct BridgeState {
     /// Highest round released to every member.
     pub(crate) released: u64,
     pub(crate) stop: bool,
-    /// Set when the bridge failed; the Comm is poisoned with it.
-    pub(crate) error: Option<String>,
+    /// Set when the bridge failed; the communicator is poisoned with it.
+    pub(crate) error: Option<Error>,
     /// Test hook: never release this member (simulates a withheld signal).
     pub(crate) withhold: Option<usize>,
     /// How rounds were released (spinning, or after blocking in `vkWaitSemaphores`: the slow
@@ -87,8 +56,8 @@ pub(crate) struct HostBridge {
 }
 
 pub(crate) struct BridgeConfig {
-    pub(crate) done: Vec<Box<dyn HostTimeline>>,
-    pub(crate) go: Vec<Box<dyn HostTimeline>>,
+    pub(crate) done: Vec<TimelineSemaphore>,
+    pub(crate) go: Vec<TimelineSemaphore>,
     pub(crate) labels: Vec<String>,
     pub(crate) spin: Duration,
     pub(crate) timeout: Duration,
@@ -113,12 +82,13 @@ impl HostBridge {
         self.shared.wake.notify_all();
     }
 
-    pub(crate) fn error(&self) -> Option<String> {
+    /// Why the bridge stopped releasing rounds, if it failed.
+    pub(crate) fn error(&self) -> Option<Error> {
         self.shared.lock().error.clone()
     }
 
     /// Waits until `round` is released, the bridge failed, or `timeout` passed.
-    pub(crate) fn wait_released(&self, round: u64, timeout: Duration) -> Result<(), String> {
+    pub(crate) fn wait_released(&self, round: u64, timeout: Duration) -> Result<(), Error> {
         let deadline = Instant::now() + timeout;
         let mut st = self.shared.lock();
         loop {
@@ -130,10 +100,10 @@ impl HostBridge {
             }
             let now = Instant::now();
             if now >= deadline {
-                return Err(format!(
-                    "host bridge did not release round {round} within {} ms",
-                    timeout.as_millis()
-                ));
+                return Err(Error::Timeout {
+                    what: format!("the host bridge to release round {round}"),
+                    ms: timeout.as_millis() as u64,
+                });
             }
             st = self.shared.wake.wait_timeout(st, deadline - now).unwrap_or_else(|p| p.into_inner()).0;
         }
@@ -204,10 +174,10 @@ fn release_round(
     let mut blocked = false;
     let mut is_done = vec![false; n];
     let mut released = vec![false; n];
-    let fail = |msg: String| {
-        log::error!("{msg}");
+    let fail = |e: Error| {
+        log::error!("host bridge: {e}");
         let mut st = shared.lock();
-        st.error = Some(msg);
+        st.error = Some(e);
         shared.wake.notify_all();
         Stop
     };
@@ -225,7 +195,10 @@ fn release_round(
                 }
                 Ok(_) => {}
                 Err(e) => {
-                    return Err(fail(format!("host bridge: reading done[{j}] of {}: {e}", cfg.labels[j])))
+                    return Err(fail(Error::native(
+                        &format!("host bridge reading done of {}", cfg.labels[j]),
+                        e,
+                    )))
                 }
             }
         }
@@ -238,10 +211,8 @@ fn release_round(
                     calls.signal_time += t.elapsed();
                     calls.signals += 1;
                     if let Err(e) = signalled {
-                        return Err(fail(format!(
-                            "host bridge: signalling go[{i}] = {round} on {}: {e}",
-                            cfg.labels[i]
-                        )));
+                        let on = format!("host bridge signalling go = {round} on {}", cfg.labels[i]);
+                        return Err(fail(Error::native(&on, e)));
                     }
                     *rel = true;
                 }
@@ -257,10 +228,10 @@ fn release_round(
                 .map(|j| cfg.labels[j].clone())
                 .chain(withhold.map(|w| format!("{} (signal withheld by test hook)", cfg.labels[w])))
                 .collect();
-            return Err(fail(format!(
-                "all-reduce round {round}: {} did not finish phase A",
-                waiting.join(", ")
-            )));
+            return Err(fail(Error::Timeout {
+                what: format!("all-reduce round {round}: {} did not finish phase A", waiting.join(", ")),
+                ms: cfg.timeout.as_millis() as u64,
+            }));
         }
         if shared.stopping.load(Ordering::Acquire) {
             return Err(Stop);
@@ -274,7 +245,8 @@ fn release_round(
             Some(j) => {
                 blocked = true;
                 if let Err(e) = cfg.done[j].wait(round, 2_000_000) {
-                    return Err(fail(format!("host bridge: waiting on done[{j}] of {}: {e}", cfg.labels[j])));
+                    let on = format!("host bridge waiting on done of {}", cfg.labels[j]);
+                    return Err(fail(Error::native(&on, e)));
                 }
             }
             None => std::thread::sleep(Duration::from_millis(2)),

@@ -455,8 +455,7 @@ impl Comm {
     fn quiesce(&mut self) -> Result<()> {
         if let Some(b) = self.two_phase().and_then(TwoPhase::bridge) {
             // A margin past the bridge's own bound, so its error (naming the member) comes first.
-            b.wait_released(self.round, self.opts.timeout + Duration::from_secs(1))
-                .map_err(|e| Error::Timeout { what: e, ms: self.opts.timeout.as_millis() as u64 })?;
+            b.wait_released(self.round, self.opts.timeout + Duration::from_secs(1))?;
         }
         for m in &self.members {
             m.synchronize()?;

@@ -7,13 +7,13 @@ use std::borrow::Borrow;
 
 use vk_native::{BindRange, Buffer, BufferUsage, DeviceType, GpuBuffer, TimelineSemaphore};
 
-use super::bridge::{BridgeConfig, HostBridge, HostTimeline};
+use super::bridge::{BridgeConfig, HostBridge};
 use super::faults::FaultHooks;
 use super::slots::HostSlots;
 use super::sync_fd::SyncFdExchange;
 use super::{CommOptions, Mode, SPIN_GPUS, SPIN_WITH_CPU_DEVICE};
 use crate::error::{Error, Result};
-use crate::group::{GroupId, Member};
+use crate::group::{submit_batch, GroupId, Member};
 use crate::kernels::elementwise_groups;
 use crate::tensor::Tensor;
 
@@ -55,10 +55,9 @@ impl TwoPhase {
         let release =
             match mode {
                 Mode::HostBridge => {
-                    let boxed = |s: &TimelineSemaphore| Box::new(s.clone()) as Box<dyn HostTimeline>;
                     let cfg = BridgeConfig {
-                        done: done.iter().map(boxed).collect(),
-                        go: go.iter().map(boxed).collect(),
+                        done: done.clone(),
+                        go: go.clone(),
                         labels: members.iter().map(|m| m.label().to_string()).collect(),
                         spin: opts.spin.unwrap_or_else(|| {
                             let cpu = members.iter().any(|m| m.adapter().device_type == DeviceType::Cpu);
@@ -256,23 +255,8 @@ impl TwoPhase {
             }
         }
         if let Some(e) = self.bridge().and_then(|b| b.error()) {
-            return Err(Error::Timeout { what: e, ms: opts.timeout.as_millis() as u64 });
+            return Err(e);
         }
         Ok(())
     }
-}
-
-/// Submits the open command buffers of `batch` (members sharing one queue, or one member) as
-/// one batch, member `batch[k]` signalling `signals[k]`.
-fn submit_batch<const S: usize>(
-    members: &[Member],
-    batch: &[usize],
-    signals: &[[(&TimelineSemaphore, u64); S]],
-) -> Result<()> {
-    let mut guards: Vec<_> = batch.iter().map(|&j| members[j].shared.stream()).collect();
-    let mut streams: Vec<&mut crate::stream::Stream> = guards.iter_mut().map(|g| &mut **g).collect();
-    let signals: Vec<&[(&TimelineSemaphore, u64)]> = signals.iter().map(|a| &a[..]).collect();
-    crate::stream::Stream::submit_together(&mut streams, &signals, &vec![&[][..]; batch.len()])
-        .map(|_| ())
-        .map_err(|e| members[batch[0]].shared.err(e))
 }

@@ -37,7 +37,7 @@ use std::time::Duration;
 
 use vk_native::{EmbeddedMember, EmbeddedSlots, HostAllocation, ReduceParams};
 
-use crate::comm::bridge::{BridgeConfig, HostBridge, HostTimeline};
+use crate::comm::bridge::{BridgeConfig, HostBridge};
 use crate::error::{Error, Result};
 
 /// Buffer usages [`WgpuComm::all_reduce`] needs on each buffer.
@@ -150,10 +150,9 @@ impl WgpuComm {
         }
         // The communicator's host bridge, over the wgpu devices' semaphores; it blocks in the
         // driver from the start (no spin), as the application's thread may share the core.
-        let boxed = |t: &vk_native::EmbeddedTimeline| Box::new(t.clone()) as Box<dyn HostTimeline>;
         let cfg = BridgeConfig {
-            done: members.iter().map(|m| boxed(m.done())).collect(),
-            go: members.iter().map(|m| boxed(m.go())).collect(),
+            done: members.iter().map(|m| m.done().clone()).collect(),
+            go: members.iter().map(|m| m.go().clone()).collect(),
             labels: (0..members.len()).map(|i| format!("wgpu member {i}")).collect(),
             spin: Duration::ZERO,
             timeout: Duration::from_nanos(TIMEOUT_NS),
@@ -258,8 +257,8 @@ impl WgpuComm {
             return Err(Error::Poisoned("WgpuComm".into(), p.clone()));
         }
         if let Some(e) = self.bridge.error() {
-            self.poisoned = Some(e.clone());
-            return Err(Error::Poisoned("WgpuComm".into(), e));
+            self.poisoned = Some(e.to_string());
+            return Err(Error::Poisoned("WgpuComm".into(), e.to_string()));
         }
         if buffers.len() != self.members.len() {
             return Err(Error::LengthMismatch {
@@ -320,8 +319,8 @@ impl WgpuComm {
     /// Blocks until every submitted all-reduce has completed on every device.
     pub fn synchronize(&mut self) -> Result<()> {
         self.bridge.wait_released(self.round, Duration::from_nanos(TIMEOUT_NS)).map_err(|e| {
-            self.poisoned = Some(e.clone());
-            Error::Poisoned("WgpuComm".into(), e)
+            self.poisoned = Some(e.to_string());
+            Error::Poisoned("WgpuComm".into(), e.to_string())
         })?;
         for (i, m) in self.members.iter_mut().enumerate() {
             let ok = m.wait_idle(TIMEOUT_NS).map_err(|e| Error::native(&format!("member {i}"), e))?;

@@ -406,3 +406,18 @@ impl DeviceGroup {
         self.members.iter().try_for_each(|m| m.synchronize())
     }
 }
+
+/// Submits the open command buffers of `batch` (members sharing one queue, or one member) as
+/// one batch, member `batch[k]` signalling `signals[k]`.
+pub(crate) fn submit_batch<const S: usize>(
+    members: &[Member],
+    batch: &[usize],
+    signals: &[[(&TimelineSemaphore, u64); S]],
+) -> Result<()> {
+    let mut guards: Vec<_> = batch.iter().map(|&j| members[j].shared.stream()).collect();
+    let mut streams: Vec<&mut Stream> = guards.iter_mut().map(|g| &mut **g).collect();
+    let signals: Vec<&[(&TimelineSemaphore, u64)]> = signals.iter().map(|a| &a[..]).collect();
+    Stream::submit_together(&mut streams, &signals, &vec![&[][..]; batch.len()])
+        .map(|_| ())
+        .map_err(|e| members[batch[0]].shared.err(e))
+}

@@ -24,10 +24,10 @@ use std::sync::Arc;
 use ash::{ext, khr, vk};
 use wgpu_hal::{CommandEncoder as _, Device as _};
 
-use crate::error::{map_hal_device, map_vk, NativeError, Result};
+use crate::error::{map_hal_device, NativeError, Result};
 use crate::host::HostAllocation;
 use crate::kernel::PipelineObjects;
-use crate::semaphore::timeline;
+use crate::semaphore::{SemaphoreOwner, TimelineSemaphore};
 
 type VkApi = wgpu_hal::vulkan::Api;
 
@@ -83,8 +83,11 @@ pub fn request_wgpu_device(
 }
 
 /// What a member needs from its wgpu device, shared by everything made on it.
+///
+/// Fields drop in declaration order: `raw` and `host_memory` are function tables (no `Drop`),
+/// and `device`, last, is what keeps the VkDevice alive; everything made on the device holds an
+/// `Arc<Shared>` and is destroyed before it.
 struct Shared {
-    // Declared first so that it is the last field dropped: keeps the VkDevice alive.
     raw: ash::Device,
     host_memory: ext::external_memory_host::Device,
     mem_props: vk::PhysicalDeviceMemoryProperties,
@@ -95,56 +98,9 @@ struct Shared {
     device: wgpu::Device,
 }
 
-struct TimelineInner {
-    shared: Arc<Shared>,
-    raw: vk::Semaphore,
-}
-
-impl Drop for TimelineInner {
-    fn drop(&mut self) {
-        // SAFETY: the member waits for every submission that uses its semaphores before it
-        // drops them (EmbeddedMember::drop).
-        unsafe { self.shared.raw.destroy_semaphore(self.raw, None) };
-    }
-}
-
-/// A timeline semaphore of an embedded member's device, signalled and waited from the host.
-#[derive(Clone)]
-pub struct EmbeddedTimeline(Arc<TimelineInner>);
-
-impl std::fmt::Debug for EmbeddedTimeline {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("EmbeddedTimeline").field(&self.0.raw).finish()
-    }
-}
-
-impl EmbeddedTimeline {
-    fn new(shared: &Arc<Shared>) -> Result<Self> {
-        // SAFETY: timeline semaphores are supported and enabled (checked in EmbeddedMember::new);
-        // destroyed in TimelineInner::drop.
-        let raw = unsafe { timeline::create(&shared.raw, 0) }.map_err(map_vk("vkCreateSemaphore"))?;
-        Ok(Self(Arc::new(TimelineInner { shared: shared.clone(), raw })))
-    }
-
-    /// The current counter value.
-    pub fn value(&self) -> Result<u64> {
-        // SAFETY: live timeline semaphore of this device.
-        unsafe { timeline::value(&self.0.shared.raw, self.0.raw) }
-            .map_err(map_vk("vkGetSemaphoreCounterValue"))
-    }
-
-    /// Signals `value` from the host (it must exceed the current value and any pending signal).
-    pub fn signal(&self, value: u64) -> Result<()> {
-        // SAFETY: live timeline semaphore of this device.
-        unsafe { timeline::signal(&self.0.shared.raw, self.0.raw, value) }
-            .map_err(map_vk("vkSignalSemaphore"))
-    }
-
-    /// Blocks until the counter reaches `value` or `timeout_ns` passes; `Ok(false)` on timeout.
-    pub fn wait(&self, value: u64, timeout_ns: u64) -> Result<bool> {
-        // SAFETY: live timeline semaphore of this device.
-        unsafe { timeline::wait(&self.0.shared.raw, self.0.raw, value, timeout_ns) }
-            .map_err(map_vk("vkWaitSemaphores"))
+impl SemaphoreOwner for Shared {
+    fn raw_device(&self) -> &ash::Device {
+        &self.raw
     }
 }
 
@@ -207,9 +163,9 @@ struct Pending {
 /// The member's semaphores and submit counter, borrowed apart from its kernel.
 struct Timelines<'a> {
     shared: &'a Arc<Shared>,
-    go: &'a EmbeddedTimeline,
-    done: &'a EmbeddedTimeline,
-    progress: &'a EmbeddedTimeline,
+    go: &'a TimelineSemaphore,
+    done: &'a TimelineSemaphore,
+    progress: &'a TimelineSemaphore,
     submitted: &'a mut u64,
 }
 
@@ -224,9 +180,9 @@ struct HalKernel {
 pub struct EmbeddedMember {
     kernel: HalKernel,
     pending: VecDeque<Pending>,
-    done: EmbeddedTimeline,
-    go: EmbeddedTimeline,
-    progress: EmbeddedTimeline,
+    done: TimelineSemaphore,
+    go: TimelineSemaphore,
+    progress: TimelineSemaphore,
     submitted: u64,
     shared: Arc<Shared>,
 }
@@ -321,9 +277,9 @@ impl EmbeddedMember {
             })
         };
         let kernel = Self::make_kernel(&shared, spirv, entry, immediate_bytes)?;
-        let done = EmbeddedTimeline::new(&shared)?;
-        let go = EmbeddedTimeline::new(&shared)?;
-        let progress = EmbeddedTimeline::new(&shared)?;
+        let done = TimelineSemaphore::embedded(&shared)?;
+        let go = TimelineSemaphore::embedded(&shared)?;
+        let progress = TimelineSemaphore::embedded(&shared)?;
         Ok(Self { kernel, pending: VecDeque::new(), done, go, progress, submitted: 0, shared })
     }
 
@@ -367,12 +323,12 @@ impl EmbeddedMember {
     }
 
     /// Timeline the GPU signals with the round number at the end of phase A.
-    pub fn done(&self) -> &EmbeddedTimeline {
+    pub fn done(&self) -> &TimelineSemaphore {
         &self.done
     }
 
     /// Timeline the host signals with the round number to release phase B.
-    pub fn go(&self) -> &EmbeddedTimeline {
+    pub fn go(&self) -> &TimelineSemaphore {
         &self.go
     }
 
@@ -468,12 +424,12 @@ impl EmbeddedMember {
             let q = unsafe { s.queue.as_hal::<VkApi>() }
                 .ok_or_else(|| NativeError::Unsupported("not a Vulkan queue".into()))?;
             if let Some(v) = wait_go {
-                q.add_wait_semaphore(t.go.0.raw, Some(v), vk::PipelineStageFlags::ALL_COMMANDS);
+                q.add_wait_semaphore(t.go.raw(), Some(v), vk::PipelineStageFlags::ALL_COMMANDS);
             }
             if let Some(v) = signal_done {
-                q.add_signal_semaphore(t.done.0.raw, Some(v));
+                q.add_signal_semaphore(t.done.raw(), Some(v));
             }
-            q.add_signal_semaphore(t.progress.0.raw, Some(value));
+            q.add_signal_semaphore(t.progress.raw(), Some(value));
         }
         s.queue.submit([cmd_buf]);
         *t.submitted = value;
@@ -662,5 +618,13 @@ impl Drop for EmbeddedMember {
             }
         }
         Self::destroy_kernel(&self.shared, &mut self.kernel);
+    }
+}
+
+impl TimelineSemaphore {
+    /// A timeline semaphore of an embedded member's wgpu device.
+    fn embedded(shared: &Arc<Shared>) -> Result<Self> {
+        // SAFETY: timeline semaphores are supported and enabled (checked in EmbeddedMember::new).
+        unsafe { Self::with_owner(shared.clone(), 0) }
     }
 }

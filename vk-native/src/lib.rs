@@ -34,7 +34,7 @@ mod validation;
 pub use buffer::{Buffer, BufferId, BufferUsage, StagingBuffer};
 pub use command::{Access, Recorder, SubmitInfo, DEFAULT_MAX_PENDING};
 pub use device::{Device, DeviceId};
-pub use embed::{request_wgpu_device, EmbeddedMember, EmbeddedSlots, EmbeddedTimeline, ReduceParams};
+pub use embed::{request_wgpu_device, EmbeddedMember, EmbeddedSlots, ReduceParams};
 pub use error::{NativeError, Result};
 pub use host::{HostAllocation, ImportedBuffer};
 pub use instance::{AdapterInfo, Capabilities, DeviceType, Instance, InstanceOptions};

@@ -10,8 +10,8 @@ use crate::device::Device;
 use crate::error::{map_vk, NativeError, Result};
 
 /// Host-side operations on a raw timeline semaphore of the device `raw`: the one implementation
-/// behind [`TimelineSemaphore`] and the wgpu embedding's `EmbeddedTimeline`. The callers map
-/// the `vk::Result` (a device-owning caller also records device loss).
+/// behind [`TimelineSemaphore`], on crossgpu's devices and on the wgpu embedding's. The callers
+/// map the `vk::Result` (a device-owning caller also records device loss).
 pub(crate) mod timeline {
     use ash::vk;
 
@@ -74,8 +74,28 @@ pub(crate) mod timeline {
     }
 }
 
+/// The VkDevice a timeline semaphore belongs to, kept alive by the semaphore: a crossgpu
+/// [`Device`], or a `wgpu::Device` the embedding borrows (`crate::embed`).
+pub(crate) trait SemaphoreOwner: Send + Sync {
+    /// The device's function table.
+    fn raw_device(&self) -> &ash::Device;
+    /// Records what a failed call says about the device (a crossgpu device remembers loss).
+    fn note(&self, e: NativeError) -> NativeError {
+        e
+    }
+}
+
+impl SemaphoreOwner for Device {
+    fn raw_device(&self) -> &ash::Device {
+        self.raw()
+    }
+    fn note(&self, e: NativeError) -> NativeError {
+        Device::note(self, e)
+    }
+}
+
 struct TimelineInner {
-    device: Device,
+    owner: Arc<dyn SemaphoreOwner>,
     raw: vk::Semaphore,
 }
 
@@ -83,8 +103,9 @@ impl Drop for TimelineInner {
     fn drop(&mut self) {
         crate::live::dec(&crate::live::SEMAPHORES);
         // SAFETY: every pending submission that waits on or signals this semaphore holds a clone
-        // (see `Recorder`), so none is pending now.
-        unsafe { self.device.raw().destroy_semaphore(self.raw, None) };
+        // (see `Recorder`; the embedding waits for its submissions before it drops them), so
+        // none is pending now.
+        unsafe { self.owner.raw_device().destroy_semaphore(self.raw, None) };
     }
 }
 
@@ -106,17 +127,28 @@ impl TimelineSemaphore {
             return Err(NativeError::MissingExtension("timeline semaphores"));
         }
         // SAFETY: timeline semaphores are enabled (wgpu-hal enables the feature where present,
-        // checked above); the semaphore is destroyed in TimelineInner::drop.
-        let raw = unsafe { timeline::create(device.raw(), initial) }.map_err(map_vk("vkCreateSemaphore"))?;
+        // checked above).
+        unsafe { Self::with_owner(Arc::new(device.clone()), initial) }
+    }
+
+    /// A timeline semaphore of `owner`'s device, destroyed when the last clone drops.
+    ///
+    /// # Safety
+    /// `owner`'s device must have the timelineSemaphore feature enabled.
+    pub(crate) unsafe fn with_owner(owner: Arc<dyn SemaphoreOwner>, initial: u64) -> Result<Self> {
+        // SAFETY: the caller's promise; the semaphore is destroyed in TimelineInner::drop,
+        // while `owner` keeps the device alive.
+        let raw =
+            unsafe { timeline::create(owner.raw_device(), initial) }.map_err(map_vk("vkCreateSemaphore"))?;
         crate::live::inc(&crate::live::SEMAPHORES);
-        Ok(Self(Arc::new(TimelineInner { device: device.clone(), raw })))
+        Ok(Self(Arc::new(TimelineInner { owner, raw })))
     }
 
     /// The current counter value.
     pub fn value(&self) -> Result<u64> {
         // SAFETY: live timeline semaphore of this device.
-        unsafe { timeline::value(self.0.device.raw(), self.0.raw) }
-            .map_err(|e| self.0.device.note(map_vk("vkGetSemaphoreCounterValue")(e)))
+        unsafe { timeline::value(self.0.owner.raw_device(), self.0.raw) }
+            .map_err(|e| self.0.owner.note(map_vk("vkGetSemaphoreCounterValue")(e)))
     }
 
     /// Signals `value` from the host. It must be greater than the current value and than any
@@ -124,15 +156,15 @@ impl TimelineSemaphore {
     /// the validation layer, not checked here.
     pub fn signal(&self, value: u64) -> Result<()> {
         // SAFETY: live timeline semaphore of this device.
-        unsafe { timeline::signal(self.0.device.raw(), self.0.raw, value) }
-            .map_err(|e| self.0.device.note(map_vk("vkSignalSemaphore")(e)))
+        unsafe { timeline::signal(self.0.owner.raw_device(), self.0.raw, value) }
+            .map_err(|e| self.0.owner.note(map_vk("vkSignalSemaphore")(e)))
     }
 
     /// Blocks until the counter reaches `value` or `timeout_ns` passes; `Ok(false)` on timeout.
     pub fn wait(&self, value: u64, timeout_ns: u64) -> Result<bool> {
         // SAFETY: live timeline semaphore of this device.
-        unsafe { timeline::wait(self.0.device.raw(), self.0.raw, value, timeout_ns) }
-            .map_err(|e| self.0.device.note(map_vk("vkWaitSemaphores")(e)))
+        unsafe { timeline::wait(self.0.owner.raw_device(), self.0.raw, value, timeout_ns) }
+            .map_err(|e| self.0.owner.note(map_vk("vkWaitSemaphores")(e)))
     }
 
     pub(crate) fn raw(&self) -> vk::Semaphore {
