@@ -217,6 +217,158 @@ fn silu_mul_matches_f64_reference() {
     common::assert_no_validation_errors();
 }
 
+/// The fused MLP product `a = silu(Wg x) * (Wu x)` (issue 15): bitwise what the two products
+/// through `matvec_f16_vec8_rows4` and `silu_mul` give, at awkward shapes (odd rows, so a
+/// workgroup's second row is out of range; more than 65535 row pairs, so the dispatch is 2-D;
+/// the 27B model's half FFN), and within the f64 bound: each dot product is off by at most
+/// gamma_cols Σ|w x| (`eg`, `eu`); silu's slope is below 1.1 everywhere, so
+/// `|a - a*| <= 1.1 eg |u| + |silu(g)| eu + eg eu + (silu_mul's rtol) |a*|`.
+#[test]
+fn gate_up_silu_is_bitwise_the_two_products_and_silu_mul() {
+    let _s = serial();
+    let g = common::logical(1);
+    let m = g.member(0).unwrap();
+    let mut rng = common::rng(115);
+    for (rows, cols) in [(1usize, 8usize), (3, 24), (129, 256), (2 * 65_535 + 3, 8), (1031, 5120)] {
+        let wg: Vec<f32> = common::random(&mut rng, rows * cols).into_iter().map(f16_round).collect();
+        let wu: Vec<f32> = common::random(&mut rng, rows * cols).into_iter().map(f16_round).collect();
+        let x = scaled(&mut rng, cols, 2.0);
+        let (wgt, wut) = (
+            m.upload(&wg, &[rows, cols], DType::F16).unwrap(),
+            m.upload(&wu, &[rows, cols], DType::F16).unwrap(),
+        );
+        let xt = m.upload_f32(&x).unwrap();
+        let fused = m.upload_f32(&common::random(&mut rng, rows)).unwrap();
+        m.matvec_gate_up_silu(&wgt, &wut, &xt, &fused).unwrap();
+        let (gt, ut, at) = (
+            m.empty(&[rows], DType::F32).unwrap(),
+            m.empty(&[rows], DType::F32).unwrap(),
+            m.empty(&[rows], DType::F32).unwrap(),
+        );
+        m.matvec_f16_with("matvec_f16_vec8_rows4", &wgt, &xt, &gt).unwrap();
+        m.matvec_f16_with("matvec_f16_vec8_rows4", &wut, &xt, &ut).unwrap();
+        m.silu_mul(&gt, &ut, &at).unwrap();
+        let got = fused.read().unwrap();
+        assert_bits(&format!("gate/up {rows}x{cols} vs the unfused kernels"), &got, &at.read().unwrap());
+        let (mut want, mut bound) = (Vec::with_capacity(rows), Vec::with_capacity(rows));
+        for r in 0..rows {
+            let dot = |w: &[f32]| -> (f64, f64) {
+                let row = &w[r * cols..(r + 1) * cols];
+                (
+                    row.iter().zip(&x).map(|(&a, &b)| a as f64 * b as f64).sum(),
+                    row.iter().zip(&x).map(|(&a, &b)| (a as f64 * b as f64).abs()).sum(),
+                )
+            };
+            let ((g64, gabs), (u64_, uabs)) = (dot(&wg), dot(&wu));
+            let (eg, eu) = (gamma(cols) * gabs, gamma(cols) * uabs);
+            let silu = g64 / (1.0 + (-g64).exp());
+            let a = silu * u64_;
+            want.push(a);
+            let rtol = 2.0 * (3.0 + 2.0 * g64.abs()) * U + 7.0 * U;
+            bound.push(
+                1.1 * eg * (u64_.abs() + eu)
+                    + silu.abs() * eu
+                    + rtol * (a.abs() + 1.1 * eg * uabs + silu.abs() * eu)
+                    + f64::MIN_POSITIVE,
+            );
+        }
+        assert_within(&format!("gate/up {rows}x{cols} vs f64"), &got, &want, &bound);
+    }
+    // Bad requests: shapes that disagree, columns not a multiple of 8, wrong lengths.
+    let w8 = m.upload(&[0.5; 16], &[2, 8], DType::F16).unwrap();
+    let w9 = m.upload(&[0.5; 18], &[2, 9], DType::F16).unwrap();
+    let w4 = m.upload(&[0.5; 32], &[4, 8], DType::F16).unwrap();
+    let (x8, x9, y2) = (
+        m.upload_f32(&[1.0; 8]).unwrap(),
+        m.upload_f32(&[1.0; 9]).unwrap(),
+        m.upload_f32(&[3.0; 2]).unwrap(),
+    );
+    assert!(matches!(m.matvec_gate_up_silu(&w8, &w4, &x8, &y2), Err(Error::InvalidArgument(_))));
+    assert!(matches!(m.matvec_gate_up_silu(&w9, &w9, &x9, &y2), Err(Error::InvalidArgument(_))));
+    assert!(matches!(m.matvec_gate_up_silu(&w8, &w8, &x9, &y2), Err(Error::LengthMismatch { .. })));
+    assert!(matches!(m.matvec_gate_up_silu(&w4, &w4, &x8, &y2), Err(Error::LengthMismatch { .. })));
+    assert_eq!(y2.read().unwrap(), vec![3.0; 2], "a refused call writes nothing");
+    common::assert_no_validation_errors();
+}
+
+/// The fused attention input (issue 15): `matvec_qkv_rope_store` is bitwise the three products
+/// through `matvec_f16_vec8_rows4`, the two ropes and kv_store, caches included (every other
+/// position keeps its bits), at shapes with head_dim 2 and 6, odd pair counts (a workgroup's
+/// second pair out of range), the first and the last position, and the 27B model's half.
+#[test]
+fn qkv_rope_store_is_bitwise_the_six_dispatches_it_replaces() {
+    let _s = serial();
+    let g = common::logical(1);
+    let m = g.member(0).unwrap();
+    let mut rng = common::rng(151);
+    let base = 10_000.0f32;
+    // (query heads, KV heads, head_dim, cols, pos, max_seq)
+    for (qh, kvh, d, cols, pos, max_seq) in [
+        (2usize, 1usize, 2usize, 8usize, 0usize, 1usize),
+        (3, 1, 6, 24, 2, 5),
+        (8, 4, 32, 256, 0, 4),
+        (8, 4, 32, 256, 3, 4),
+        (20, 4, 128, 5120, 7, 16),
+    ] {
+        let what = format!("qkv {qh}/{kvh} heads of {d}, {cols} cols, pos {pos} of {max_seq}");
+        let w = |rng: &mut rand::rngs::StdRng, rows: usize| -> Vec<f32> {
+            common::random(rng, rows * cols).into_iter().map(f16_round).collect()
+        };
+        let (wq, wk, wv) = (w(&mut rng, qh * d), w(&mut rng, kvh * d), w(&mut rng, kvh * d));
+        let up = |v: &[f32], rows: usize| m.upload(v, &[rows, cols], DType::F16).unwrap();
+        let (tq, tk, tv) = (up(&wq, qh * d), up(&wk, kvh * d), up(&wv, kvh * d));
+        let x = m.upload_f32(&scaled(&mut rng, cols, 2.0)).unwrap();
+        let cache0 = common::random(&mut rng, kvh * max_seq * d);
+        let cache1 = common::random(&mut rng, kvh * max_seq * d);
+        // Fused.
+        let (q, kc, vc) = (
+            m.empty(&[qh * d], DType::F32).unwrap(),
+            m.upload_f32(&cache0).unwrap(),
+            m.upload_f32(&cache1).unwrap(),
+        );
+        m.matvec_qkv_rope_store((&tq, &tk, &tv), &x, &q, (&kc, &vc), d, pos, max_seq, base).unwrap();
+        // The six dispatches it replaces.
+        let (q2, k2, v2) = (
+            m.empty(&[qh * d], DType::F32).unwrap(),
+            m.empty(&[kvh * d], DType::F32).unwrap(),
+            m.empty(&[kvh * d], DType::F32).unwrap(),
+        );
+        let (kc2, vc2) = (m.upload_f32(&cache0).unwrap(), m.upload_f32(&cache1).unwrap());
+        for (wt, out) in [(&tq, &q2), (&tk, &k2), (&tv, &v2)] {
+            m.matvec_f16_with("matvec_f16_vec8_rows4", wt, &x, out).unwrap();
+        }
+        m.rope(&q2, qh, d, pos, base).unwrap();
+        m.rope(&k2, kvh, d, pos, base).unwrap();
+        m.kv_store(&k2, &v2, &kc2, &vc2, kvh, d, pos, max_seq).unwrap();
+        assert_bits(&format!("{what}: q"), &q.read().unwrap(), &q2.read().unwrap());
+        assert_bits(&format!("{what}: k cache"), &kc.read().unwrap(), &kc2.read().unwrap());
+        assert_bits(&format!("{what}: v cache"), &vc.read().unwrap(), &vc2.read().unwrap());
+    }
+    // Bad requests: an odd head_dim, k and v shapes that differ, a position past the cache,
+    // the cache passed as q.
+    let w = |rows: usize| m.upload(&vec![0.5; rows * 8], &[rows, 8], DType::F16).unwrap();
+    let (wq, wk, w6) = (w(4), w(2), w(6));
+    let x = m.upload_f32(&[1.0; 8]).unwrap();
+    let (q, kc, vc) = (
+        m.upload_f32(&[7.0; 4]).unwrap(),
+        m.upload_f32(&[7.0; 4]).unwrap(),
+        m.upload_f32(&[7.0; 4]).unwrap(),
+    );
+    let call = |wk: &Tensor, d: usize, pos: usize, q: &Tensor| {
+        m.matvec_qkv_rope_store((&wq, wk, wk), &x, q, (&kc, &vc), d, pos, 2, base)
+    };
+    assert!(matches!(call(&wk, 1, 0, &q), Err(Error::InvalidArgument(_))));
+    assert!(matches!(
+        m.matvec_qkv_rope_store((&wq, &wk, &w6), &x, &q, (&kc, &vc), 2, 0, 2, base),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(call(&wk, 2, 2, &q), Err(Error::InvalidArgument(_))));
+    assert!(matches!(call(&wk, 2, 0, &kc), Err(Error::InvalidArgument(_) | Error::LengthMismatch { .. })));
+    assert_eq!(q.read().unwrap(), vec![7.0; 4], "a refused call writes nothing");
+    assert_eq!(kc.read().unwrap(), vec![7.0; 4]);
+    common::assert_no_validation_errors();
+}
+
 /// embed: `x = f32(table[token])`, exact. Odd row lengths make rows start in the high half of a
 /// packed f16 word; ids past the end are clamped to the last row (documented).
 #[test]

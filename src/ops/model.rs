@@ -6,7 +6,7 @@ use vk_native::GpuBuffer;
 
 use crate::error::{Error, Result};
 use crate::group::Member;
-use crate::kernels::elementwise_groups;
+use crate::kernels::{elementwise_groups, row_groups};
 use crate::tensor::{DType, Tensor};
 
 /// `a * b`, or an error naming `what` when it overflows.
@@ -120,6 +120,57 @@ impl Member {
             &[a.id()],
             &[n as u32, 0, 0, 0],
             elementwise_groups(n),
+        )
+    }
+
+    /// The MLP's `a = silu(Wg x) * (Wu x)` in one dispatch, with `wg` and `wu` f16 of one shape
+    /// `[rows, cols]` (`cols % 8 == 0`), `x` f32 of `cols` and `a` f32 of `rows`. Bitwise equal
+    /// to `matvec` of each through `matvec_f16_vec8_rows4` followed by [`Member::silu_mul`]
+    /// (the kernel performs their operations in their order).
+    pub fn matvec_gate_up_silu(&self, wg: &Tensor, wu: &Tensor, x: &Tensor, a: &Tensor) -> Result<()> {
+        self.own(&[(wg, "gate weights"), (wu, "up weights"), (x, "gate/up input"), (a, "gate/up output")])?;
+        wg.check_dtype(DType::F16, "gate weights")?;
+        wu.check_dtype(DType::F16, "up weights")?;
+        x.check_dtype(DType::F32, "gate/up input")?;
+        a.check_dtype(DType::F32, "gate/up output")?;
+        let &[rows, cols] = wg.shape() else {
+            return Err(Error::LengthMismatch {
+                what: "gate weights must be 2-D, dimensions".into(),
+                expected: 2,
+                got: wg.shape().len(),
+            });
+        };
+        if wu.shape() != wg.shape() {
+            return Err(Error::InvalidArgument(format!(
+                "gate/up: the up weights have shape {:?}, the gate weights {:?}; they must agree",
+                wu.shape(),
+                wg.shape()
+            )));
+        }
+        if !cols.is_multiple_of(8) {
+            return Err(Error::InvalidArgument(format!(
+                "gate/up: {cols} columns; the fused kernel reads 8 f16 at a time (use matvec and silu_mul)"
+            )));
+        }
+        need_len("gate/up input", x, cols)?;
+        need_len("gate/up output", a, rows)?;
+        if a.id() == x.id() {
+            return Err(Error::InvalidArgument("gate/up: the output must not be the input".into()));
+        }
+        if rows == 0 {
+            return Ok(());
+        }
+        if cols == 0 {
+            return self.fill(a, 0.0);
+        }
+        let b: [&dyn GpuBuffer; 4] = [&wg.buffer, &wu.buffer, &x.buffer, &a.buffer];
+        self.shared.dispatch(
+            "matvec_gate_up_silu",
+            &b,
+            &[wg.id(), wu.id(), x.id()],
+            &[a.id()],
+            &[word("gate/up rows", rows)?, word("gate/up cols", cols)?, 0, 0],
+            row_groups(rows.div_ceil(2)),
         )
     }
 
@@ -253,6 +304,117 @@ impl Member {
             &[scores.id(), out.id()],
             &imm,
             [s.q_heads as u32, 1, 1],
+        )
+    }
+
+    /// One decode step's attention inputs in one dispatch: `q = rope(wq x)` and, at position
+    /// `pos` of the caches `[kv_heads, max_seq, head_dim]`, `rope(wk x)` and `wv x` — what
+    /// three `matvec`s through `matvec_f16_vec8_rows4`, two [`Member::rope`]s and
+    /// [`Member::kv_store`] do, bitwise. `wq` is `[q_heads * head_dim, cols]`, `wk` and `wv`
+    /// `[kv_heads * head_dim, cols]`, all f16 with `cols % 8 == 0`; `x` f32 of `cols`; `q` f32.
+    #[allow(clippy::too_many_arguments)]
+    pub fn matvec_qkv_rope_store(
+        &self,
+        (wq, wk, wv): (&Tensor, &Tensor, &Tensor),
+        x: &Tensor,
+        q: &Tensor,
+        (k_cache, v_cache): (&Tensor, &Tensor),
+        head_dim: usize,
+        pos: usize,
+        max_seq: usize,
+        base: f32,
+    ) -> Result<()> {
+        let named = [
+            (wq, "q weights"),
+            (wk, "k weights"),
+            (wv, "v weights"),
+            (x, "qkv input"),
+            (q, "q output"),
+            (k_cache, "k cache"),
+            (v_cache, "v cache"),
+        ];
+        self.own(&named)?;
+        for (t, what) in &named[..3] {
+            t.check_dtype(DType::F16, what)?;
+        }
+        for (t, what) in &named[3..] {
+            t.check_dtype(DType::F32, what)?;
+        }
+        let dims = |t: &Tensor, what: &str| -> Result<(usize, usize)> {
+            match t.shape() {
+                &[r, c] => Ok((r, c)),
+                s => Err(Error::LengthMismatch {
+                    what: format!("{what} must be 2-D, dimensions"),
+                    expected: 2,
+                    got: s.len(),
+                }),
+            }
+        };
+        let ((q_rows, cols), (kv_rows, kc), (vr, vc)) =
+            (dims(wq, "q weights")?, dims(wk, "k weights")?, dims(wv, "v weights")?);
+        if (kv_rows, kc) != (vr, vc) || kc != cols {
+            return Err(Error::InvalidArgument(format!(
+                "qkv: weights of shapes {:?}, {:?}, {:?}; k and v must agree and every one have {cols} columns",
+                wq.shape(),
+                wk.shape(),
+                wv.shape()
+            )));
+        }
+        if head_dim == 0
+            || !head_dim.is_multiple_of(2)
+            || !q_rows.is_multiple_of(head_dim)
+            || !kv_rows.is_multiple_of(head_dim)
+        {
+            return Err(Error::InvalidArgument(format!(
+                "qkv: head_dim {head_dim} must be even and divide the {q_rows} query and {kv_rows} key rows"
+            )));
+        }
+        if !cols.is_multiple_of(8) {
+            return Err(Error::InvalidArgument(format!(
+                "qkv: {cols} columns; the fused kernel reads 8 f16 at a time (use matvec, rope and kv_store)"
+            )));
+        }
+        if pos >= max_seq {
+            return Err(Error::InvalidArgument(format!(
+                "position {pos} is past the KV cache's {max_seq} positions"
+            )));
+        }
+        need_len("qkv input", x, cols)?;
+        need_len("q output", q, q_rows)?;
+        let cache = mul("qkv cache", kv_rows, max_seq)?;
+        need_len("k cache", k_cache, cache)?;
+        need_len("v cache", v_cache, cache)?;
+        let outs = [q.id(), k_cache.id(), v_cache.id()];
+        if outs[0] == outs[1] || outs[0] == outs[2] || outs[1] == outs[2] || outs.contains(&x.id()) {
+            return Err(Error::InvalidArgument("qkv: q, the caches and x must be four tensors".into()));
+        }
+        let pairs = add("qkv rows", q_rows, mul("qkv rows", 2, kv_rows)?)? / 2;
+        if pairs == 0 {
+            return Ok(());
+        }
+        if cols == 0 {
+            return Err(Error::InvalidArgument("qkv: no input features".into()));
+        }
+        let imm = [
+            word("qkv query rows", q_rows)?,
+            word("qkv key rows", kv_rows)?,
+            word("qkv columns", cols)?,
+            word("qkv head_dim", head_dim)?,
+            word("qkv position", pos)?,
+            word("qkv max_seq", max_seq)?,
+            base.to_bits(),
+            0,
+        ];
+        word("qkv cache", cache)?;
+        let b: [&dyn GpuBuffer; 7] =
+            [&wq.buffer, &wk.buffer, &wv.buffer, &x.buffer, &q.buffer, &k_cache.buffer, &v_cache.buffer];
+        self.shared.dispatch(
+            "matvec_qkv_rope_store",
+            &b,
+            &[wq.id(), wk.id(), wv.id(), x.id()],
+            &[q.id(), k_cache.id(), v_cache.id()],
+            &imm,
+            row_groups(pairs.div_ceil(2)),
         )
     }
 

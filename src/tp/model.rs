@@ -547,12 +547,27 @@ impl Decoder {
                 } else {
                     m.add_rmsnorm(&s.x, &s.d, &s.norm, &s.h, cfg.eps)?;
                 }
-                m.matvec(layer.q.weight(i)?, &s.h, &s.q)?;
-                m.matvec(layer.k.weight(i)?, &s.h, &s.k)?;
-                m.matvec(layer.v.weight(i)?, &s.h, &s.v)?;
-                m.rope(&s.q, kvh * group, d, pos, cfg.rope_base)?;
-                m.rope(&s.k, kvh, d, pos, cfg.rope_base)?;
-                m.kv_store(&s.k, &s.v, &layer.k_cache[i], &layer.v_cache[i], kvh, d, pos, cfg.max_seq)?;
+                if cfg.hidden.is_multiple_of(8) {
+                    // One dispatch for the three products, both ropes and the cache store: bitwise
+                    // the six below where matvec picks its four-row kernel (below 8192 columns).
+                    m.matvec_qkv_rope_store(
+                        (layer.q.weight(i)?, layer.k.weight(i)?, layer.v.weight(i)?),
+                        &s.h,
+                        &s.q,
+                        (&layer.k_cache[i], &layer.v_cache[i]),
+                        d,
+                        pos,
+                        cfg.max_seq,
+                        cfg.rope_base,
+                    )?;
+                } else {
+                    m.matvec(layer.q.weight(i)?, &s.h, &s.q)?;
+                    m.matvec(layer.k.weight(i)?, &s.h, &s.k)?;
+                    m.matvec(layer.v.weight(i)?, &s.h, &s.v)?;
+                    m.rope(&s.q, kvh * group, d, pos, cfg.rope_base)?;
+                    m.rope(&s.k, kvh, d, pos, cfg.rope_base)?;
+                    m.kv_store(&s.k, &s.v, &layer.k_cache[i], &layer.v_cache[i], kvh, d, pos, cfg.max_seq)?;
+                }
                 let shape =
                     AttentionShape { q_heads: kvh * group, group, head_dim: d, pos, max_seq: cfg.max_seq };
                 m.attention(&s.q, &layer.k_cache[i], &layer.v_cache[i], &s.scores, &s.attn, shape)?;
@@ -563,9 +578,15 @@ impl Decoder {
             for (i, m) in self.members.iter().enumerate() {
                 let (s, layer) = (&self.scratch[i], &self.layers[l]);
                 m.add_rmsnorm(&s.x, &s.o, &s.norm, &s.h, cfg.eps)?;
-                m.matvec(layer.gate.weight(i)?, &s.h, &s.g)?;
-                m.matvec(layer.up.weight(i)?, &s.h, &s.u)?;
-                m.silu_mul(&s.g, &s.u, &s.a)?;
+                if cfg.hidden.is_multiple_of(8) {
+                    // One dispatch for both products and SiLU·mul: bitwise the three below where
+                    // matvec picks its four-row kernel (below 8192 columns).
+                    m.matvec_gate_up_silu(layer.gate.weight(i)?, layer.up.weight(i)?, &s.h, &s.a)?;
+                } else {
+                    m.matvec(layer.gate.weight(i)?, &s.h, &s.g)?;
+                    m.matvec(layer.up.weight(i)?, &s.h, &s.u)?;
+                    m.silu_mul(&s.g, &s.u, &s.a)?;
+                }
                 m.matvec(layer.down.weight(i)?, &s.a, &s.d)?;
             }
             self.all_reduce(|s| &s.d, Precision::Auto)?;
