@@ -109,6 +109,14 @@ fn output_reads_as_words() {
     assert!(o.status.success(), "{t}");
     assert!(t.contains("group of 2 members:") && t.contains("split: weighted 2:1 (66.7% : 33.3%)"), "{t}");
     assert!(!t.contains("Weighted(") && !t.contains("inf"), "{t}");
+    // Dispatches per token and member of the small model (2 layers): per layer 7 on one member
+    // (norm, fused q/k/v + rope + cache store, attention, o, norm, fused gate/up + SiLU, down)
+    // and 11 on two (each all-reduce adds its two phases), plus 6 per token (embed, final norm,
+    // vocabulary product, fill, argmax, select) and, on two members, the pair all-reduce's 2.
+    assert!(t.contains("30.0 dispatches per token per member") && t.contains("weight streaming"), "{t}");
+    let o = crossgpu(&["decode", "--tokens", "2", "--warmup", "0"], &[("CROSSGPU_DEVICES", "0")]);
+    let t = text(&o);
+    assert!(o.status.success() && t.contains("20.0 dispatches per token per member"), "{t}");
     let o = crossgpu(&["soak", "--members", "1", "--rounds", "3"], &[]);
     let t = text(&o);
     assert!(o.status.success() && t.contains("over 1 member,"), "{t}");

@@ -230,6 +230,30 @@ fn batch_rate(
     Ok(summarize(&samples))
 }
 
+/// The device-local copy kernel's rate on `m`'s device, in GB/s of bytes read plus written:
+/// `copy_vec4` between two buffers of `bytes` (clamped to what one binding covers), `reps`
+/// timed batches after a warm-up. What a kernel that streams weights can reach: the decode
+/// reports its weight-streaming ratio against it.
+pub fn copy_kernel_gbps(m: &Member, bytes: u64, reps: usize) -> Result<Summary> {
+    let e = err(m);
+    let dev = m.device();
+    let bytes = bytes.min(dev.info().caps.max_storage_buffer_range).max(4096) / 16 * 16;
+    let timeout = m.shared.timeout_ms * 1_000_000;
+    let usage = BufferUsage { copy_src: true, copy_dst: true };
+    let a = Buffer::new(dev, bytes, usage, "copy rate a").map_err(&e)?;
+    let b = Buffer::new(dev, bytes, usage, "copy rate b").map_err(&e)?;
+    let mut rec = Recorder::new(dev, m.shared.queue_index).map_err(&e)?;
+    let words = (bytes / 16) as u32;
+    let kernel = m.shared.kernels.get("copy_vec4").map_err(&e)?;
+    let group = kernel.bind(&[&a, &b]).map_err(&e)?;
+    let groups = [(words as usize).div_ceil(256).clamp(1, 65_535) as u32, 1, 1];
+    let compute = (Access::COMPUTE_WRITE, Access::COMPUTE_WRITE | Access::COMPUTE_READ);
+    batch_rate(&mut rec, reps, timeout, compute, 2.0 * bytes as f64, |r| {
+        r.dispatch(&group, &[words, 0, 0, 0], groups)
+    })
+    .map_err(&e)
+}
+
 /// The smallest buffer [`measure`] takes: the gated chains' steps are 32 KiB of it.
 pub const MIN_BYTES: u64 = 64 << 10;
 

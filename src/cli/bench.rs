@@ -136,6 +136,9 @@ struct DecodePoint {
     record_ms_per_token: f64,
     all_reduces_per_token: f64,
     submits_per_token_per_member: f64,
+    dispatches_per_token_per_member: f64,
+    /// Per member: streamed weight bytes × tokens/s ÷ its copy kernel's bandwidth, percent.
+    weight_streaming_pct: Vec<f64>,
     mode: String,
     tokens: Vec<u32>,
 }
@@ -729,6 +732,8 @@ impl Run<'_> {
                         record_ms_per_token: d.record_ms_per_token,
                         all_reduces_per_token: d.all_reduces_per_token,
                         submits_per_token_per_member: d.submits_per_token_per_member,
+                        dispatches_per_token_per_member: d.dispatches_per_token_per_member,
+                        weight_streaming_pct: d.weight_streaming_pct,
                         mode: d.mode,
                         tokens: d.tokens,
                     };
@@ -908,12 +913,14 @@ fn matvec_row(m: &MatvecPoint) -> String {
 
 fn decode_row(d: &DecodePoint) -> String {
     format!(
-        "decode {} ({}): {} tokens/s, CPU {} ms/token, {:.1} submits/token/member",
+        "decode {} ({}): {} tokens/s, CPU {} ms/token, {:.1} submits and {:.1} dispatches per token per member, weight streaming {} of the copy kernel",
         d.layout,
         plural(d.members, "member", "members"),
         sig3(d.tokens_per_s),
         sig3(d.cpu_ms_per_token),
-        d.submits_per_token_per_member
+        d.submits_per_token_per_member,
+        d.dispatches_per_token_per_member,
+        d.weight_streaming_pct.iter().map(|p| format!("{p:.1}%")).collect::<Vec<_>>().join(" / ")
     )
 }
 

@@ -60,6 +60,11 @@ pub struct DecodeReport {
     pub queue_submit_us: Option<f64>,
     pub all_reduces_per_token: f64,
     pub submits_per_token_per_member: f64,
+    /// Compute dispatches per token and member.
+    pub dispatches_per_token_per_member: f64,
+    /// Per member: the weight bytes it streams per token × tokens/s ÷ its device-local copy
+    /// kernel's bandwidth measured in this process, percent.
+    pub weight_streaming_pct: Vec<f64>,
     pub mode: String,
 }
 
@@ -79,6 +84,17 @@ pub fn run_decode(
     args: &DecodeArgs,
     show: bool,
 ) -> CliResult<DecodeReport> {
+    // What a weight-streaming kernel can reach on each member, measured before the weights take
+    // the memory: the copy kernel over two buffers (16 MiB on a CPU device, 256 MiB on a GPU).
+    let copy_gbps = group
+        .members()
+        .iter()
+        .map(|m| {
+            let bytes =
+                if m.adapter().device_type == crossgpu::DeviceType::Cpu { 16 << 20 } else { 256 << 20 };
+            crossgpu::bench::limits::copy_kernel_gbps(m, bytes, 3).map(|s| s.median)
+        })
+        .collect::<crossgpu::Result<Vec<_>>>()?;
     let t0 = Instant::now();
     let comm = if group.len() > 1 { Some(crossgpu::Comm::new(group)?) } else { None };
     let loading = if show { ProgressBar::new(cfg.layers as u64) } else { ProgressBar::hidden() };
@@ -161,6 +177,15 @@ pub fn run_decode(
                 / (after.queue_submits - before.queue_submits) as f64
         }),
         submits_per_token_per_member: (after.submits - before.submits) as f64 / n / group.len() as f64,
+        dispatches_per_token_per_member: (after.dispatches - before.dispatches) as f64
+            / n
+            / group.len() as f64,
+        weight_streaming_pct: (0..group.len())
+            .map(|i| {
+                let bytes = dec.plan.footprint(cfg, i).streamed_weight_bytes as f64;
+                100.0 * bytes * (args.tokens as f64 / wall) / (copy_gbps[i] * 1e9)
+            })
+            .collect(),
         mode,
     };
     if show {
@@ -174,6 +199,23 @@ pub fn run_decode(
             report.all_reduces_per_token,
             report.submits_per_token_per_member
         );
+        println!(
+            "{:.1} dispatches per token per member; weight streaming (weight bytes per token x tokens/s / the copy kernel's bandwidth, measured here): {}",
+            report.dispatches_per_token_per_member,
+            (0..group.len())
+                .map(|i| {
+                    let bytes = dec.plan.footprint(cfg, i).streamed_weight_bytes as f64;
+                    format!(
+                        "member {i} {} at {}/s = {:.1}% of {}/s",
+                        si_bytes(bytes),
+                        si_bytes(bytes * report.tokens_per_s),
+                        report.weight_streaming_pct[i],
+                        si_bytes(copy_gbps[i] * 1e9)
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
         if let Some(p) = report.bridge_blocked_pct {
             println!("host bridge: {p:.1}% of rounds released only after blocking (spin time ran out)");
         }
@@ -183,6 +225,22 @@ pub fn run_decode(
         println!("tokens: {:?}", report.tokens);
     }
     Ok(report)
+}
+
+/// Bytes with a decimal unit and three significant digits: `42.6 GB`, `2.35 TB`, `811 kB`.
+fn si_bytes(b: f64) -> String {
+    let (v, unit) = [(1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB")]
+        .into_iter()
+        .find(|&(scale, _)| b >= scale)
+        .map_or((b, "B"), |(scale, unit)| (b / scale, unit));
+    let digits = if v >= 100.0 {
+        0
+    } else if v >= 10.0 {
+        1
+    } else {
+        2
+    };
+    format!("{v:.digits$} {unit}")
 }
 
 /// A split weight as a user would write it: `2`, `0.5`, `1e308`.

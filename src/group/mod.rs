@@ -266,6 +266,11 @@ impl Member {
         self.shared.stream().submits
     }
 
+    /// Number of compute dispatches recorded on this member so far.
+    pub fn dispatch_count(&self) -> u64 {
+        self.shared.stream().rec.dispatch_count()
+    }
+
     pub(crate) fn device(&self) -> &Device {
         &self.shared.device
     }

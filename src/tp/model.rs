@@ -188,6 +188,9 @@ impl Plan {
 pub struct Footprint {
     /// Bytes of every tensor the member holds (weights, KV caches, activations).
     pub bytes: u64,
+    /// Weight bytes the member reads for every token: its slices of every layer's matrices and
+    /// of the vocabulary projection (the embedding table gives one row per token).
+    pub streamed_weight_bytes: u64,
     /// The largest single tensor: its name and bytes (one storage binding must cover it).
     pub largest: (&'static str, u64),
 }
@@ -217,12 +220,17 @@ impl Plan {
             ("activations", f32b(6 * h + 3 * qd + 2 * kvd + 3 * ffn + vocab + cfg.max_seq + 16), 1),
         ];
         let bytes = tensors.iter().map(|t| t.1.saturating_mul(t.2)).fold(0u64, u64::saturating_add);
+        let streamed_weight_bytes = tensors[..7]
+            .iter()
+            .chain(&tensors[8..9])
+            .map(|t| t.1.saturating_mul(t.2))
+            .fold(0u64, u64::saturating_add);
         let largest = tensors
             .iter()
             .filter(|t| t.0 != "activations")
             .max_by_key(|t| t.1)
             .map_or(("none", 0), |t| (t.0, t.1));
-        Footprint { bytes, largest }
+        Footprint { bytes, streamed_weight_bytes, largest }
     }
 }
 
@@ -330,6 +338,8 @@ pub struct DecodeStats {
     pub backpressure_wait: std::time::Duration,
     /// How the host bridge released the all-reduce rounds (HostBridge mode only).
     pub bridge: Option<crate::comm::BridgeStats>,
+    /// Compute dispatches recorded, summed over members.
+    pub dispatches: u64,
     /// `vkQueueSubmit` calls of every member, summed.
     pub queue_submits: u64,
     /// Host time spent in those calls (queue lock included), summed over members.
@@ -676,6 +686,7 @@ impl Decoder {
             tokens: self.pos,
             all_reduces: self.comm.as_ref().map_or(0, |c| c.all_reduce_count()),
             submits: self.members.iter().map(|m| m.submit_count()).sum(),
+            dispatches: self.members.iter().map(|m| m.dispatch_count()).sum(),
             members: self.members.len(),
             step_host_time: self.step_host_time,
             backpressure_wait: self.members.iter().map(|m| m.backpressure_wait()).sum(),

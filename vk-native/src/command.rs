@@ -124,6 +124,8 @@ pub struct Recorder {
     /// recorder) and the host time spent in them, queue lock included.
     queue_submits: u64,
     queue_submit_time: Duration,
+    /// Dispatches recorded so far (all command buffers).
+    dispatches: u64,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -167,6 +169,7 @@ impl Recorder {
             backpressure_wait: Duration::ZERO,
             queue_submits: 0,
             queue_submit_time: Duration::ZERO,
+            dispatches: 0,
         })
     }
 
@@ -313,7 +316,13 @@ impl Recorder {
         }
         a.keep.push(group.keep_alive());
         self.commands += 1;
+        self.dispatches += 1;
         Ok(())
+    }
+
+    /// Dispatches recorded by this recorder so far.
+    pub fn dispatch_count(&self) -> u64 {
+        self.dispatches
     }
 
     /// Records a copy of `size` bytes (a multiple of 4) between two buffers of this device.
