@@ -182,7 +182,12 @@ fn bench_all_writes_every_part_to_bench_json() {
 
     // Both f16 kernels on 64x512 and 33x40; bandwidth printed with its digits, never "0 GB/s".
     let matvec = v["matvec"].as_array().expect("matvec points");
-    assert_eq!(matvec.len(), 2 * crossgpu::MATVEC_F16_KERNELS.len(), "{matvec:?}");
+    // Two shapes through every f16 kernel, then the decoder's two fused kernels beside the
+    // dispatches each replaces (4 points).
+    assert_eq!(matvec.len(), 2 * crossgpu::MATVEC_F16_KERNELS.len() + 4, "{matvec:?}");
+    for k in ["matvec_gate_up_silu (fused)", "matvec_qkv_rope_store (fused)"] {
+        assert!(matvec.iter().any(|m| m["kernel"] == k), "{k} measured: {matvec:?}");
+    }
     assert!(matvec.iter().all(|m| m["us_per_matvec"]["median"].as_f64().unwrap() > 0.0));
     let rows: Vec<&str> = log.lines().filter(|l| l.starts_with("matvec ")).collect();
     assert_eq!(rows.len(), matvec.len(), "{log}");
@@ -246,7 +251,7 @@ fn bench_all_defaults_fit_a_cpu_device() {
     assert_eq!(points.iter().filter_map(|p| p["bytes"].as_u64()).max(), Some(1 << 20), "{points:?}");
     // The auto wire turns f16 at 1 MiB on the bridge.
     assert!(points.iter().any(|p| p["wire"] == "f16" && p["bytes"] == 1 << 20), "{points:?}");
-    assert_eq!(v["matvec"].as_array().map(Vec::len), Some(crossgpu::MATVEC_F16_KERNELS.len()));
+    assert_eq!(v["matvec"].as_array().map(Vec::len), Some(crossgpu::MATVEC_F16_KERNELS.len() + 4));
     assert_eq!(v["decode"].as_array().map(Vec::len), Some(3));
     assert_charts(&out);
     let _ = std::fs::remove_dir_all(&out);

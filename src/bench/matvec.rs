@@ -70,3 +70,70 @@ pub fn measure_with(
         us_per_matvec: summarize(&us),
     })
 }
+
+/// The decoder's fused kernels against the dispatches each replaces, at one member's shapes of
+/// a model (`hidden` inputs; `ffn` MLP rows; `q_rows` and `kv_rows` attention rows of
+/// `head_dim`): `matvec_gate_up_silu` against two four-row products and `silu_mul`, and
+/// `matvec_qkv_rope_store` against three four-row products, two ropes and `kv_store`. Each
+/// point's GB/s counts the weights once (plus x and the outputs), so fused and unfused read
+/// the same bytes and their times compare directly.
+pub fn measure_decoder_kernels(
+    m: &Member,
+    (hidden, ffn, q_rows, kv_rows, head_dim): (usize, usize, usize, usize, usize),
+    reps: usize,
+) -> Result<Vec<MatvecPoint>> {
+    let weights = |rows: usize, seed: u32| -> Result<crate::tensor::Tensor> {
+        let w = m.empty(&[rows, hidden], DType::F16)?;
+        m.init_weights(&w, seed, hidden, 0, 0, 12)?;
+        Ok(w)
+    };
+    let x = m.upload_f32(&data(3, hidden))?;
+    let f32t = |n: usize| m.empty(&[n], DType::F32);
+    let (wg, wu) = (weights(ffn, 5)?, weights(ffn, 6)?);
+    let (g, u, a) = (f32t(ffn)?, f32t(ffn)?, f32t(ffn)?);
+    let (wq, wk, wv) = (weights(q_rows, 1)?, weights(kv_rows, 2)?, weights(kv_rows, 3)?);
+    let (q, k, v) = (f32t(q_rows)?, f32t(kv_rows)?, f32t(kv_rows)?);
+    let max_seq = 64;
+    let (kc, vc) =
+        (m.full(&[kv_rows * max_seq], DType::F32, 0.0)?, m.full(&[kv_rows * max_seq], DType::F32, 0.0)?);
+    m.synchronize()?;
+    let four = "matvec_f16_vec8_rows4";
+    let (q_heads, kv_heads) = (q_rows / head_dim, kv_rows / head_dim);
+    let time = |rows: usize, kernel: &'static str, f: &dyn Fn() -> Result<()>| -> Result<MatvecPoint> {
+        const BATCH: usize = 20;
+        let bytes = (rows * hidden * 2 + hidden * 4 + rows * 4) as f64;
+        let (mut gbps, mut us) = (Vec::new(), Vec::new());
+        for rep in 0..reps + 1 {
+            let t = Instant::now();
+            for _ in 0..BATCH {
+                f()?;
+            }
+            m.synchronize()?;
+            let s = t.elapsed().as_secs_f64();
+            if rep > 0 {
+                gbps.push(BATCH as f64 * bytes / s / 1e9);
+                us.push(s / BATCH as f64 * 1e6);
+            }
+        }
+        Ok(MatvecPoint { rows, cols: hidden, kernel, gbps: summarize(&gbps), us_per_matvec: summarize(&us) })
+    };
+    Ok(vec![
+        time(2 * ffn, "matvec_gate_up_silu (fused)", &|| m.matvec_gate_up_silu(&wg, &wu, &x, &a))?,
+        time(2 * ffn, "gate, up (four rows each), silu_mul", &|| {
+            m.matvec_f16_with(four, &wg, &x, &g)?;
+            m.matvec_f16_with(four, &wu, &x, &u)?;
+            m.silu_mul(&g, &u, &a)
+        })?,
+        time(q_rows + 2 * kv_rows, "matvec_qkv_rope_store (fused)", &|| {
+            m.matvec_qkv_rope_store((&wq, &wk, &wv), &x, &q, (&kc, &vc), head_dim, 5, max_seq, 10_000.0)
+        })?,
+        time(q_rows + 2 * kv_rows, "q, k, v (four rows each), 2 ropes, kv_store", &|| {
+            m.matvec_f16_with(four, &wq, &x, &q)?;
+            m.matvec_f16_with(four, &wk, &x, &k)?;
+            m.matvec_f16_with(four, &wv, &x, &v)?;
+            m.rope(&q, q_heads, head_dim, 5, 10_000.0)?;
+            m.rope(&k, kv_heads, head_dim, 5, 10_000.0)?;
+            m.kv_store(&k, &v, &kc, &vc, kv_heads, head_dim, 5, max_seq)
+        })?,
+    ])
+}

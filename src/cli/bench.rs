@@ -686,6 +686,24 @@ impl Run<'_> {
             }
         }
         pb.finish_and_clear();
+        // The decoder's fused kernels beside what each replaces, at one member's shapes of the
+        // preset (--preset: 27b on a GPU that holds it, small on a CPU device).
+        let cfg = DecoderConfig::preset(&self.s.preset).map_err(|e| e.for_setting("--preset"))?;
+        let shape =
+            (cfg.hidden, cfg.ffn, cfg.q_heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim, cfg.head_dim);
+        match matvec::measure_decoder_kernels(&g.members()[0], shape, 5) {
+            Ok(points) => {
+                for p in points {
+                    println!("{}", matvec_row(&p));
+                    self.r.matvec.push(p);
+                }
+                self.save()?;
+            }
+            Err(e) => self.skip(
+                &ProgressBar::hidden(),
+                format!("decoder kernels of --preset {}: {e}", self.s.preset),
+            )?,
+        }
         Ok(())
     }
 
