@@ -4,6 +4,8 @@
 //! - [`split`]: how features are shared out (even, weighted, granularity).
 //! - [`linear`]: [`ColumnParallelLinear`] (no communication) and [`RowParallelLinear`]
 //!   (matrix–vector product, then all-reduce).
+//! - [`Sharded`]: an activation held across the members as one value.
+//! - `block`: the decoder block's attention and MLP halves as tensor-parallel layers.
 //! - [`model`]: a decoder-only transformer built from them, for greedy decoding.
 //! - [`init`]: deterministic weights generated on the device, and their CPU twin.
 //!
@@ -11,11 +13,14 @@
 //! produced by the same kernels from bitwise-equal inputs, and the all-reduce returns bitwise
 //! equal sums, so every member's copy stays identical.
 
+mod block;
 pub mod init;
 pub mod linear;
 pub mod model;
+mod sharded;
 pub mod split;
 
 pub use linear::{ColumnParallelLinear, RowParallelLinear};
 pub use model::{check_fits, DecodeStats, Decoder, DecoderConfig, Footprint, Plan};
+pub use sharded::Sharded;
 pub use split::{split_ranges, SplitSpec};

@@ -16,11 +16,12 @@ use std::ops::Range;
 use crate::comm::{AllReduceOptions, Comm, Precision};
 use crate::error::{Error, Result};
 use crate::group::{DeviceGroup, Member};
-use crate::ops::AttentionShape;
 use crate::tensor::{DType, Tensor};
 
+use super::block::{Attention, AttentionScratch, Mlp, MlpScratch, Step};
 use super::init::{matrix_seed, shift_for_fan_in};
 use super::linear::{ColumnParallelLinear, RowParallelLinear};
+use super::sharded::Sharded;
 use super::split::{split_ranges, SplitSpec};
 
 /// Shape of the model.
@@ -286,37 +287,33 @@ pub fn check_fits(members: &[Member], cfg: &DecoderConfig, plan: &Plan) -> Resul
     Ok(())
 }
 
+/// One decoder layer: attention, then the MLP, each a tensor-parallel half (`block.rs`).
 struct Layer {
-    q: ColumnParallelLinear,
-    k: ColumnParallelLinear,
-    v: ColumnParallelLinear,
-    o: RowParallelLinear,
-    gate: ColumnParallelLinear,
-    up: ColumnParallelLinear,
-    down: RowParallelLinear,
-    k_cache: Vec<Tensor>,
-    v_cache: Vec<Tensor>,
+    attention: Attention,
+    mlp: Mlp,
 }
 
-/// Per-member activations, made once at load.
-struct Scratch {
-    x: Tensor,
-    h: Tensor,
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    attn: Tensor,
-    scores: Tensor,
-    o: Tensor,
-    g: Tensor,
-    u: Tensor,
-    a: Tensor,
-    d: Tensor,
-    logits: Tensor,
-    pairs: Tensor,
-    token: Tensor,
-    history: Tensor,
-    norm: Tensor,
+/// The activations of a step, each across the members, made once at load.
+struct Activations {
+    /// The residual stream (replicated).
+    x: Sharded,
+    /// The normed input of the next half (replicated).
+    h: Sharded,
+    attention: AttentionScratch,
+    /// The attention's output, all-reduced (replicated).
+    o: Sharded,
+    mlp: MlpScratch,
+    /// The MLP's output, all-reduced (replicated).
+    d: Sharded,
+    /// Each member's slice of the vocabulary's logits.
+    logits: Sharded,
+    /// The greedy candidates, (value, index) per member, gathered by an all-reduce.
+    pairs: Sharded,
+    /// The token the next step embeds, and every token chosen so far (u32).
+    token: Sharded,
+    history: Sharded,
+    /// The norms' weights (all ones).
+    norm: Sharded,
 }
 
 /// Counters of a decode run.
@@ -357,7 +354,7 @@ pub struct Decoder {
     embed: Vec<Tensor>,
     vocab: ColumnParallelLinear,
     layers: Vec<Layer>,
-    scratch: Vec<Scratch>,
+    act: Activations,
     /// Tokens decoded so far (the next position).
     pos: usize,
     /// Host time spent in `step` so far.
@@ -410,30 +407,35 @@ impl Decoder {
         let mut layers = Vec::with_capacity(cfg.layers);
         for l in 0..cfg.layers {
             let seed = |id| matrix_seed(cfg.seed, l, id);
-            let caches = || {
-                members
-                    .iter()
-                    .zip(&plan.kv_heads)
-                    .map(|(m, r)| m.full(&[r.len() * cfg.max_seq * d], DType::F32, 0.0))
-                    .collect::<Result<Vec<_>>>()
-            };
+            let caches = || Sharded::full(&members, |i| plan.kv_heads[i].len() * cfg.max_seq * d, 0.0);
             layers.push(Layer {
-                q: ColumnParallelLinear::random(&members, h, qd, q_rows.clone(), seed(1), s_h)?,
-                k: ColumnParallelLinear::random(&members, h, kvd, kv_rows.clone(), seed(2), s_h)?,
-                v: ColumnParallelLinear::random(&members, h, kvd, kv_rows.clone(), seed(3), s_h)?,
-                o: RowParallelLinear::random(&members, qd, h, q_rows.clone(), seed(4), shift_for_fan_in(qd))?,
-                gate: ColumnParallelLinear::random(&members, h, f, plan.ffn.clone(), seed(5), s_h)?,
-                up: ColumnParallelLinear::random(&members, h, f, plan.ffn.clone(), seed(6), s_h)?,
-                down: RowParallelLinear::random(
-                    &members,
-                    f,
-                    h,
-                    plan.ffn.clone(),
-                    seed(7),
-                    shift_for_fan_in(f),
-                )?,
-                k_cache: caches()?,
-                v_cache: caches()?,
+                attention: Attention {
+                    q: ColumnParallelLinear::random(&members, h, qd, q_rows.clone(), seed(1), s_h)?,
+                    k: ColumnParallelLinear::random(&members, h, kvd, kv_rows.clone(), seed(2), s_h)?,
+                    v: ColumnParallelLinear::random(&members, h, kvd, kv_rows.clone(), seed(3), s_h)?,
+                    o: RowParallelLinear::random(
+                        &members,
+                        qd,
+                        h,
+                        q_rows.clone(),
+                        seed(4),
+                        shift_for_fan_in(qd),
+                    )?,
+                    k_cache: caches()?,
+                    v_cache: caches()?,
+                },
+                mlp: Mlp {
+                    gate: ColumnParallelLinear::random(&members, h, f, plan.ffn.clone(), seed(5), s_h)?,
+                    up: ColumnParallelLinear::random(&members, h, f, plan.ffn.clone(), seed(6), s_h)?,
+                    down: RowParallelLinear::random(
+                        &members,
+                        f,
+                        h,
+                        plan.ffn.clone(),
+                        seed(7),
+                        shift_for_fan_in(f),
+                    )?,
+                },
             });
             progress(l + 1, cfg.layers);
         }
@@ -455,34 +457,34 @@ impl Decoder {
             })
             .collect::<Result<Vec<_>>>()?;
         let n = members.len();
-        let scratch = members
-            .iter()
-            .enumerate()
-            .map(|(i, m)| {
-                let f32t = |len: usize| m.full(&[len], DType::F32, 0.0);
-                let kvh = plan.kv_heads[i].len();
-                let qh = kvh * group_size;
-                Ok(Scratch {
-                    x: f32t(h)?,
-                    h: f32t(h)?,
-                    q: f32t(qh * d)?,
-                    k: f32t(kvh * d)?,
-                    v: f32t(kvh * d)?,
-                    attn: f32t(qh * d)?,
-                    scores: f32t(qh * cfg.max_seq)?,
-                    o: f32t(h)?,
-                    g: f32t(plan.ffn[i].len())?,
-                    u: f32t(plan.ffn[i].len())?,
-                    a: f32t(plan.ffn[i].len())?,
-                    d: f32t(h)?,
-                    logits: f32t(plan.vocab[i].len())?,
-                    pairs: f32t(2 * n)?,
-                    token: m.upload_u32(&[0])?,
-                    history: m.upload_u32(&vec![0; cfg.max_seq])?,
-                    norm: m.full(&[h], DType::F32, 1.0)?,
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let f32s = |len: &dyn Fn(usize) -> usize| Sharded::full(&members, len, 0.0);
+        let kvh = |i: usize| plan.kv_heads[i].len();
+        let u32s = |len: usize| -> Result<Sharded> {
+            Ok(Sharded::new(members.iter().map(|m| m.upload_u32(&vec![0; len])).collect::<Result<Vec<_>>>()?))
+        };
+        let act = Activations {
+            x: f32s(&|_| h)?,
+            h: f32s(&|_| h)?,
+            attention: AttentionScratch {
+                q: f32s(&|i| kvh(i) * group_size * d)?,
+                k: f32s(&|i| kvh(i) * d)?,
+                v: f32s(&|i| kvh(i) * d)?,
+                scores: f32s(&|i| kvh(i) * group_size * cfg.max_seq)?,
+                attn: f32s(&|i| kvh(i) * group_size * d)?,
+            },
+            o: f32s(&|_| h)?,
+            mlp: MlpScratch {
+                g: f32s(&|i| plan.ffn[i].len())?,
+                u: f32s(&|i| plan.ffn[i].len())?,
+                a: f32s(&|i| plan.ffn[i].len())?,
+            },
+            d: f32s(&|_| h)?,
+            logits: f32s(&|i| plan.vocab[i].len())?,
+            pairs: f32s(&|_| 2 * n)?,
+            token: u32s(1)?,
+            history: u32s(cfg.max_seq)?,
+            norm: Sharded::full(&members, |_| h, 1.0)?,
+        };
         for m in &members {
             m.flush()?;
         }
@@ -494,7 +496,7 @@ impl Decoder {
             embed,
             vocab,
             layers,
-            scratch,
+            act,
             pos: 0,
             step_host_time: std::time::Duration::ZERO,
         })
@@ -515,12 +517,6 @@ impl Decoder {
         self.pos
     }
 
-    fn all_reduce(&mut self, pick: impl Fn(&Scratch) -> &Tensor, precision: Precision) -> Result<()> {
-        let Some(comm) = self.comm.as_mut() else { return Ok(()) };
-        let mut ts: Vec<&Tensor> = self.scratch.iter().map(pick).collect();
-        comm.all_reduce(&mut ts, &AllReduceOptions { precision, ..Default::default() })
-    }
-
     /// Records one decode step: embeds the current token (on the devices), runs every layer,
     /// and leaves the greedy next token in every member's token buffer and in the history.
     /// Nothing waits for the GPU.
@@ -539,83 +535,49 @@ impl Decoder {
                 self.cfg.max_seq
             )));
         }
-        let cfg = self.cfg.clone();
-        let group = cfg.q_heads / cfg.kv_heads;
-        let d = cfg.head_dim;
-        for (i, m) in self.members.iter().enumerate() {
-            let s = &self.scratch[i];
-            m.embed(&self.embed[i], &s.token, &s.x)?;
+        let cfg = &self.cfg;
+        let (members, act) = (&self.members, &self.act);
+        let step = Step {
+            pos,
+            max_seq: cfg.max_seq,
+            head_dim: cfg.head_dim,
+            group: cfg.q_heads / cfg.kv_heads,
+            rope_base: cfg.rope_base,
+        };
+        for (i, m) in members.iter().enumerate() {
+            m.embed(&self.embed[i], act.token.part(i)?, act.x.part(i)?)?;
         }
-        for l in 0..cfg.layers {
-            // Attention block up to the output projection's partial sums.
-            for (i, m) in self.members.iter().enumerate() {
-                let (s, layer) = (&self.scratch[i], &self.layers[l]);
-                let kvh = self.plan.kv_heads[i].len();
-                // The previous layer's MLP output joins the residual here, with this norm.
-                if l == 0 {
-                    m.rmsnorm(&s.x, &s.norm, &s.h, cfg.eps)?;
-                } else {
-                    m.add_rmsnorm(&s.x, &s.d, &s.norm, &s.h, cfg.eps)?;
+        // Each half adds its output to the residual stream in the next norm (add_rmsnorm).
+        let norm = |added: Option<&Sharded>| -> Result<()> {
+            for (i, m) in members.iter().enumerate() {
+                let (x, w, h) = (act.x.part(i)?, act.norm.part(i)?, act.h.part(i)?);
+                match added {
+                    None => m.rmsnorm(x, w, h, cfg.eps)?,
+                    Some(a) => m.add_rmsnorm(x, a.part(i)?, w, h, cfg.eps)?,
                 }
-                if cfg.hidden.is_multiple_of(8) {
-                    // One dispatch for the three products, both ropes and the cache store: bitwise
-                    // the six below where matvec picks its four-row kernel (below 8192 columns).
-                    m.matvec_qkv_rope_store(
-                        (layer.q.weight(i)?, layer.k.weight(i)?, layer.v.weight(i)?),
-                        &s.h,
-                        &s.q,
-                        (&layer.k_cache[i], &layer.v_cache[i]),
-                        d,
-                        pos,
-                        cfg.max_seq,
-                        cfg.rope_base,
-                    )?;
-                } else {
-                    m.matvec(layer.q.weight(i)?, &s.h, &s.q)?;
-                    m.matvec(layer.k.weight(i)?, &s.h, &s.k)?;
-                    m.matvec(layer.v.weight(i)?, &s.h, &s.v)?;
-                    m.rope(&s.q, kvh * group, d, pos, cfg.rope_base)?;
-                    m.rope(&s.k, kvh, d, pos, cfg.rope_base)?;
-                    m.kv_store(&s.k, &s.v, &layer.k_cache[i], &layer.v_cache[i], kvh, d, pos, cfg.max_seq)?;
-                }
-                let shape =
-                    AttentionShape { q_heads: kvh * group, group, head_dim: d, pos, max_seq: cfg.max_seq };
-                m.attention(&s.q, &layer.k_cache[i], &layer.v_cache[i], &s.scores, &s.attn, shape)?;
-                m.matvec(layer.o.weight(i)?, &s.attn, &s.o)?;
             }
-            self.all_reduce(|s| &s.o, Precision::Auto)?;
-            // MLP block up to the down projection's partial sums.
-            for (i, m) in self.members.iter().enumerate() {
-                let (s, layer) = (&self.scratch[i], &self.layers[l]);
-                m.add_rmsnorm(&s.x, &s.o, &s.norm, &s.h, cfg.eps)?;
-                if cfg.hidden.is_multiple_of(8) {
-                    // One dispatch for both products and SiLU·mul: bitwise the three below where
-                    // matvec picks its four-row kernel (below 8192 columns).
-                    m.matvec_gate_up_silu(layer.gate.weight(i)?, layer.up.weight(i)?, &s.h, &s.a)?;
-                } else {
-                    m.matvec(layer.gate.weight(i)?, &s.h, &s.g)?;
-                    m.matvec(layer.up.weight(i)?, &s.h, &s.u)?;
-                    m.silu_mul(&s.g, &s.u, &s.a)?;
-                }
-                m.matvec(layer.down.weight(i)?, &s.a, &s.d)?;
-            }
-            self.all_reduce(|s| &s.d, Precision::Auto)?;
+            Ok(())
+        };
+        for (l, layer) in self.layers.iter().enumerate() {
+            norm((l > 0).then_some(&act.d))?;
+            layer.attention.forward(members, self.comm.as_mut(), &act.h, &act.attention, &act.o, step)?;
+            norm(Some(&act.o))?;
+            layer.mlp.forward(members, self.comm.as_mut(), &act.h, &act.mlp, &act.d)?;
         }
-        for (i, m) in self.members.iter().enumerate() {
-            let s = &self.scratch[i];
-            if cfg.layers == 0 {
-                m.rmsnorm(&s.x, &s.norm, &s.h, cfg.eps)?;
-            } else {
-                m.add_rmsnorm(&s.x, &s.d, &s.norm, &s.h, cfg.eps)?;
-            }
-            m.matvec(self.vocab.weight(i)?, &s.h, &s.logits)?;
-            m.fill(&s.pairs, 0.0)?;
-            m.argmax_pair(&s.logits, self.plan.vocab[i].start, &s.pairs, i)?;
+        norm((!self.layers.is_empty()).then_some(&act.d))?;
+        // The greedy token: each member's best (value, index) of its vocabulary slice, gathered
+        // by an all-reduce of the pairs (exact: every other member contributes zeros).
+        self.vocab.forward(members, &act.h.refs(), &act.logits.refs())?;
+        for (i, m) in members.iter().enumerate() {
+            m.fill(act.pairs.part(i)?, 0.0)?;
+            m.argmax_pair(act.logits.part(i)?, self.plan.vocab[i].start, act.pairs.part(i)?, i)?;
         }
-        self.all_reduce(|s| &s.pairs, Precision::F32)?;
-        for (i, m) in self.members.iter().enumerate() {
-            let s = &self.scratch[i];
-            m.select_token(&s.pairs, &s.token, &s.history, pos)?;
+        if let Some(comm) = self.comm.as_mut() {
+            let opts = AllReduceOptions { precision: Precision::F32, ..Default::default() };
+            comm.all_reduce(&mut act.pairs.refs(), &opts)?;
+        }
+        for (i, m) in members.iter().enumerate() {
+            m.select_token(act.pairs.part(i)?, act.token.part(i)?, act.history.part(i)?, pos)?;
         }
         self.pos += 1;
         Ok(())
@@ -631,8 +593,8 @@ impl Decoder {
                 of: "tokens in the vocabulary",
             });
         }
-        for (m, s) in self.members.iter().zip(&self.scratch) {
-            m.write(&s.token, &[token as f32])?;
+        for (m, t) in self.members.iter().zip(self.act.token.parts()) {
+            m.write(t, &[token as f32])?;
         }
         Ok(())
     }
@@ -662,22 +624,22 @@ impl Decoder {
         if steps > 0 {
             on_step(steps - 1);
         }
-        let history = self.scratch[0].history.read_u32()?;
+        let history = self.act.history.part(0)?.read_u32()?;
         Ok(history[start..start + steps].to_vec())
     }
 
     /// Every member's logits slice concatenated (valid after the step finished: reads wait).
     pub fn logits(&self) -> Result<Vec<f32>> {
         let mut all = Vec::with_capacity(self.cfg.vocab);
-        for s in &self.scratch {
-            all.extend(s.logits.read()?);
+        for t in self.act.logits.parts() {
+            all.extend(t.read()?);
         }
         Ok(all)
     }
 
     /// Every member's copy of the residual stream `x` (replicated: must be bitwise equal).
     pub fn residuals(&self) -> Result<Vec<Vec<f32>>> {
-        self.scratch.iter().map(|s| s.x.read()).collect()
+        self.act.x.parts().iter().map(|t| t.read()).collect()
     }
 
     /// Counters so far: all-reduces and submits (summed over members).

@@ -1,0 +1,130 @@
+//! The decoder block's two halves as tensor-parallel layers, the way candle's tensor-parallel
+//! llama reads: attention is column-parallel q, k and v (whole KV-head groups per member), RoPE,
+//! the KV-cache store and attention on the member's heads, then the row-parallel output
+//! projection, whose partial sums the all-reduce adds; the MLP is column-parallel gate and up,
+//! SiLU·mul, then the row-parallel down projection and its all-reduce.
+//!
+//! Where the hidden size is a multiple of 8, q, k, v, the ropes and the cache store run as one
+//! kernel (`Member::matvec_qkv_rope_store`) and gate, up and SiLU·mul as another
+//! (`Member::matvec_gate_up_silu`), each bitwise the dispatches it replaces.
+
+use crate::comm::Comm;
+use crate::error::Result;
+use crate::group::Member;
+use crate::ops::AttentionShape;
+
+use super::linear::{ColumnParallelLinear, RowParallelLinear};
+use super::sharded::Sharded;
+
+/// Activations the attention half writes on the way (each member's heads).
+pub(crate) struct AttentionScratch {
+    pub(crate) q: Sharded,
+    pub(crate) k: Sharded,
+    pub(crate) v: Sharded,
+    pub(crate) scores: Sharded,
+    pub(crate) attn: Sharded,
+}
+
+/// Activations the MLP half writes on the way (each member's hidden features).
+pub(crate) struct MlpScratch {
+    pub(crate) g: Sharded,
+    pub(crate) u: Sharded,
+    pub(crate) a: Sharded,
+}
+
+/// Where the step is: its position, and the model's shape it needs.
+#[derive(Clone, Copy)]
+pub(crate) struct Step {
+    pub(crate) pos: usize,
+    pub(crate) max_seq: usize,
+    pub(crate) head_dim: usize,
+    /// Query heads per KV head.
+    pub(crate) group: usize,
+    pub(crate) rope_base: f32,
+}
+
+/// Attention over one layer's cache, its weights split by KV-head groups.
+pub(crate) struct Attention {
+    pub(crate) q: ColumnParallelLinear,
+    pub(crate) k: ColumnParallelLinear,
+    pub(crate) v: ColumnParallelLinear,
+    pub(crate) o: RowParallelLinear,
+    /// Each member's keys and values of its KV heads, `[heads, max_seq, head_dim]`.
+    pub(crate) k_cache: Sharded,
+    pub(crate) v_cache: Sharded,
+}
+
+impl Attention {
+    /// `out = o(attention(q(h), cache + (k(h), v(h)) at step.pos))`, summed over the members,
+    /// every member's `out` bitwise equal. `h` is replicated.
+    pub(crate) fn forward(
+        &self,
+        members: &[Member],
+        comm: Option<&mut Comm>,
+        h: &Sharded,
+        s: &AttentionScratch,
+        out: &Sharded,
+        step: Step,
+    ) -> Result<()> {
+        let d = step.head_dim;
+        for (i, m) in members.iter().enumerate() {
+            let (hi, q) = (h.part(i)?, s.q.part(i)?);
+            let caches = (self.k_cache.part(i)?, self.v_cache.part(i)?);
+            let kv_heads = self.k.ranges[i].len() / d;
+            if hi.len().is_multiple_of(8) {
+                let weights = (self.q.weight(i)?, self.k.weight(i)?, self.v.weight(i)?);
+                m.matvec_qkv_rope_store(weights, hi, q, caches, d, step.pos, step.max_seq, step.rope_base)?;
+            } else {
+                let (k, v) = (s.k.part(i)?, s.v.part(i)?);
+                m.matvec(self.q.weight(i)?, hi, q)?;
+                m.matvec(self.k.weight(i)?, hi, k)?;
+                m.matvec(self.v.weight(i)?, hi, v)?;
+                m.rope(q, kv_heads * step.group, d, step.pos, step.rope_base)?;
+                m.rope(k, kv_heads, d, step.pos, step.rope_base)?;
+                m.kv_store(k, v, caches.0, caches.1, kv_heads, d, step.pos, step.max_seq)?;
+            }
+            let shape = AttentionShape {
+                q_heads: kv_heads * step.group,
+                group: step.group,
+                head_dim: d,
+                pos: step.pos,
+                max_seq: step.max_seq,
+            };
+            m.attention(q, caches.0, caches.1, s.scores.part(i)?, s.attn.part(i)?, shape)?;
+        }
+        self.o.forward(members, comm, &s.attn.refs(), &mut out.refs())
+    }
+}
+
+/// The MLP, its hidden features split across the members.
+pub(crate) struct Mlp {
+    pub(crate) gate: ColumnParallelLinear,
+    pub(crate) up: ColumnParallelLinear,
+    pub(crate) down: RowParallelLinear,
+}
+
+impl Mlp {
+    /// `out = down(silu(gate(h)) * up(h))`, summed over the members, every member's `out`
+    /// bitwise equal. `h` is replicated.
+    pub(crate) fn forward(
+        &self,
+        members: &[Member],
+        comm: Option<&mut Comm>,
+        h: &Sharded,
+        s: &MlpScratch,
+        out: &Sharded,
+    ) -> Result<()> {
+        for (i, m) in members.iter().enumerate() {
+            let (hi, a) = (h.part(i)?, s.a.part(i)?);
+            if hi.len().is_multiple_of(8) {
+                m.matvec_gate_up_silu(self.gate.weight(i)?, self.up.weight(i)?, hi, a)?;
+            } else {
+                let (g, u) = (s.g.part(i)?, s.u.part(i)?);
+                m.matvec(self.gate.weight(i)?, hi, g)?;
+                m.matvec(self.up.weight(i)?, hi, u)?;
+                m.silu_mul(g, u, a)?;
+            }
+        }
+        self.down.forward(members, comm, &s.a.refs(), &mut out.refs())
+    }
+}
