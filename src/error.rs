@@ -2,7 +2,7 @@
 
 use vk_native::NativeError;
 
-use crate::tensor::DType;
+use crate::dtype::DType;
 
 /// Everything that can go wrong in crossgpu. No public function panics on bad input.
 #[derive(Debug, Clone, thiserror::Error, PartialEq)]

@@ -103,6 +103,7 @@
 pub mod bench;
 pub mod comm;
 mod config;
+mod dtype;
 pub mod embed;
 mod error;
 mod group;

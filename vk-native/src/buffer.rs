@@ -95,6 +95,8 @@ impl Buffer {
     }
 }
 
+impl crate::sealed::Sealed for Buffer {}
+
 impl GpuBuffer for Buffer {
     fn hal(&self) -> &wgpu_hal::vulkan::Buffer {
         self.0.hal.as_ref().expect("buffer is alive")
@@ -196,6 +198,8 @@ impl StagingBuffer {
         Ok(())
     }
 }
+
+impl crate::sealed::Sealed for StagingBuffer {}
 
 impl GpuBuffer for StagingBuffer {
     fn hal(&self) -> &wgpu_hal::vulkan::Buffer {

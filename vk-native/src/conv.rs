@@ -2,7 +2,7 @@
 
 use ash::vk;
 
-use crate::command::Access;
+use crate::access::Access;
 
 pub(crate) fn access_to_vk(a: Access) -> (vk::PipelineStageFlags, vk::AccessFlags) {
     let mut stages = vk::PipelineStageFlags::empty();

@@ -22,11 +22,11 @@ pub struct HostAllocation {
     layout: Layout,
 }
 
-// SAFETY: the allocation is plain memory owned by this value; concurrent access from the host
-// goes through `read`/`write`, which copy bytes, and ordering against devices is the caller's
-// protocol (semaphores), as with any memory shared with a device.
+// SAFETY: the allocation is plain memory owned by this value, and the host never reads or
+// writes it through this type (only devices do, through an ImportedBuffer, ordered by the
+// caller's semaphores): sharing or sending the owner moves no access across threads.
 unsafe impl Send for HostAllocation {}
-// SAFETY: see above.
+// SAFETY: see above; `&HostAllocation` gives no access to the bytes.
 unsafe impl Sync for HostAllocation {}
 
 impl std::fmt::Debug for HostAllocation {
@@ -59,25 +59,6 @@ impl HostAllocation {
     /// least one page).
     pub fn is_empty(&self) -> bool {
         self.layout.size() == 0
-    }
-
-    /// Copies bytes out at `offset`.
-    pub fn read(&self, offset: u64, out: &mut [u8]) {
-        assert!(offset as usize + out.len() <= self.layout.size(), "host read out of range");
-        // SAFETY: in range (asserted); devices that write this range have signalled completion
-        // before the caller reads (the caller's protocol).
-        unsafe {
-            std::ptr::copy_nonoverlapping(self.ptr.as_ptr().add(offset as usize), out.as_mut_ptr(), out.len())
-        }
-    }
-
-    /// Copies bytes in at `offset`.
-    pub fn write(&self, offset: u64, data: &[u8]) {
-        assert!(offset as usize + data.len() <= self.layout.size(), "host write out of range");
-        // SAFETY: in range (asserted); no device reads this range until the caller signals it.
-        unsafe {
-            std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.as_ptr().add(offset as usize), data.len())
-        }
     }
 }
 
@@ -238,6 +219,8 @@ pub(crate) fn import_host_allocation(
     }
     Ok((buffer, memory))
 }
+
+impl crate::sealed::Sealed for ImportedBuffer {}
 
 impl GpuBuffer for ImportedBuffer {
     fn hal(&self) -> &HalBuffer {

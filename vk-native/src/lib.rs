@@ -18,6 +18,7 @@
 
 #![warn(missing_docs)]
 
+mod access;
 mod buffer;
 mod command;
 mod conv;
@@ -31,8 +32,9 @@ mod live;
 mod semaphore;
 mod validation;
 
+pub use access::Access;
 pub use buffer::{Buffer, BufferId, BufferUsage, StagingBuffer};
-pub use command::{Access, Recorder, SubmitInfo, DEFAULT_MAX_PENDING};
+pub use command::{Recorder, SubmitInfo, DEFAULT_MAX_PENDING};
 pub use device::{Device, DeviceId};
 pub use embed::{request_wgpu_device, EmbeddedMember, EmbeddedSlots, ReduceParams};
 pub use error::{NativeError, Result};
@@ -45,9 +47,17 @@ pub use validation::{
     take_suppressed_validation_count, validation_messages, ValidationMessage, KNOWN_LAYER_FALSE_POSITIVES,
 };
 
+/// Keeps [`GpuBuffer`] implemented only here: the recorder trusts an implementation's `hal`
+/// buffer, size and device to be what they say (a foreign one could name another device's
+/// buffer or a destroyed one).
+mod sealed {
+    pub trait Sealed {}
+}
+
 /// Anything that can be bound as a storage buffer in a [`BindGroup`] or be a copy's source or
-/// destination: a device-local [`Buffer`] or an [`ImportedBuffer`] over host memory.
-pub trait GpuBuffer {
+/// destination: a device-local [`Buffer`], a [`StagingBuffer`] or an [`ImportedBuffer`] over
+/// host memory. Sealed: implemented only by this crate's buffers.
+pub trait GpuBuffer: sealed::Sealed {
     /// The wgpu-hal buffer.
     #[doc(hidden)]
     fn hal(&self) -> &wgpu_hal::vulkan::Buffer;

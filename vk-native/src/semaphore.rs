@@ -176,12 +176,19 @@ impl TimelineSemaphore {
     }
 }
 
-/// A SYNC_FD payload exported from a semaphore: `None` means already signalled (the driver
-/// returned -1). Dropping it closes the fd.
+/// A SYNC_FD payload exported from a semaphore ([`SyncFdSemaphore::export`]); no other code can
+/// make one, so [`SyncFdSemaphore::import`] only ever receives a payload the driver produced
+/// (what Vulkan requires of an imported sync file) and may stay a safe function. An fd of -1
+/// from the driver means "already signalled" and is kept as no fd; dropping closes the fd.
 #[derive(Debug)]
-pub struct SyncFd(pub Option<OwnedFd>);
+pub struct SyncFd(Option<OwnedFd>);
 
 impl SyncFd {
+    /// Whether the driver reported the signal as already completed (exported fd -1).
+    pub fn is_signalled(&self) -> bool {
+        self.0.is_none()
+    }
+
     /// Duplicates the fd (a signalled payload stays signalled).
     pub fn try_clone(&self) -> Result<Self> {
         match &self.0 {
