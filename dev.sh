@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Set-up and day-to-day commands for crossgpu (see README.md, "Set-up: two commands").
 #
-#   ./dev.sh demo [ARGS...]     install what is missing, then: cargo run -- demo ARGS
+#   ./dev.sh demo [ARGS...]     install what is missing, then: cargo run -p crossgpu-cli -- demo ARGS
 #   ./dev.sh test [ARGS...]     install what is missing, then: cargo test --workspace ARGS
-#   ./dev.sh devices [ARGS...]  install what is missing, then: cargo run -- devices ARGS
+#   ./dev.sh devices [ARGS...]  install what is missing, then: cargo run -p crossgpu-cli -- devices ARGS
 #
 # All three build in cargo's dev profile, which Cargo.toml optimises, so whichever runs second
 # reuses the first one's build of every dependency (release builds are for benchmarks only).
@@ -33,11 +33,11 @@ usage: ./dev.sh COMMAND [ARGS...]
 
 commands:
   demo      run every kernel on every member of a group and check it against the CPU
-            (cargo run -- demo ARGS; e.g. ./dev.sh demo --len 1000)
+            (cargo run -p crossgpu-cli -- demo ARGS; e.g. ./dev.sh demo --len 1000)
   test      run the test suite with the Khronos validation layer on
             (cargo test --workspace ARGS; e.g. ./dev.sh test -- --nocapture)
   devices   list the Vulkan adapters and the capabilities crossgpu uses
-            (cargo run -- devices)
+            (cargo run -p crossgpu-cli -- devices)
 
 Each first installs the Vulkan packages that are missing (apt-get) and checks for cargo.
 Environment: CROSSGPU_DEVICES, CROSSGPU_VALIDATION, CROSSGPU_TIMEOUT_MS, ... (see README.md).
@@ -134,7 +134,7 @@ fi
 case "$cmd" in
     demo)
         setup
-        run cargo run -- demo "$@"
+        run cargo run -p crossgpu-cli -- demo "$@"
         ;;
     test)
         setup
@@ -142,7 +142,7 @@ case "$cmd" in
         ;;
     devices)
         setup
-        run cargo run -- devices "$@"
+        run cargo run -p crossgpu-cli -- devices "$@"
         ;;
     -h | --help | help)
         usage

@@ -100,6 +100,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+#[cfg(feature = "bench")]
 pub mod bench;
 pub mod comm;
 mod config;

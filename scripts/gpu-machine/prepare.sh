@@ -13,8 +13,8 @@ if ! ls .vvl/vulkan-validationlayers_*.deb >/dev/null 2>&1; then
     (cd .vvl && apt-get -oAPT::Architecture=amd64 -oDir::State::Lists=/tmp/amd64 download -qq vulkan-validationlayers \
         libfontconfig1 libfreetype6 libpng16-16 libbrotli1 libexpat1)
 fi
-cargo build --release --bins --examples
-cargo test --release --no-run 2>&1 | tee /tmp/test-build.log
+cargo build --release --workspace --bins --examples
+cargo test --release --workspace --no-run 2>&1 | tee /tmp/test-build.log
 rm -rf /tmp/crossgpu-dev && mkdir -p /tmp/crossgpu-dev/t
 cp target/release/crossgpu target/release/examples/{tp_decode,cross_vendor,wgpu_app} /tmp/crossgpu-dev/
 # The newest binary of each integration test.

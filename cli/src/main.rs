@@ -1,5 +1,7 @@
-//! The `crossgpu` command: `devices` lists adapters and capabilities, `demo` runs kernels and
-//! an all-reduce on a group and checks them against the CPU.
+//! The `crossgpu` command (crate `crossgpu-cli`): `devices` lists adapters and capabilities,
+//! `demo` runs kernels and an all-reduce on a group and checks them against the CPU, `decode`
+//! runs the tensor-parallel decoder, `bench` measures, `soak` runs many checked rounds. The
+//! library (`crossgpu`) carries none of this command's dependencies.
 
 use clap::{Parser, Subcommand};
 
