@@ -92,7 +92,7 @@ pub fn run_decode(
         .map(|m| {
             let bytes =
                 if m.adapter().device_type == crossgpu::DeviceType::Cpu { 16 << 20 } else { 256 << 20 };
-            crossgpu::bench::limits::copy_kernel_gbps(m, bytes, 3).map(|s| s.median)
+            crossgpu::bench::limits::copy_kernel_gbps(m, bytes, 8).map(|s| s.median)
         })
         .collect::<crossgpu::Result<Vec<_>>>()?;
     let t0 = Instant::now();
