@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
-# On a multi-GPU machine (nvidia-h200-x2 / -x4; see prepare.sh), issue 8: crossgpu's all-reduce
-# across the physical GPUs (HostBridge on the f32 wire, the same bytes as NCCL, and on the
-# automatic wire; Generic at small sizes; the wgpu baseline across the GPUs), NCCL through
-# torch.distributed at the same sizes (defaults, then NCCL_P2P_DISABLE=1), and the 27B-class
-# decode on 1 GPU and on every GPU; then the limits and the one-GPU layouts (issue 6) on GPU 0.
-# With SOAK=1 it ends with the issue-7 soak on GPU 0.
-# Everything lands in $OUT/results.tgz (the device tool returns at most 8 files) and a summary.
+# On a machine with two or more NVIDIA GPUs (nvidia-h200-x2; prepare.sh first), in one call,
+# the figures of docs/BENCHMARKS.md "All-reduce across two H200s" and the two-GPU decode:
+#   1. the limits on the first GPU (copy bandwidths to and from host memory: the bus bound);
+#   2. crossgpu's all-reduce across the GPUs at every size from 4 KiB to 256 MiB: HostBridge on
+#      the f32 wire (the same bytes as NCCL's f32 all-reduce) beside the wgpu baseline (one wgpu
+#      device per GPU), HostBridge on the automatic wire (f16 from 1 MiB), Generic up to 4 MiB;
+#      with two GPUs also three members (0,1,0);
+#   3. NCCL through torch.distributed at the same sizes and schedule (nccl_allreduce.py), with
+#      its defaults (NVLink), then with NCCL_P2P_DISABLE=1 (through host memory);
+#   4. REPEAT (default 5) more processes each of crossgpu (f32 wire) and of NCCL through host
+#      memory at 4-256 KiB, alternated: small rounds vary from process to process, so compare
+#      the spreads;
+#   5. the 27B-class decode on one GPU and on every GPU, alternated DECODE_REPEAT (default 2) times.
+# Results in $OUT/results.tgz (a folder per run, as docs/data/h200x2-2026-11-29/6-final/),
+# a summary in $OUT/summary.txt.
 set -uo pipefail
 source scripts/gpu-machine/setup.sh
 start_results results
@@ -14,40 +22,39 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
   nvidia-smi topo -m; nproc; python3 -c 'import torch; print("torch", torch.__version__, "nccl", torch.cuda.nccl.version(), "gpus", torch.cuda.device_count())'
 } > "$R/machine.txt" 2>&1
 NGPU=$(echo "$NV" | tr , '\n' | wc -l)
+if [ "$NGPU" -lt 2 ]; then log "only one NVIDIA adapter ($NV): use one-gpu.sh"; exit 1; fi
 THREE=$(echo "$NV,$NV" | cut -d, -f1-3)
-log "NVIDIA adapters: $NV ($NGPU); three members: $THREE"
 LAYOUTS="$NV"; [ "$NGPU" -eq 2 ] && LAYOUTS="$NV;$THREE"
 [ "$NGPU" -ge 4 ] && LAYOUTS="$(echo "$NV" | cut -d, -f1-2);$THREE;$(echo "$NV" | cut -d, -f1-4)"
 MEMBERS=$(echo "$LAYOUTS" | tr ';' '\n' | awk -F, '{print NF}' | paste -sd, -)
-log "crossgpu f32 wire on $LAYOUTS (members $MEMBERS)"
+log "NVIDIA adapters: $NV ($NGPU); layouts $LAYOUTS (members $MEMBERS)"
+timeout 90 crossgpu bench limits --adapter "$N0" --out "$R/limits" > "$R/limits.txt" 2>&1; log "limits exit $?"
 timeout 240 crossgpu bench allreduce --adapter "$N0" --layouts "$LAYOUTS" --modes bridge,sync_fd --wire f32 \
-    --members "$MEMBERS" --baseline-adapters "$NV" --out "$R/cg-f32" > "$R/cg-f32.txt" 2>&1; log "exit $?"
-log "crossgpu auto wire on $NV"
+    --members "$MEMBERS" --baseline-adapters "$NV" --out "$R/cg-f32" > "$R/cg-f32.txt" 2>&1; log "crossgpu f32 wire exit $?"
 timeout 60 crossgpu bench allreduce --adapter "$N0" --layouts "$NV" --modes bridge --wire auto --no-baseline \
-    --out "$R/cg-auto" > "$R/cg-auto.txt" 2>&1; log "exit $?"
-log "crossgpu Generic on $NV up to 4 MiB"
+    --out "$R/cg-auto" > "$R/cg-auto.txt" 2>&1; log "crossgpu auto wire exit $?"
 timeout 60 crossgpu bench allreduce --adapter "$N0" --layouts "$NV" --modes generic --wire f32 --no-baseline \
-    --max-bytes 4194304 --out "$R/cg-generic" > "$R/cg-generic.txt" 2>&1; log "exit $?"
+    --max-bytes 4194304 --out "$R/cg-generic" > "$R/cg-generic.txt" 2>&1; log "crossgpu Generic exit $?"
 for g in $(seq 2 "$NGPU"); do
-    [ "$g" -eq 2 ] || [ "$g" -eq 3 ] || [ "$g" -eq 4 ] || continue
-    log "NCCL defaults, $g GPUs"
-    timeout 150 python3 scripts/gpu-machine/nccl_allreduce.py --gpus "$g" --label default --out "$R/nccl-default-$g.json" > "$R/nccl-default-$g.txt" 2>&1; log "exit $?"
-    log "NCCL P2P disabled, $g GPUs"
-    NCCL_P2P_DISABLE=1 timeout 150 python3 scripts/gpu-machine/nccl_allreduce.py --gpus "$g" --label p2p-disabled --port 29518 --out "$R/nccl-nop2p-$g.json" > "$R/nccl-nop2p-$g.txt" 2>&1; log "exit $?"
+    [ "$g" -le 4 ] || continue
+    timeout 150 python3 scripts/gpu-machine/nccl_allreduce.py --gpus "$g" --label default \
+        --out "$R/nccl-default-$g.json" > "$R/nccl-default-$g.txt" 2>&1; log "NCCL defaults, $g GPUs exit $?"
+    NCCL_P2P_DISABLE=1 timeout 150 python3 scripts/gpu-machine/nccl_allreduce.py --gpus "$g" --label p2p-disabled --port 29518 \
+        --out "$R/nccl-nop2p-$g.json" > "$R/nccl-nop2p-$g.txt" 2>&1; log "NCCL P2P disabled, $g GPUs exit $?"
 done
-for l in "$N0" "$NV"; do
-    log "27B decode on $l"
-    { echo "=== CROSSGPU_DEVICES=$l"; CROSSGPU_DEVICES="$l" timeout 100 crossgpu decode --preset 27b --tokens 32; echo "exit $?"; } >> "$R/decode-27b.txt" 2>&1
+TWO=$(echo "$NV" | cut -d, -f1-2)
+for k in $(seq 1 "${REPEAT:-5}"); do
+    timeout 60 crossgpu bench allreduce --adapter "$N0" --layouts "$TWO" --modes bridge --wire f32 --no-baseline \
+        --max-bytes 262144 --out "$R/small-cg-$k" > "$R/small-cg-$k.txt" 2>&1; log "small crossgpu $k exit $?"
+    NCCL_P2P_DISABLE=1 timeout 90 python3 scripts/gpu-machine/nccl_allreduce.py --gpus 2 --label p2p-disabled --port 29519 \
+        --max-bytes 262144 --out "$R/small-nccl-nop2p-$k.json" > "$R/small-nccl-nop2p-$k.txt" 2>&1; log "small NCCL P2P disabled $k exit $?"
 done
-log "limits on GPU $N0"
-timeout 90 crossgpu bench limits --adapter "$N0" --out "$R/limits" > "$R/limits.txt" 2>&1; log "exit $?"
-log "one-GPU layouts on GPU $N0"
-timeout 180 crossgpu bench allreduce --adapter "$N0" --layouts "$N0*1;$N0/2;$N0/3;$N0/4;$N0*2;$N0,$N0" --modes bridge \
-    --no-baseline --out "$R/one-gpu" > "$R/one-gpu.txt" 2>&1; log "exit $?"
-if [ "${SOAK:-0}" = 1 ]; then
-    log "soak 1,000,000 rounds on nvidia/3"
-    CROSSGPU_DEVICES="$N0/3" timeout 200 crossgpu soak --rounds 1000000 --members 3 --check-every 1000 > "$R/soak.txt" 2>&1
-    log "soak exit $?"
-fi
-grep -hE "tokens|exit|tokens/s" "$R/decode-27b.txt" > "$OUT/summary.txt"; tail -3 "$R/soak.txt" >> "$OUT/summary.txt" 2>/dev/null
+for k in $(seq 1 "${DECODE_REPEAT:-2}"); do
+    decode "one-gpu-$k" CROSSGPU_DEVICES="$N0"
+    decode "all-gpus-$k" CROSSGPU_DEVICES="$NV"
+done
+# crossgpu prints payloads as KiB/MiB, nccl_allreduce.py in bytes.
+{ echo "32 KiB, one line per process:"; grep -hE " 32 KiB | 32768 B" "$R"/cg-f32.txt "$R"/small-cg-*.txt "$R"/nccl-*-2.txt "$R"/small-nccl-*.txt
+  grep -hE " 256 MiB | 268435456 B" "$R"/cg-*.txt "$R"/nccl-*-2.txt
+  grep -E "===|tokens/s" "$R/decode.txt"; grep -h "tokens:" "$R/decode.txt" | sort | uniq -c; } > "$OUT/summary.txt"
 log finished

@@ -1,23 +1,40 @@
 #!/usr/bin/env bash
-# Run here (the CPU machine) before a run on the GPU machine: builds the release binaries and
-# test binaries, packs them into the git-ignored .dev/dev.tar.xz, and fetches the Vulkan loader,
-# lavapipe (.gl/, .mesa/, see ../shared/device/README.md) and the Khronos validation layer (.vvl/).
-# Then call the device tool with carry [".gl", ".mesa", ".vvl", ".dev"] and a command that runs
-# scripts/gpu-machine/<script>.sh.
+# Run here (a Debian 12 / amd64 machine with cargo) before a run on the GPU machine. It fills
+# four git-ignored folders at the repository root, which the device tool carries there:
+#   .gl/   the Vulkan loader and vulkaninfo (Debian packages; the GPU machine has no loader);
+#   .mesa/ lavapipe, Mesa's CPU Vulkan driver, with its libraries (a second vendor beside the GPU);
+#   .vvl/  the Khronos validation layer (the tests turn it on) and the font libraries the
+#          charts link (fontconfig, freetype);
+#   .dev/  dev.tar.xz: the stripped release binaries (crossgpu, the examples) and test binaries.
+# The packages are downloaded once with apt-get (no root needed; they are unpacked on the GPU
+# machine by setup.sh); the binaries are rebuilt every time. Then call the device tool with
+# carry [".gl", ".vvl", ".dev"] (add ".mesa" for runs that need lavapipe beside the GPU; all
+# four together can pass the tool's 64 MiB: the sizes are printed at the end) and a command
+# such as
+#   bash scripts/gpu-machine/one-gpu.sh
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
-for d in /.gl/ /.mesa/ /.dev/ /.vvl/; do grep -qxF "$d" .git/info/exclude || echo "$d" >> .git/info/exclude; done
-[ -d .mesa ] || ../shared/device/fetch-vulkan-debs
-if ! ls .vvl/vulkan-validationlayers_*.deb >/dev/null 2>&1; then
-    mkdir -p .vvl /tmp/amd64/partial
-    (cd .vvl && apt-get -oAPT::Architecture=amd64 -oDir::State::Lists=/tmp/amd64 download -qq vulkan-validationlayers \
-        libfontconfig1 libfreetype6 libpng16-16 libbrotli1 libexpat1)
-fi
+apt_opts=(-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/crossgpu-apt-lists)
+fetched=0
+fetch() { # $1 folder, then package names
+    local dir=$1; shift
+    if [ "$fetched" = 0 ]; then mkdir -p /tmp/crossgpu-apt-lists/partial; apt-get "${apt_opts[@]}" update -qq; fetched=1; fi
+    mkdir -p "$dir"
+    (cd "$dir" && apt-get "${apt_opts[@]}" download -qq "$@")
+}
+ls .gl/libvulkan1_*.deb >/dev/null 2>&1 ||
+    fetch .gl libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2 vulkan-tools
+ls .mesa/mesa-vulkan-drivers_*.deb >/dev/null 2>&1 ||
+    fetch .mesa mesa-vulkan-drivers libllvm15 libdrm-amdgpu1 libdrm2 libelf1 libwayland-client0 \
+        libx11-xcb1 libxcb-dri3-0 libxcb-present0 libxcb-randr0 libxcb-shm0 libxcb-sync1 libxcb-xfixes0 \
+        libxshmfence1 libz3-4 libedit2 libffi8 libtinfo6 libxml2 libicu72 libbsd0 libmd0
+ls .vvl/vulkan-validationlayers_*.deb >/dev/null 2>&1 ||
+    fetch .vvl vulkan-validationlayers libfontconfig1 libfreetype6 libpng16-16 libbrotli1 libexpat1
 cargo build --release --workspace --bins --examples
 cargo test --release --workspace --no-run 2>&1 | tee /tmp/test-build.log
 rm -rf /tmp/crossgpu-dev && mkdir -p /tmp/crossgpu-dev/t
 cp target/release/crossgpu target/release/examples/{tp_decode,cross_vendor,wgpu_app} /tmp/crossgpu-dev/
-# The newest binary of each integration test.
+# The newest binary of each integration test of the library.
 for t in tests/*.rs; do
     name=$(basename "$t" .rs)
     bin=$(ls -t target/release/deps/"$name"-* 2>/dev/null | grep -v '\.d$' | head -1 || true)
