@@ -1,8 +1,6 @@
 // matvec_f16_vec8_rows8: matvec_f16_vec8 with 8 rows per workgroup of 256: 32 threads per row.
-// `matvec` uses it from 8192 columns, where it beat four rows per workgroup on the H200 by 4-8%
-// (8192x8192, 5120x17408), and four rows below (17408x5120: four rows 5% faster); two rows
-// per workgroup and four rows unrolled by two were measured too and dropped
-// (docs/BENCHMARKS.md, third session). cols % 8 == 0.
+// `matvec` uses it from 8192 columns, where it beats four rows per workgroup, and four rows
+// below (docs/BENCHMARKS.md, "Matrix–vector products"). cols % 8 == 0.
 
 struct Params {
     rows: u32,

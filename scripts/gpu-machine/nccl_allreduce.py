@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""NCCL all-reduce through torch.distributed at crossgpu's bench sizes (issue 8).
+"""NCCL all-reduce through torch.distributed at crossgpu's bench sizes.
 
 One process per GPU (torch.multiprocessing), f32 payload of 4 KiB to 256 MiB per rank, the same
 schedule as `crossgpu bench allreduce` (src/bench/allreduce.rs `schedule`): after warm-up,

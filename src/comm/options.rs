@@ -124,23 +124,22 @@ pub struct CommOptions {
     pub timeout: Duration,
     /// Wire bytes per member up to which phase A writes the host slot with a kernel (a copy or
     /// the f16 conversion storing straight into host memory) instead of the copy engine
-    /// (`CROSSGPU_PHASE_A_KERNEL_BYTES`, default 64 KiB). Meant for small rounds, where launch
-    /// latency matters more than bandwidth: on two H200s it took a 32 KiB round from 34 to
-    /// 30 µs and the 27B decode from 48.2–49.2 to 50.2–50.3 tokens/s.
+    /// (`CROSSGPU_PHASE_A_KERNEL_BYTES`, default 64 KiB). Meant for small rounds, where a
+    /// dispatch starts sooner than a copy-engine command and bandwidth does not matter
+    /// (docs/BENCHMARKS.md, "What we learned").
     pub phase_a_kernel_bytes: u64,
     /// Members that share one queue submit each phase as one batch
-    /// (`vk_native::Recorder::submit_together`; `CROSSGPU_JOINT_SUBMIT`, default on): each
-    /// batch costs the GPU ~12 µs on the H200, so they pay it once per phase instead of once
-    /// each. Members on separate queues are unaffected.
+    /// (`vk_native::Recorder::submit_together`; `CROSSGPU_JOINT_SUBMIT`, default on): every
+    /// submit batch costs the GPU a fixed time (docs/BENCHMARKS.md, "Limits"), so they pay it
+    /// once per phase instead of once each. Members on separate queues are unaffected.
     pub joint_submit: bool,
 }
 
-/// Default spin time of the host bridge when every member is a GPU. A round's `done` usually
-/// comes within one decode layer's GPU time (~100–300 µs on the 27B preset), but the host
-/// announces rounds up to a token ahead, so a 200 µs spin ran out on 99% of the decode's rounds
-/// on the H200 and the bridge then paid a wake-up from the driver on each: 27.9 tokens/s with
-/// 200 µs, 29.9 with 2 ms or 50 ms (`0/2`, docs/BENCHMARKS.md). The cost is a host core kept
-/// busy while rounds are outstanding; between bursts the bridge sleeps.
+/// Default spin time of the host bridge when every member is a GPU. A round's `done` comes
+/// within about one decode layer's GPU time, but the host announces rounds up to a token
+/// ahead, so a spin of a fraction of a layer runs out on most rounds and the bridge then pays
+/// a wake-up from the driver on each (docs/BENCHMARKS.md, "What we learned"). The cost is a
+/// host core kept busy while rounds are outstanding; between bursts the bridge sleeps.
 pub const SPIN_GPUS: Duration = Duration::from_micros(2000);
 /// Default spin time when a member is a CPU device (lavapipe): a spinning bridge takes a core
 /// from the device's own threads.

@@ -12,9 +12,9 @@
 //!
 //! - `ITEM/K` — K members on that adapter's VkDevice sharing one queue: each keeps its own
 //!   stream, buffers, semaphores and host-slot imports, but the GPU runs their work on one
-//!   hardware channel. On the H200, switching the compute engine between channels blocked on
-//!   semaphores costs about 100 µs each time (measured: 2 members on two queues took 227 µs
-//!   per all-reduce round, one member 25 µs), which real separate GPUs never pay.
+//!   hardware channel. Switching the compute engine between channels blocked on semaphores
+//!   costs a GPU a time that real separate GPUs never pay (docs/BENCHMARKS.md, "All-reduce
+//!   layouts on one H200").
 //!
 //! `0,0` is two members on adapter 0 as two VkDevices; `0x2` is two queues of one VkDevice;
 //! `nvidia,llvmpipe` is the NVIDIA GPU beside lavapipe. `all` (the default) opens every adapter

@@ -257,10 +257,10 @@ const MATVEC_F16_ONE_ROW: &str = "matvec_f16_vec8";
 const MATVEC_F16_FOUR_ROWS: &str = "matvec_f16_vec8_rows4";
 /// Eight rows per workgroup, 32 threads per row.
 const MATVEC_F16_EIGHT_ROWS: &str = "matvec_f16_vec8_rows8";
-/// Columns from which [`matvec_f16_kernel`] picks eight rows per workgroup instead of four.
-/// Three processes on the H200 (copy kernel 3708–3736 GB/s): eight rows 2926–3124 GB/s against
-/// four rows 2806–3051 for 8192×8192, 3021–3178 against 2791–2958 for 5120×17408; four rows
-/// 2967–3094 against 2813–2943 for 17408×5120 (docs/BENCHMARKS.md, third session).
+/// Columns from which [`matvec_f16_kernel`] picks eight rows per workgroup instead of four: with
+/// fewer columns a row's 32 threads get too few 16-byte loads each, with more the eight rows'
+/// shorter reduction wins (measured on the H200s: docs/BENCHMARKS.md, "Matrix–vector
+/// products").
 pub const MATVEC_F16_EIGHT_ROWS_FROM_COLS: usize = 8192;
 /// The f16 matvec kernels for `cols % 8 == 0`, as [`Member::matvec_f16_with`] names them.
 pub const MATVEC_F16_KERNELS: [&str; 3] = [MATVEC_F16_ONE_ROW, MATVEC_F16_FOUR_ROWS, MATVEC_F16_EIGHT_ROWS];

@@ -1,5 +1,6 @@
 //! `crossgpu bench`: the measurements of `crossgpu::bench` run side by side, written as JSON and
-//! charted (PNG, plotters). `bench all` is what docs/BENCHMARKS.md reports.
+//! charted (PNG, plotters). docs/BENCHMARKS.md reports `bench limits`, `bench allreduce` and
+//! `bench matvec` runs (scripts/gpu-machine/), and `crossgpu decode`.
 //!
 //! Sizes fit the device: what a flag does not give is picked for the `--adapter`'s kind (GPU
 //! sizes as in docs/BENCHMARKS.md; small ones on a CPU device such as lavapipe, where the GPU
