@@ -118,7 +118,7 @@ pub mod tp;
 pub use comm::{AllReduceOptions, BridgeStats, Comm, CommOptions, Mode, ModeRequest, Precision};
 pub use config::check_environment;
 pub use error::{Error, Result};
-pub use group::{AdapterSelector, DeviceGroup, DeviceSpec, GroupId, GroupSpec, Member};
+pub use group::{AdapterSelector, DeviceGroup, DeviceSpec, GroupId, GroupOptions, GroupSpec, Member};
 pub use instance::{adapter_table, Instance};
 pub use ops::{matvec_f16_kernel, AttentionShape, MATVEC_F16_EIGHT_ROWS_FROM_COLS, MATVEC_F16_KERNELS};
 pub use tensor::{f16_saturating, DType, Tensor, MAX_ELEMENTS};

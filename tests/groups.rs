@@ -427,3 +427,36 @@ fn teardown_with_pending_work_and_surviving_tensors() {
     drop(t);
     common::assert_no_validation_errors();
 }
+
+/// Explicit group options (issue 16): `open_with` reads no environment; values outside the
+/// variables' ranges are refused; one submit in flight still computes correctly (every
+/// recording past the first waits for the oldest).
+#[test]
+fn explicit_group_options_are_used_and_checked() {
+    let _s = serial();
+    let inst = common::instance();
+    let spec = GroupSpec::parse("0,0").unwrap();
+    for bad in [
+        crossgpu::GroupOptions { timeout_ms: 0, ..Default::default() },
+        crossgpu::GroupOptions { timeout_ms: 86_400_001, ..Default::default() },
+        crossgpu::GroupOptions { max_in_flight: 0, ..Default::default() },
+        crossgpu::GroupOptions { max_in_flight: 65_537, ..Default::default() },
+    ] {
+        let r = DeviceGroup::open_with(&inst, &spec, &bad);
+        assert!(matches!(r, Err(crossgpu::Error::InvalidArgument(_))), "{bad:?}: {r:?}");
+    }
+    let opts = crossgpu::GroupOptions { timeout_ms: 30_000, max_in_flight: 1 };
+    let group = DeviceGroup::open_with(&inst, &spec, &opts).unwrap();
+    let mut rng = common::rng(16);
+    for m in group.members() {
+        let data = common::random(&mut rng, 4097);
+        let t = m.upload_f32(&data).unwrap();
+        for _ in 0..5 {
+            m.scale(&t, 2.0).unwrap();
+            m.flush().unwrap();
+        }
+        let want: Vec<f32> = data.iter().map(|v| v * 32.0).collect();
+        assert_bits("five scales, one submit in flight at a time", &t.read().unwrap(), &want);
+    }
+    common::assert_no_validation_errors();
+}

@@ -24,6 +24,52 @@ use crate::stream::Stream;
 
 static NEXT_GROUP: AtomicU64 = AtomicU64::new(1);
 
+/// Options of a group, explicit (`DeviceGroup::open_with`, `open_devices`) or from the
+/// environment ([`GroupOptions::from_env`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupOptions {
+    /// Bound on every wait for a member's device, in ms (`CROSSGPU_TIMEOUT_MS`, 1 ms to one
+    /// day).
+    pub timeout_ms: u64,
+    /// Submits a member's stream keeps in flight before recording waits for the oldest
+    /// (`CROSSGPU_MAX_IN_FLIGHT`, 1 to 65536); each holds a command pool.
+    pub max_in_flight: usize,
+}
+
+impl Default for GroupOptions {
+    fn default() -> Self {
+        Self { timeout_ms: 60_000, max_in_flight: vk_native::DEFAULT_MAX_PENDING }
+    }
+}
+
+impl GroupOptions {
+    /// `CROSSGPU_TIMEOUT_MS` and `CROSSGPU_MAX_IN_FLIGHT`, the defaults where unset; a value
+    /// crossgpu cannot use is an error naming the variable.
+    pub fn from_env() -> Result<Self> {
+        Ok(Self {
+            timeout_ms: config::timeout_ms_from_env()?,
+            max_in_flight: config::max_in_flight_from_env()?,
+        })
+    }
+
+    /// Refuses values outside the ranges the variables allow.
+    fn validate(&self) -> Result<()> {
+        if !(1..=86_400_000).contains(&self.timeout_ms) {
+            return Err(Error::InvalidArgument(format!(
+                "GroupOptions::timeout_ms {}: must be between 1 and 86400000",
+                self.timeout_ms
+            )));
+        }
+        if !(1..=65_536).contains(&self.max_in_flight) {
+            return Err(Error::InvalidArgument(format!(
+                "GroupOptions::max_in_flight {}: must be between 1 and 65536",
+                self.max_in_flight
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// Identity of a group, unique in the process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct GroupId(pub u64);
@@ -298,29 +344,47 @@ impl DeviceGroup {
             Some(s) => GroupSpec::parse(&s)?,
             None => GroupSpec::All,
         };
-        Self::open(instance, &spec)
+        Self::open_with(instance, &spec, &GroupOptions::from_env()?)
     }
 
-    /// Opens the group `spec` describes.
+    /// Opens the group `spec` describes, its options from the environment
+    /// ([`GroupOptions::from_env`]).
     pub fn open(instance: &Instance, spec: &GroupSpec) -> Result<Self> {
-        let resolved = spec.resolve(instance.adapters())?;
-        Self::open_with_queues(instance, &resolved, &spec.shared_queues())
+        Self::open_with(instance, spec, &GroupOptions::from_env()?)
     }
 
-    /// Opens one VkDevice per `(adapter index, members)` pair, each member on its own queue.
+    /// Opens the group `spec` describes with explicit options (no environment read).
+    pub fn open_with(instance: &Instance, spec: &GroupSpec, options: &GroupOptions) -> Result<Self> {
+        let resolved = spec.resolve(instance.adapters())?;
+        Self::open_devices(instance, &resolved, &spec.shared_queues(), options)
+    }
+
+    /// Opens one VkDevice per `(adapter index, members)` pair, each member on its own queue,
+    /// options from the environment.
     pub fn open_resolved(instance: &Instance, devices: &[(usize, u32)]) -> Result<Self> {
-        Self::open_with_queues(instance, devices, &[])
+        Self::open_devices(instance, devices, &[], &GroupOptions::from_env()?)
     }
 
     /// Like [`DeviceGroup::open_resolved`]; where `shared_queue[i]` is true, the members of
-    /// VkDevice i share one queue.
+    /// VkDevice i share one queue. Options from the environment.
     pub fn open_with_queues(
         instance: &Instance,
         devices: &[(usize, u32)],
         shared_queue: &[bool],
     ) -> Result<Self> {
-        let timeout_ms = config::timeout_ms_from_env()?;
-        let max_in_flight = config::max_in_flight_from_env()?;
+        Self::open_devices(instance, devices, shared_queue, &GroupOptions::from_env()?)
+    }
+
+    /// One VkDevice per `(adapter index, members)` pair (members sharing a queue where
+    /// `shared_queue[i]`), with `options`.
+    pub fn open_devices(
+        instance: &Instance,
+        devices: &[(usize, u32)],
+        shared_queue: &[bool],
+        options: &GroupOptions,
+    ) -> Result<Self> {
+        options.validate()?;
+        let GroupOptions { timeout_ms, max_in_flight } = *options;
         let id = GroupId(NEXT_GROUP.fetch_add(1, Ordering::Relaxed));
         let mut members = Vec::new();
         for (dev_no, &(adapter, queues)) in devices.iter().enumerate() {
