@@ -25,7 +25,10 @@ fn the_layer_reports_misuse_and_missing_barriers() {
 
     // Misuse: a host signal must increase the value (VUID-VkSemaphoreSignalInfo-value-03258).
     let sem = TimelineSemaphore::new(&dev, 5).unwrap();
-    let _ = sem.signal(3);
+    // The checked signal refuses it before Vulkan sees it; the canary needs the layer to.
+    assert!(sem.signal(3).is_err(), "a decreasing host signal is refused");
+    // SAFETY: deliberately not: the value decreases, for the layer to report (the test's point).
+    let _ = unsafe { sem.signal_unchecked(3) };
     let msgs = crossgpu::validation_messages();
     assert!(
         msgs.iter().any(|m| m.id_name.contains("03258")),

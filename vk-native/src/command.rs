@@ -438,7 +438,9 @@ impl Recorder {
             }
             sig_sems.push(r.progress.raw());
             sig_vals.push(r.submitted + 1);
+            r.progress.mark_gpu_signalled();
             for (s, v) in info.signal_timeline {
+                s.mark_gpu_signalled();
                 sig_sems.push(s.raw());
                 sig_vals.push(*v);
                 c.keep.push(s.keep_alive());

@@ -427,8 +427,10 @@ impl EmbeddedMember {
                 q.add_wait_semaphore(t.go.raw(), Some(v), vk::PipelineStageFlags::ALL_COMMANDS);
             }
             if let Some(v) = signal_done {
+                t.done.mark_gpu_signalled();
                 q.add_signal_semaphore(t.done.raw(), Some(v));
             }
+            t.progress.mark_gpu_signalled();
             q.add_signal_semaphore(t.progress.raw(), Some(value));
         }
         s.queue.submit([cmd_buf]);

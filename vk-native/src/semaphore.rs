@@ -2,7 +2,8 @@
 //! travels between devices as a SYNC_FD.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use ash::vk;
 
@@ -97,6 +98,11 @@ impl SemaphoreOwner for Device {
 struct TimelineInner {
     owner: Arc<dyn SemaphoreOwner>,
     raw: vk::Semaphore,
+    /// Set once a submission signals the semaphore: from then on the host cannot know its
+    /// pending values, so a host signal can no longer be checked (see `signal`).
+    gpu_signalled: AtomicBool,
+    /// Serialises host signals, so the check of the current value and the signal are one step.
+    host_signal: Mutex<()>,
 }
 
 impl Drop for TimelineInner {
@@ -141,7 +147,12 @@ impl TimelineSemaphore {
         let raw =
             unsafe { timeline::create(owner.raw_device(), initial) }.map_err(map_vk("vkCreateSemaphore"))?;
         crate::live::inc(&crate::live::SEMAPHORES);
-        Ok(Self(Arc::new(TimelineInner { owner, raw })))
+        Ok(Self(Arc::new(TimelineInner {
+            owner,
+            raw,
+            gpu_signalled: AtomicBool::new(false),
+            host_signal: Mutex::new(()),
+        })))
     }
 
     /// The current counter value.
@@ -151,13 +162,45 @@ impl TimelineSemaphore {
             .map_err(|e| self.0.owner.note(map_vk("vkGetSemaphoreCounterValue")(e)))
     }
 
-    /// Signals `value` from the host. It must be greater than the current value and than any
-    /// value a pending signal operation will set (Vulkan's rule); violating that is reported by
-    /// the validation layer, not checked here.
+    /// Signals `value` from the host, after checking what Vulkan requires of it: the value must
+    /// exceed the current one (VUID-VkSemaphoreSignalInfo-value-03258) and every value a pending
+    /// signal operation will set, which the host can only know for a semaphore no submission
+    /// has signalled. So this refuses, with [`NativeError::Unsupported`], a value not above the
+    /// current one and any semaphore a submission signals (a [`Recorder`](crate::Recorder)'s or
+    /// the embedding's); such a semaphore is only waited on from the host. Host signals of one
+    /// semaphore are serialised, so two threads cannot both pass the check with one value.
     pub fn signal(&self, value: u64) -> Result<()> {
-        // SAFETY: live timeline semaphore of this device.
+        if self.0.gpu_signalled.load(Ordering::Acquire) {
+            return Err(NativeError::Unsupported(
+                "host signal of a timeline semaphore that submissions signal: its pending values are unknown to the host".into(),
+            ));
+        }
+        let _one_at_a_time = self.0.host_signal.lock().unwrap_or_else(|p| p.into_inner());
+        let current = self.value()?;
+        if value <= current {
+            return Err(NativeError::Unsupported(format!(
+                "host signal of {value} on a timeline semaphore already at {current}: the value must increase"
+            )));
+        }
+        // SAFETY: checked above: the value increases and no submission signals this semaphore.
+        unsafe { self.signal_unchecked(value) }
+    }
+
+    /// Signals `value` from the host without the checks of [`TimelineSemaphore::signal`].
+    ///
+    /// # Safety
+    /// `value` must exceed the semaphore's current value and every value a pending signal
+    /// operation will set (Vulkan: VUID-VkSemaphoreSignalInfo-value-03258); the validation
+    /// layer reports a violation, the driver's behaviour is undefined.
+    pub unsafe fn signal_unchecked(&self, value: u64) -> Result<()> {
+        // SAFETY: live timeline semaphore of this device; the value rule is the caller's.
         unsafe { timeline::signal(self.0.owner.raw_device(), self.0.raw, value) }
             .map_err(|e| self.0.owner.note(map_vk("vkSignalSemaphore")(e)))
+    }
+
+    /// Records that a submission signals this semaphore (host signals are refused from then).
+    pub(crate) fn mark_gpu_signalled(&self) {
+        self.0.gpu_signalled.store(true, Ordering::Release);
     }
 
     /// Blocks until the counter reaches `value` or `timeout_ns` passes; `Ok(false)` on timeout.
