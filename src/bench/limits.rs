@@ -243,15 +243,27 @@ pub fn copy_kernel_gbps(m: &Member, bytes: u64, reps: usize) -> Result<Summary> 
     let a = Buffer::new(dev, bytes, usage, "copy rate a").map_err(&e)?;
     let b = Buffer::new(dev, bytes, usage, "copy rate b").map_err(&e)?;
     let mut rec = Recorder::new(dev, m.shared.queue_index).map_err(&e)?;
-    let words = (bytes / 16) as u32;
     let kernel = m.shared.kernels.get("copy_vec4").map_err(&e)?;
-    let group = kernel.bind(&[&a, &b]).map_err(&e)?;
+    copy_kernel_rate(&mut rec, &kernel, (&a, &b), (bytes / 16) as u32, 2.0, reps, timeout).map_err(&e)
+}
+
+/// `copy_vec4` of `words` 16-byte words from `src` to `dst`, timed as [`batch_rate`] times a
+/// step; `factor` 2 counts bytes read and written (both sides device memory), 1 one side.
+fn copy_kernel_rate(
+    rec: &mut Recorder,
+    kernel: &vk_native::Kernel,
+    (src, dst): (&dyn GpuBuffer, &dyn GpuBuffer),
+    words: u32,
+    factor: f64,
+    reps: usize,
+    timeout_ns: u64,
+) -> vk_native::Result<Summary> {
+    let group = kernel.bind(&[src, dst])?;
     let groups = [(words as usize).div_ceil(256).clamp(1, 65_535) as u32, 1, 1];
     let compute = (Access::COMPUTE_WRITE, Access::COMPUTE_WRITE | Access::COMPUTE_READ);
-    batch_rate(&mut rec, reps, timeout, compute, 2.0 * bytes as f64, |r| {
+    batch_rate(rec, reps, timeout_ns, compute, factor * (words as u64 * 16) as f64, |r| {
         r.dispatch(&group, &[words, 0, 0, 0], groups)
     })
-    .map_err(&e)
 }
 
 /// The smallest buffer [`measure`] takes: the gated chains' steps are 32 KiB of it.
@@ -311,12 +323,7 @@ pub fn measure(m: &Member, bytes: u64, reps: usize) -> Result<Limits> {
     let kernel = m.shared.kernels.get("copy_vec4").map_err(&e)?;
     let groups = |words: u32| [(words as usize).div_ceil(256).clamp(1, 65_535) as u32, 1, 1];
     let mut kernel_rate = |src: &dyn GpuBuffer, dst: &dyn GpuBuffer, factor: f64| -> Result<Summary> {
-        let group = kernel.bind(&[src, dst]).map_err(&e)?;
-        let step_bytes = factor * (words as u64 * 16) as f64;
-        batch_rate(&mut rec, reps, timeout, compute, step_bytes, |r| {
-            r.dispatch(&group, &[words, 0, 0, 0], groups(words))
-        })
-        .map_err(&e)
+        copy_kernel_rate(&mut rec, &kernel, (src, dst), words, factor, reps, timeout).map_err(&e)
     };
     let device_copy_kernel_gbps = kernel_rate(&a, &b, 2.0)?;
     let host_read_kernel_gbps = kernel_rate(&imported, &b, 1.0)?;

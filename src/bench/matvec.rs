@@ -44,16 +44,29 @@ pub fn measure_with(
     let x = m.upload_f32(&data(2, cols))?;
     let y = m.empty(&[rows], DType::F32)?;
     m.synchronize()?;
+    let name = kernel.unwrap_or(crate::ops::matvec_f16_kernel(cols));
+    time_batches(m, (rows, cols), name, reps, &|| match kernel {
+        Some(k) => m.matvec_f16_with(k, &w, &x, &y),
+        None => m.matvec(&w, &x, &y),
+    })
+}
+
+/// Times `reps` batches of 20 calls of `product` (after one untimed batch), each a product of
+/// an f16 `[rows, cols]` matrix: GB/s count the weights once, x and y.
+fn time_batches(
+    m: &Member,
+    (rows, cols): (usize, usize),
+    kernel: &'static str,
+    reps: usize,
+    product: &dyn Fn() -> Result<()>,
+) -> Result<MatvecPoint> {
     const BATCH: usize = 20;
     let bytes = (rows * cols * 2 + cols * 4 + rows * 4) as f64;
     let (mut gbps, mut us) = (Vec::new(), Vec::new());
     for rep in 0..reps + 1 {
         let t = Instant::now();
         for _ in 0..BATCH {
-            match kernel {
-                Some(k) => m.matvec_f16_with(k, &w, &x, &y)?,
-                None => m.matvec(&w, &x, &y)?,
-            }
+            product()?;
         }
         m.synchronize()?;
         let s = t.elapsed().as_secs_f64();
@@ -62,13 +75,7 @@ pub fn measure_with(
             us.push(s / BATCH as f64 * 1e6);
         }
     }
-    Ok(MatvecPoint {
-        rows,
-        cols,
-        kernel: kernel.unwrap_or(crate::ops::matvec_f16_kernel(cols)),
-        gbps: summarize(&gbps),
-        us_per_matvec: summarize(&us),
-    })
+    Ok(MatvecPoint { rows, cols, kernel, gbps: summarize(&gbps), us_per_matvec: summarize(&us) })
 }
 
 /// The decoder's fused kernels against the dispatches each replaces, at one member's shapes of
@@ -99,23 +106,8 @@ pub fn measure_decoder_kernels(
     m.synchronize()?;
     let four = "matvec_f16_vec8_rows4";
     let (q_heads, kv_heads) = (q_rows / head_dim, kv_rows / head_dim);
-    let time = |rows: usize, kernel: &'static str, f: &dyn Fn() -> Result<()>| -> Result<MatvecPoint> {
-        const BATCH: usize = 20;
-        let bytes = (rows * hidden * 2 + hidden * 4 + rows * 4) as f64;
-        let (mut gbps, mut us) = (Vec::new(), Vec::new());
-        for rep in 0..reps + 1 {
-            let t = Instant::now();
-            for _ in 0..BATCH {
-                f()?;
-            }
-            m.synchronize()?;
-            let s = t.elapsed().as_secs_f64();
-            if rep > 0 {
-                gbps.push(BATCH as f64 * bytes / s / 1e9);
-                us.push(s / BATCH as f64 * 1e6);
-            }
-        }
-        Ok(MatvecPoint { rows, cols: hidden, kernel, gbps: summarize(&gbps), us_per_matvec: summarize(&us) })
+    let time = |rows: usize, kernel: &'static str, f: &dyn Fn() -> Result<()>| {
+        time_batches(m, (rows, hidden), kernel, reps, f)
     };
     Ok(vec![
         time(2 * ffn, "matvec_gate_up_silu (fused)", &|| m.matvec_gate_up_silu(&wg, &wu, &x, &a))?,
