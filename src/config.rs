@@ -14,6 +14,8 @@
 //! | `CROSSGPU_MAX_IN_FLIGHT` | submits a member's stream keeps in flight before the host waits for the oldest (each holds a command pool) | 128 |
 //! | `CROSSGPU_SPLIT` | tensor-parallel split: `even`, `auto` or weights such as `2:1` ([`crate::tp::SplitSpec`]) | `even` |
 
+use std::ops::RangeInclusive;
+
 use crate::error::{Error, Result};
 
 fn var(name: &'static str) -> Option<String> {
@@ -58,14 +60,22 @@ pub(crate) fn validation_from_env() -> Result<bool> {
     bool_var("CROSSGPU_VALIDATION", false)
 }
 
-/// `CROSSGPU_MAX_IN_FLIGHT`: 1 to 65536 submits per stream.
+/// `CROSSGPU_MAX_IN_FLIGHT`'s default and range: submits per stream.
+pub(crate) const MAX_IN_FLIGHT: (u64, RangeInclusive<u64>) =
+    (vk_native::DEFAULT_MAX_PENDING as u64, 1..=65_536);
+/// `CROSSGPU_TIMEOUT_MS`'s default and range: 1 ms to one day.
+pub(crate) const TIMEOUT_MS: (u64, RangeInclusive<u64>) = (60_000, 1..=86_400_000);
+
+/// `CROSSGPU_MAX_IN_FLIGHT`.
 pub(crate) fn max_in_flight_from_env() -> Result<usize> {
-    Ok(u64_var("CROSSGPU_MAX_IN_FLIGHT", vk_native::DEFAULT_MAX_PENDING as u64, 1, 65_536)? as usize)
+    let (default, range) = MAX_IN_FLIGHT;
+    Ok(u64_var("CROSSGPU_MAX_IN_FLIGHT", default, *range.start(), *range.end())? as usize)
 }
 
-/// `CROSSGPU_TIMEOUT_MS`: 1 ms to one day.
+/// `CROSSGPU_TIMEOUT_MS`.
 pub(crate) fn timeout_ms_from_env() -> Result<u64> {
-    u64_var("CROSSGPU_TIMEOUT_MS", 60_000, 1, 86_400_000)
+    let (default, range) = TIMEOUT_MS;
+    u64_var("CROSSGPU_TIMEOUT_MS", default, *range.start(), *range.end())
 }
 
 pub(crate) fn devices_from_env() -> Option<String> {

@@ -145,6 +145,20 @@ impl Tensor {
     }
 }
 
+impl Tensor {
+    /// `(rows, cols)` of a 2-D tensor, or an error naming `what` (e.g. "matvec w").
+    pub(crate) fn matrix_dims(&self, what: &str) -> Result<(usize, usize)> {
+        match *self.shape() {
+            [rows, cols] => Ok((rows, cols)),
+            _ => Err(Error::LengthMismatch {
+                what: format!("{what} must be 2-D, dimensions"),
+                expected: 2,
+                got: self.shape().len(),
+            }),
+        }
+    }
+}
+
 impl Member {
     /// A tensor of `shape` whose contents are unspecified until written.
     pub fn empty(&self, shape: &[usize], dtype: DType) -> Result<Tensor> {

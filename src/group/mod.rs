@@ -38,7 +38,7 @@ pub struct GroupOptions {
 
 impl Default for GroupOptions {
     fn default() -> Self {
-        Self { timeout_ms: 60_000, max_in_flight: vk_native::DEFAULT_MAX_PENDING }
+        Self { timeout_ms: config::TIMEOUT_MS.0, max_in_flight: config::MAX_IN_FLIGHT.0 as usize }
     }
 }
 
@@ -54,19 +54,19 @@ impl GroupOptions {
 
     /// Refuses values outside the ranges the variables allow.
     fn validate(&self) -> Result<()> {
-        if !(1..=86_400_000).contains(&self.timeout_ms) {
-            return Err(Error::InvalidArgument(format!(
-                "GroupOptions::timeout_ms {}: must be between 1 and 86400000",
-                self.timeout_ms
-            )));
-        }
-        if !(1..=65_536).contains(&self.max_in_flight) {
-            return Err(Error::InvalidArgument(format!(
-                "GroupOptions::max_in_flight {}: must be between 1 and 65536",
-                self.max_in_flight
-            )));
-        }
-        Ok(())
+        let check = |what: &str, v: u64, range: std::ops::RangeInclusive<u64>| {
+            if range.contains(&v) {
+                Ok(())
+            } else {
+                Err(Error::InvalidArgument(format!(
+                    "GroupOptions::{what} {v}: must be between {} and {}",
+                    range.start(),
+                    range.end()
+                )))
+            }
+        };
+        check("timeout_ms", self.timeout_ms, config::TIMEOUT_MS.1)?;
+        check("max_in_flight", self.max_in_flight as u64, config::MAX_IN_FLIGHT.1)
     }
 }
 
@@ -97,12 +97,6 @@ impl MemberShared {
         self.stream.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The bind group of `entry` over whole `buffers`, made once and cached.
-    pub(crate) fn bind(&self, entry: &'static str, buffers: &[&dyn GpuBuffer]) -> Result<BindGroup> {
-        let ranges: Vec<BindRange<'_>> = buffers.iter().map(|b| BindRange::whole(*b)).collect();
-        self.bind_ranges(entry, &ranges)
-    }
-
     /// The bind group of `entry` over buffer ranges, made once and cached.
     pub(crate) fn bind_ranges(&self, entry: &'static str, ranges: &[BindRange<'_>]) -> Result<BindGroup> {
         let key = (entry, ranges.iter().map(|r| (r.buffer.id(), r.offset, r.size)).collect::<Vec<_>>());
@@ -131,10 +125,8 @@ impl MemberShared {
         immediates: &[u32],
         groups: [u32; 3],
     ) -> Result<()> {
-        let g = self.bind(entry, buffers)?;
-        let mut s = self.stream();
-        s.access(reads, writes).map_err(|e| self.err(e))?;
-        s.rec.dispatch(&g, immediates, groups).map_err(|e| self.err(e))
+        let ranges: Vec<BindRange<'_>> = buffers.iter().map(|b| BindRange::whole(*b)).collect();
+        self.dispatch_ranges(entry, &ranges, reads, writes, immediates, groups)
     }
 
     /// Records a dispatch of `entry` over buffer ranges (`reads` and `writes` for hazard

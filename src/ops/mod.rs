@@ -183,13 +183,7 @@ impl Member {
         }
         x.check_dtype(DType::F32, "matvec x")?;
         y.check_dtype(DType::F32, "matvec y")?;
-        let &[rows, cols] = w.shape() else {
-            return Err(Error::LengthMismatch {
-                what: "matvec w must be 2-D, dimensions".into(),
-                expected: 2,
-                got: w.shape().len(),
-            });
-        };
+        let (rows, cols) = w.matrix_dims("matvec w")?;
         if x.len() != cols {
             return Err(Error::LengthMismatch {
                 what: "matvec x vs w columns".into(),

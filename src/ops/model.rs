@@ -133,13 +133,7 @@ impl Member {
         wu.check_dtype(DType::F16, "up weights")?;
         x.check_dtype(DType::F32, "gate/up input")?;
         a.check_dtype(DType::F32, "gate/up output")?;
-        let &[rows, cols] = wg.shape() else {
-            return Err(Error::LengthMismatch {
-                what: "gate weights must be 2-D, dimensions".into(),
-                expected: 2,
-                got: wg.shape().len(),
-            });
-        };
+        let (rows, cols) = wg.matrix_dims("gate weights")?;
         if wu.shape() != wg.shape() {
             return Err(Error::InvalidArgument(format!(
                 "gate/up: the up weights have shape {:?}, the gate weights {:?}; they must agree",
@@ -340,18 +334,8 @@ impl Member {
         for (t, what) in &named[3..] {
             t.check_dtype(DType::F32, what)?;
         }
-        let dims = |t: &Tensor, what: &str| -> Result<(usize, usize)> {
-            match t.shape() {
-                &[r, c] => Ok((r, c)),
-                s => Err(Error::LengthMismatch {
-                    what: format!("{what} must be 2-D, dimensions"),
-                    expected: 2,
-                    got: s.len(),
-                }),
-            }
-        };
         let ((q_rows, cols), (kv_rows, kc), (vr, vc)) =
-            (dims(wq, "q weights")?, dims(wk, "k weights")?, dims(wv, "v weights")?);
+            (wq.matrix_dims("q weights")?, wk.matrix_dims("k weights")?, wv.matrix_dims("v weights")?);
         if (kv_rows, kc) != (vr, vc) || kc != cols {
             return Err(Error::InvalidArgument(format!(
                 "qkv: weights of shapes {:?}, {:?}, {:?}; k and v must agree and every one have {cols} columns",
