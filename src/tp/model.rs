@@ -206,26 +206,32 @@ impl Plan {
         let (qd, kvd) = (kvh * g * d, kvh * d);
         let ffn = self.ffn.get(i).map_or(0, |r| r.len());
         let vocab = self.vocab.get(i).map_or(0, |r| r.len());
-        let tensors: [(&'static str, u64, u64); 12] = [
-            ("q weight", f16(qd * h), cfg.layers as u64),
-            ("k weight", f16(kvd * h), cfg.layers as u64),
-            ("v weight", f16(kvd * h), cfg.layers as u64),
-            ("o weight", f16(h * qd), cfg.layers as u64),
-            ("gate weight", f16(ffn * h), cfg.layers as u64),
-            ("up weight", f16(ffn * h), cfg.layers as u64),
-            ("down weight", f16(h * ffn), cfg.layers as u64),
-            ("KV cache", f32b(kvd * cfg.max_seq), 2 * cfg.layers as u64),
-            ("vocabulary weight", f16(vocab * h), 1),
-            ("embedding table", f16(cfg.vocab * h), 1),
-            ("attention scores", f32b(qd / d.max(1) * cfg.max_seq), 1),
-            ("activations", f32b(6 * h + 3 * qd + 2 * kvd + 3 * ffn + vocab + cfg.max_seq + 16), 1),
+        // (name, bytes of one, how many, read in full for every token: the weights the member
+        // streams; the embedding table gives one row per token).
+        let l = cfg.layers as u64;
+        let tensors: [(&'static str, u64, u64, bool); 12] = [
+            ("q weight", f16(qd * h), l, true),
+            ("k weight", f16(kvd * h), l, true),
+            ("v weight", f16(kvd * h), l, true),
+            ("o weight", f16(h * qd), l, true),
+            ("gate weight", f16(ffn * h), l, true),
+            ("up weight", f16(ffn * h), l, true),
+            ("down weight", f16(h * ffn), l, true),
+            ("KV cache", f32b(kvd * cfg.max_seq), 2 * l, false),
+            ("vocabulary weight", f16(vocab * h), 1, true),
+            ("embedding table", f16(cfg.vocab * h), 1, false),
+            ("attention scores", f32b(qd / d.max(1) * cfg.max_seq), 1, false),
+            ("activations", f32b(6 * h + 3 * qd + 2 * kvd + 3 * ffn + vocab + cfg.max_seq + 16), 1, false),
         ];
-        let bytes = tensors.iter().map(|t| t.1.saturating_mul(t.2)).fold(0u64, u64::saturating_add);
-        let streamed_weight_bytes = tensors[..7]
-            .iter()
-            .chain(&tensors[8..9])
-            .map(|t| t.1.saturating_mul(t.2))
-            .fold(0u64, u64::saturating_add);
+        let total = |keep: &dyn Fn(bool) -> bool| {
+            tensors
+                .iter()
+                .filter(|t| keep(t.3))
+                .map(|t| t.1.saturating_mul(t.2))
+                .fold(0u64, u64::saturating_add)
+        };
+        let (bytes, streamed_weight_bytes) = (total(&|_| true), total(&|streamed| streamed));
+        // The activations are several small tensors, never one binding.
         let largest = tensors
             .iter()
             .filter(|t| t.0 != "activations")
@@ -365,8 +371,19 @@ impl Decoder {
     /// Loads the model on every member of `group`, split as `split` says. `comm` is created
     /// here for groups of two or more members.
     pub fn new(group: &DeviceGroup, cfg: DecoderConfig, split: &SplitSpec) -> Result<Self> {
+        Self::new_with_progress(group, cfg, split, |_, _| {})
+    }
+
+    /// Like [`Decoder::new`], calling `progress(layers_loaded, layers)` as the weights are
+    /// generated (see [`Decoder::load`]).
+    pub fn new_with_progress(
+        group: &DeviceGroup,
+        cfg: DecoderConfig,
+        split: &SplitSpec,
+        progress: impl FnMut(usize, usize),
+    ) -> Result<Self> {
         let comm = if group.len() > 1 { Some(Comm::new(group)?) } else { None };
-        Self::with_comm(group, cfg, split, comm)
+        Self::load(group, cfg, split, comm, progress)
     }
 
     /// Like [`Decoder::new`] with a communicator of the caller's.

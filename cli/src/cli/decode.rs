@@ -96,13 +96,13 @@ pub fn run_decode(
         })
         .collect::<crossgpu::Result<Vec<_>>>()?;
     let t0 = Instant::now();
-    let comm = if group.len() > 1 { Some(crossgpu::Comm::new(group)?) } else { None };
     let loading = if show { ProgressBar::new(cfg.layers as u64) } else { ProgressBar::hidden() };
     loading.set_style(
         ProgressStyle::with_template("loading weights {bar:40} {pos}/{len} layers, eta {eta}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    let loaded = Decoder::load(group, cfg.clone(), split, comm, |done, _| loading.set_position(done as u64));
+    let loaded =
+        Decoder::new_with_progress(group, cfg.clone(), split, |done, _| loading.set_position(done as u64));
     let mut dec = loaded.map_err(|e| with_hint(e, args))?;
     for m in group.members() {
         m.synchronize()?;
@@ -162,6 +162,9 @@ pub fn run_decode(
         (Some(b), Some(a)) => Some(a.since(&b)),
         _ => None,
     };
+    // The weight bytes each member streams per token.
+    let streamed: Vec<f64> =
+        (0..group.len()).map(|i| dec.plan.footprint(cfg, i).streamed_weight_bytes as f64).collect();
     let report = DecodeReport {
         tokens: out,
         tokens_per_s: args.tokens as f64 / wall,
@@ -180,11 +183,10 @@ pub fn run_decode(
         dispatches_per_token_per_member: (after.dispatches - before.dispatches) as f64
             / n
             / group.len() as f64,
-        weight_streaming_pct: (0..group.len())
-            .map(|i| {
-                let bytes = dec.plan.footprint(cfg, i).streamed_weight_bytes as f64;
-                100.0 * bytes * (args.tokens as f64 / wall) / (copy_gbps[i] * 1e9)
-            })
+        weight_streaming_pct: streamed
+            .iter()
+            .zip(&copy_gbps)
+            .map(|(bytes, gbps)| 100.0 * bytes * (args.tokens as f64 / wall) / (gbps * 1e9))
             .collect(),
         mode,
     };
@@ -204,7 +206,7 @@ pub fn run_decode(
             report.dispatches_per_token_per_member,
             (0..group.len())
                 .map(|i| {
-                    let bytes = dec.plan.footprint(cfg, i).streamed_weight_bytes as f64;
+                    let bytes = streamed[i];
                     format!(
                         "member {i} {} at {}/s = {:.1}% of {}/s",
                         si_bytes(bytes),
