@@ -22,11 +22,11 @@ pub struct HostAllocation {
     layout: Layout,
 }
 
-// SAFETY: the allocation is plain memory owned by this value, and the host never reads or
-// writes it through this type (only devices do, through an ImportedBuffer, ordered by the
-// caller's semaphores): sharing or sending the owner moves no access across threads.
+// SAFETY: the allocation is plain memory owned by this value; the host reaches its bytes only
+// through `word`, as atomics (devices write it through an ImportedBuffer): any thread may do
+// that.
 unsafe impl Send for HostAllocation {}
-// SAFETY: see above; `&HostAllocation` gives no access to the bytes.
+// SAFETY: see above.
 unsafe impl Sync for HostAllocation {}
 
 impl std::fmt::Debug for HostAllocation {
@@ -53,6 +53,19 @@ impl HostAllocation {
     /// Size in bytes: the length asked for, rounded up to the alignment.
     pub fn len(&self) -> u64 {
         self.layout.size() as u64
+    }
+
+    /// The 32-bit word at `byte_offset` (a multiple of 4 inside the allocation), for atomic
+    /// loads and stores from the host while devices write the memory: a device's store is seen
+    /// once it reached host memory (the allocation is host-coherent by construction).
+    pub fn word(&self, byte_offset: u64) -> Option<&std::sync::atomic::AtomicU32> {
+        let ok = byte_offset.is_multiple_of(4) && byte_offset + 4 <= self.len();
+        // SAFETY: in range and aligned (checked; the base is page-aligned); zero-initialised
+        // memory is a valid AtomicU32; alive while `self` is. Devices write it concurrently,
+        // as another process would write shared memory: only atomic accesses are made here.
+        ok.then(|| unsafe {
+            &*self.ptr.as_ptr().add(byte_offset as usize).cast::<std::sync::atomic::AtomicU32>()
+        })
     }
 
     /// Whether the allocation has no bytes (never, since [`HostAllocation::new`] allocates at

@@ -79,6 +79,9 @@ pub struct Capabilities {
     /// Size of the largest DEVICE_LOCAL memory heap, in bytes: what the device can hold (on a
     /// CPU device or an iGPU this is system memory, shared with the host and other devices).
     pub device_local_heap_bytes: u64,
+    /// Whether a memory type is device-local, host-visible and host-coherent at once (resizable
+    /// BAR on a discrete GPU; any memory on a CPU device): where [`crate::MappedWords`] live.
+    pub device_local_host_visible: bool,
 }
 
 /// One physical device as crossgpu sees it.
@@ -277,6 +280,11 @@ unsafe fn query_adapter(
         .map(|h| h.size)
         .max()
         .unwrap_or(0);
+    let mapped = vk::MemoryPropertyFlags::DEVICE_LOCAL
+        | vk::MemoryPropertyFlags::HOST_VISIBLE
+        | vk::MemoryPropertyFlags::HOST_COHERENT;
+    let device_local_host_visible =
+        memory.memory_types_as_slice().iter().any(|t| t.property_flags.contains(mapped));
     let fam0 = families.first().copied().unwrap_or_default();
     let timestamp_period_ns = if fam0.timestamp_valid_bits > 0 { props.limits.timestamp_period } else { 0.0 };
 
@@ -329,6 +337,7 @@ unsafe fn query_adapter(
             max_storage_buffer_range: props.limits.max_storage_buffer_range as u64,
             min_storage_buffer_offset_alignment: props.limits.min_storage_buffer_offset_alignment,
             device_local_heap_bytes,
+            device_local_host_visible,
         },
     }
 }

@@ -5,7 +5,8 @@
 //! - opens wgpu-hal Vulkan devices with extra extensions (VK_EXT_external_memory_host,
 //!   VK_KHR_external_semaphore_fd) and extra queues of family 0 ([`Device::open`]);
 //! - imports page-aligned host memory into a device as a storage buffer ([`HostAllocation`],
-//!   [`ImportedBuffer`]);
+//!   [`ImportedBuffer`]), whose words the host reads atomically ([`HostAllocation::word`]);
+//! - words of device-local memory the host stores to while a kernel polls them ([`MappedWords`]);
 //! - timeline semaphores signalled and waited from the host ([`TimelineSemaphore`]) and binary
 //!   semaphores whose payload travels as a SYNC_FD ([`SyncFdSemaphore`]);
 //! - records compute dispatches, copies and global memory barriers through wgpu-hal command
@@ -29,6 +30,7 @@ mod host;
 mod instance;
 mod kernel;
 mod live;
+mod mapped;
 mod semaphore;
 mod validation;
 
@@ -42,6 +44,7 @@ pub use host::{HostAllocation, ImportedBuffer};
 pub use instance::{AdapterInfo, Capabilities, DeviceType, Instance, InstanceOptions};
 pub use kernel::{BindGroup, BindRange, Kernel, KernelLayout};
 pub use live::{live_objects, LiveObjects};
+pub use mapped::MappedWords;
 pub use semaphore::{SyncFd, SyncFdSemaphore, TimelineSemaphore};
 pub use validation::{
     take_suppressed_validation_count, validation_messages, ValidationMessage, KNOWN_LAYER_FALSE_POSITIVES,
