@@ -138,6 +138,12 @@ case "$cmd" in
         ;;
     test)
         setup
+        # llvmpipe runs all its VkDevices' kernels on one pool of threads (the CPU count by
+        # default); the DevicePoll tests poll from up to 4 members at once, each holding one.
+        if [ -z "${LP_NUM_THREADS:-}" ]; then
+            export LP_NUM_THREADS=$(($(nproc) > 4 ? $(nproc) : 4))
+            say "LP_NUM_THREADS=$LP_NUM_THREADS (DevicePoll tests poll from up to 4 lavapipe devices)"
+        fi
         run cargo test --workspace "$@"
         ;;
     devices)

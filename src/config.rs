@@ -6,7 +6,7 @@
 //! | `CROSSGPU_DEVICES` | the group's members, see [`crate::GroupSpec`] | every adapter |
 //! | `CROSSGPU_VALIDATION` | `1` enables the Khronos validation layer | `0` |
 //! | `CROSSGPU_TIMEOUT_MS` | bound on every wait for a device, in ms | 60000 |
-//! | `CROSSGPU_ALLREDUCE` | `auto`, `bridge`, `sync_fd` or `generic` | `auto` |
+//! | `CROSSGPU_ALLREDUCE` | `auto`, `bridge`, `sync_fd`, `poll` or `generic` | `auto` |
 //! | `CROSSGPU_ALLREDUCE_SPIN_US` | how long the host bridge spins before blocking, µs | 2000; 200 when a member is a CPU device |
 //! | `CROSSGPU_JOINT_SUBMIT` | `1`: members sharing a queue submit each all-reduce phase as one batch | `1` |
 //! | `CROSSGPU_F16_WIRE_BYTES` | payload size from which the wire is f16 | 1048576 |

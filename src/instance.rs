@@ -94,8 +94,10 @@ pub fn adapter_table(adapters: &[AdapterInfo]) -> String {
         );
         let _ = writeln!(
             s,
-            "    memory             largest device-local heap {:.1} GiB",
-            c.device_local_heap_bytes as f64 / (1u64 << 30) as f64
+            "    memory             largest device-local heap {:.1} GiB; device-local host-visible {} \
+             (DevicePoll's go words)",
+            c.device_local_heap_bytes as f64 / (1u64 << 30) as f64,
+            yes(c.device_local_host_visible)
         );
     }
     s

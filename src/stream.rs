@@ -20,6 +20,9 @@ pub(crate) struct Stream {
     binary_waits: Vec<SyncFdSemaphore>,
     /// Submits made so far (one counts per vkQueueSubmit).
     pub(crate) submits: u64,
+    /// The open command buffer holds DevicePoll rounds: submitting it submits the peers'
+    /// streams too (`MemberShared::flush_linked`).
+    pub(crate) linked: bool,
 }
 
 impl Stream {
@@ -31,6 +34,7 @@ impl Stream {
             waits: Vec::new(),
             binary_waits: Vec::new(),
             submits: 0,
+            linked: false,
         }
     }
 

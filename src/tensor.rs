@@ -112,14 +112,8 @@ impl Tensor {
             return Ok(Vec::new());
         }
         let staging = StagingBuffer::new(&m.device, bytes, false).map_err(|e| m.err(e))?;
-        {
-            let mut s = m.stream();
-            s.access(&[self.id()], &[staging.id()]).map_err(|e| m.err(e))?;
-            s.rec.copy(&self.buffer, 0, &staging, 0, bytes).map_err(|e| m.err(e))?;
-            s.barrier_to_host().map_err(|e| m.err(e))?;
-            let v = s.flush().map_err(|e| m.err(e))?;
-            m.wait_value(&mut s, v, "a tensor read-back")?;
-        }
+        let v = m.read_back(&self.buffer, &staging, bytes)?;
+        m.wait_value(&mut m.stream(), v, "a tensor read-back")?;
         let mut raw = vec![0u8; bytes as usize];
         staging.read(0, &mut raw).map_err(|e| m.err(e))?;
         Ok(raw)

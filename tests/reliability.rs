@@ -440,7 +440,7 @@ fn bad_mode_and_device_specs_are_clear_errors() {
         assert_eq!(bad_config_name(&e), Some("CROSSGPU_ALLREDUCE"), "{bad}: {e:?}");
         let msg = e.to_string();
         assert!(msg.contains("CROSSGPU_ALLREDUCE") && msg.contains(bad), "{msg}");
-        assert!(msg.contains("auto, bridge, sync_fd or generic"), "says what is expected: {msg}");
+        assert!(msg.contains("auto, bridge, sync_fd, poll or generic"), "says what is expected: {msg}");
     }
     for (s, want) in [
         ("", ModeRequest::Auto),
@@ -490,7 +490,7 @@ fn bad_mode_and_device_specs_are_clear_errors() {
 fn bad_environment_values_are_errors_at_creation() {
     init();
     let bad: &[(&str, &str, &str)] = &[
-        ("CROSSGPU_ALLREDUCE", "bogus", "expected auto, bridge, sync_fd or generic"),
+        ("CROSSGPU_ALLREDUCE", "bogus", "expected auto, bridge, sync_fd, poll or generic"),
         ("CROSSGPU_ALLREDUCE_SPIN_US", "-1", "non-negative integer"),
         ("CROSSGPU_ALLREDUCE_SPIN_US", "-0.5", "non-negative integer"),
         ("CROSSGPU_ALLREDUCE_SPIN_US", "1000001", "between 0 and 1000000"),

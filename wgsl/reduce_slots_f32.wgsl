@@ -1,10 +1,11 @@
 // reduce_slots_f32: phase B of the all-reduce for the f32 wire. dst[dst_offset + i] = the sum
 // over members j = 0..members-1, in that order, of slots[j * stride + offset + i], read straight
-// from the imported host memory (the binding covers the slots of the round's half) or from a
-// device-memory copy of them. The member's own term is taken from its tensor instead (the same
-// bits it copied into its slot in phase A), and its own slot is not read at all: each member
-// reads N-1 slots, not N, over the bus. Every device runs the same additions in the same order
-// on the same wire values (its own included), so every device ends with bitwise the same sum.
+// from the imported host memory (the binding covers the round's entry of the slots, or all of
+// them, `offset` then locating the entry). The member's own term is taken from its tensor
+// instead (the same bits it copied into its slot in phase A), and its own slot is not read:
+// each member reads N-1 slots, not N, over the bus. Every device runs the same additions in the
+// same order on the same wire values (its own included), so every device ends with bitwise the
+// same sum.
 //
 // Slots are read as vec4 (16-byte loads). That needs `stride` and `offset` to be multiples of 4
 // words and the binding to cover whole vec4s: the last vec4 of a slot may hold up to 3 words

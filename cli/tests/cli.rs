@@ -52,16 +52,22 @@ fn refused_any(args: &[&str], env: &[(&str, &str)], needles: &[&str]) -> String 
 /// with rounds on both wires (sizes up to 2^18 elements cross the 1 MiB f16 threshold).
 #[test]
 fn soak_passes_in_every_mode_that_runs_here() {
-    for (members, mode) in [("1", "auto"), ("2", "generic"), ("2", "bridge"), ("3", "bridge")] {
+    let modes =
+        [("1", "auto"), ("2", "generic"), ("2", "bridge"), ("3", "bridge"), ("2", "poll"), ("4", "poll")];
+    for (members, mode) in modes {
+        // DevicePoll's kernels each hold one of llvmpipe's threads while they poll.
         let o = crossgpu(
             &["soak", "--members", members, "--rounds", "300", "--check-every", "7", "--max-len", "300000"],
-            &[("CROSSGPU_ALLREDUCE", mode)],
+            &[("CROSSGPU_ALLREDUCE", mode), ("LP_NUM_THREADS", "4")],
         );
         let t = text(&o);
         assert!(o.status.success(), "soak --members {members} with CROSSGPU_ALLREDUCE={mode} failed:\n{t}");
         assert!(t.contains("deviations: 0") && t.contains("soak: OK"), "{t}");
         if members == "1" || mode == "generic" {
             assert!(t.contains("all-reduce mode: Generic"), "{t}");
+        }
+        if mode == "poll" {
+            assert!(t.contains("all-reduce mode: DevicePoll"), "{t}");
         }
     }
     // SyncFd is refused on this lavapipe (no SYNC_FD semaphores), with the reason.

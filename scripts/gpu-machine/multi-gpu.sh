@@ -2,15 +2,16 @@
 # On a machine with two or more NVIDIA GPUs (nvidia-h200-x2; prepare.sh first), in one call,
 # the figures of docs/BENCHMARKS.md "All-reduce across two H200s" and the two-GPU decode:
 #   1. the limits on the first GPU (copy bandwidths to and from host memory: the bus bound);
-#   2. crossgpu's all-reduce across the GPUs at every size from 4 KiB to 256 MiB: HostBridge on
-#      the f32 wire (the same bytes as NCCL's f32 all-reduce) beside the wgpu baseline (one wgpu
-#      device per GPU), HostBridge on the automatic wire (f16 from 1 MiB), Generic up to 4 MiB;
-#      with two GPUs also three members (0,1,0);
+#   2. crossgpu's all-reduce across the GPUs at every size from 4 KiB to 256 MiB: HostBridge and
+#      DevicePoll on the f32 wire (the same bytes as NCCL's f32 all-reduce) beside the wgpu
+#      baseline (one wgpu device per GPU), HostBridge on the automatic wire (f16 from 1 MiB),
+#      Generic up to 4 MiB; with two GPUs also three members (0,1,0: DevicePoll refuses it, two
+#      members on one GPU);
 #   3. NCCL through torch.distributed at the same sizes and schedule (nccl_allreduce.py), with
 #      its defaults (NVLink), then with NCCL_P2P_DISABLE=1 (through host memory);
-#   4. REPEAT (default 5) more processes each of crossgpu (f32 wire) and of NCCL through host
-#      memory at 4-256 KiB, alternated: small rounds vary from process to process, so compare
-#      the spreads;
+#   4. REPEAT (default 5) more processes each of crossgpu (HostBridge and DevicePoll, f32 wire)
+#      and of NCCL through host memory at 4-256 KiB, alternated: small rounds vary from process
+#      to process, so compare the spreads;
 #   5. the 27B-class decode on one GPU and on every GPU, alternated DECODE_REPEAT (default 2) times.
 # Results in $OUT/results.tgz (a folder per run, as docs/data/h200x2-2026-11-29/6-final/),
 # a summary in $OUT/summary.txt.
@@ -29,7 +30,7 @@ LAYOUTS="$NV"; [ "$NGPU" -eq 2 ] && LAYOUTS="$NV;$THREE"
 MEMBERS=$(echo "$LAYOUTS" | tr ';' '\n' | awk -F, '{print NF}' | paste -sd, -)
 log "NVIDIA adapters: $NV ($NGPU); layouts $LAYOUTS (members $MEMBERS)"
 timeout 90 crossgpu bench limits --adapter "$N0" --out "$R/limits" > "$R/limits.txt" 2>&1; log "limits exit $?"
-timeout 240 crossgpu bench allreduce --adapter "$N0" --layouts "$LAYOUTS" --modes bridge,sync_fd --wire f32 \
+timeout 240 crossgpu bench allreduce --adapter "$N0" --layouts "$LAYOUTS" --modes bridge,sync_fd,poll --wire f32 \
     --members "$MEMBERS" --baseline-adapters "$NV" --out "$R/cg-f32" > "$R/cg-f32.txt" 2>&1; log "crossgpu f32 wire exit $?"
 timeout 60 crossgpu bench allreduce --adapter "$N0" --layouts "$NV" --modes bridge --wire auto --no-baseline \
     --out "$R/cg-auto" > "$R/cg-auto.txt" 2>&1; log "crossgpu auto wire exit $?"
@@ -44,7 +45,7 @@ for g in $(seq 2 "$NGPU"); do
 done
 TWO=$(echo "$NV" | cut -d, -f1-2)
 for k in $(seq 1 "${REPEAT:-5}"); do
-    timeout 60 crossgpu bench allreduce --adapter "$N0" --layouts "$TWO" --modes bridge --wire f32 --no-baseline \
+    timeout 60 crossgpu bench allreduce --adapter "$N0" --layouts "$TWO" --modes bridge,poll --wire f32 --no-baseline \
         --max-bytes 262144 --out "$R/small-cg-$k" > "$R/small-cg-$k.txt" 2>&1; log "small crossgpu $k exit $?"
     NCCL_P2P_DISABLE=1 timeout 90 python3 scripts/gpu-machine/nccl_allreduce.py --gpus 2 --label p2p-disabled --port 29519 \
         --max-bytes 262144 --out "$R/small-nccl-nop2p-$k.json" > "$R/small-nccl-nop2p-$k.txt" 2>&1; log "small NCCL P2P disabled $k exit $?"

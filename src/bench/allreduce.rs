@@ -46,7 +46,15 @@ pub struct AllReducePoint {
     pub bridge_signal_us: Option<f64>,
     /// See `bridge_poll_us`.
     pub queue_submit_us: Option<f64>,
+    /// DevicePoll rounds record no submit: the loop submits every member after this many
+    /// rounds, as a caller that submits while it records would. `None` in the other modes,
+    /// which submit phase A in every round.
+    pub rounds_per_submit: Option<usize>,
 }
+
+/// Rounds between the DevicePoll loop's submits: enough that a submit's fixed cost on the GPU
+/// (docs/BENCHMARKS.md, "Limits") is spread thin, few enough that the GPU starts early.
+pub const POLL_ROUNDS_PER_SUBMIT: usize = 8;
 
 /// Rounds per batch and batches for a payload: many small rounds, a few large ones.
 pub fn schedule(bytes: u64) -> (usize, usize) {
@@ -80,6 +88,7 @@ pub fn measure(
         .collect::<Result<_>>()?;
     let ar = AllReduceOptions { precision, ..Default::default() };
     let (rounds, batches) = schedule(bytes);
+    let poll = comm.mode() == crate::comm::Mode::DevicePoll;
     for _ in 0..rounds.min(20) {
         comm.all_reduce(&mut tensors, &ar)?;
     }
@@ -98,8 +107,11 @@ pub fn measure(
     for _ in 0..batches {
         let w0 = waited();
         let t = Instant::now();
-        for _ in 0..rounds {
+        for r in 1..=rounds {
             comm.all_reduce(&mut tensors, &ar)?;
+            if poll && r % POLL_ROUNDS_PER_SUBMIT == 0 {
+                group.members()[0].flush()?;
+            }
         }
         let issued = t.elapsed().saturating_sub(waited() - w0);
         group.synchronize()?;
@@ -133,6 +145,7 @@ pub fn measure(
         bridge_poll_us: bridge.map(|b| b.mean_call_us().0),
         bridge_signal_us: bridge.map(|b| b.mean_call_us().1),
         queue_submit_us,
+        rounds_per_submit: poll.then_some(POLL_ROUNDS_PER_SUBMIT),
     })
 }
 

@@ -121,5 +121,6 @@ pub fn measure(adapters: &str, members: usize, bytes: u64) -> Result<AllReducePo
         bridge_poll_us: None,
         bridge_signal_us: None,
         queue_submit_us: None,
+        rounds_per_submit: None,
     })
 }

@@ -1,16 +1,17 @@
 //! The limits the all-reduce and the kernels are measured against, on one member's device:
 //! copy bandwidth between device memory and imported host memory (both ways), device-local
 //! bandwidth through a WGSL copy kernel and through vkCmdCopyBuffer, the round trip of a
-//! host-signalled timeline semaphore, the CPU cost of one empty submit, and the GPU cost of a
-//! submit boundary.
+//! host-signalled timeline semaphore, DevicePoll's wake (a kernel polling mapped device memory
+//! that the host stores to), the CPU cost of one empty submit, and the GPU cost of a submit
+//! boundary.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use serde::Serialize;
 use vk_native::{
-    Access, BindRange, Buffer, BufferUsage, GpuBuffer, HostAllocation, ImportedBuffer, Recorder, SubmitInfo,
-    TimelineSemaphore,
+    Access, BindRange, Buffer, BufferUsage, DeviceType, GpuBuffer, HostAllocation, ImportedBuffer,
+    MappedWords, Recorder, SubmitInfo, TimelineSemaphore,
 };
 
 use super::{summarize, Summary};
@@ -47,6 +48,13 @@ pub struct Limits {
     pub device_copy_command_gbps: Summary,
     /// Host signals, the GPU waits and signals back, the host spins: µs.
     pub timeline_round_trip_us: Summary,
+    /// DevicePoll's wake, per step of a chain of `poll_wait` kernels in one submit: each
+    /// stores its round into an arrival word in host memory and polls a `go` word in mapped
+    /// device-local memory; the host spins on the arrival and stores `go`. A step is one
+    /// host ↔ GPU round trip plus a barrier and a dispatch: what a DevicePoll round pays on
+    /// top of its copies (with the relay hop to a second GPU instead of back to this one): µs.
+    /// NaN where the device has no device-local host-visible memory.
+    pub poll_wake_step_us: Summary,
     /// CPU time of one vkQueueSubmit with one signal and no command buffer: µs.
     pub empty_submit_us: Summary,
     /// GPU time per step of [`CHAIN`] steps queued behind a gate the host then opens, each step
@@ -69,7 +77,7 @@ pub struct Limits {
 impl Limits {
     /// Every figure with what it measures and its unit (`GB/s` or `us`), in a readable order:
     /// what `crossgpu bench limits` prints as a table.
-    pub fn rows(&self) -> [(&'static str, &Summary, &'static str); 14] {
+    pub fn rows(&self) -> [(&'static str, &Summary, &'static str); 15] {
         [
             ("device -> host memory, vkCmdCopyBuffer", &self.device_to_host_gbps, "GB/s"),
             ("host memory -> device, vkCmdCopyBuffer", &self.host_to_device_gbps, "GB/s"),
@@ -80,6 +88,7 @@ impl Limits {
             ("device-local copy, kernel (read + written)", &self.device_copy_kernel_gbps, "GB/s"),
             ("device-local copy, vkCmdCopyBuffer (read + written)", &self.device_copy_command_gbps, "GB/s"),
             ("host-signalled timeline round trip", &self.timeline_round_trip_us, "us"),
+            ("DevicePoll wake: host -> polling kernel -> host, a step", &self.poll_wake_step_us, "us"),
             ("CPU time of an empty vkQueueSubmit", &self.empty_submit_us, "us"),
             ("GPU time per step, a submit each", &self.gpu_submit_step_us, "us"),
             ("GPU time per step, all in one submit", &self.gpu_dispatch_step_us, "us"),
@@ -362,6 +371,11 @@ pub fn measure(m: &Member, bytes: u64, reps: usize) -> Result<Limits> {
         }
     }
     let timeline_round_trip_us = summarize(&samples);
+    let poll_wake_step_us = if caps.device_local_host_visible {
+        poll_wake(m, &mut rec, align, reps, timeout)?
+    } else {
+        summarize(&[])
+    };
 
     let mut samples = Vec::new();
     for _ in 0..1000 {
@@ -412,10 +426,71 @@ pub fn measure(m: &Member, bytes: u64, reps: usize) -> Result<Limits> {
         device_copy_kernel_gbps,
         device_copy_command_gbps,
         timeline_round_trip_us,
+        poll_wake_step_us,
         empty_submit_us: summarize(&samples),
         gpu_submit_step_us: summarize(&per_submit),
         gpu_dispatch_step_us: summarize(&one_submit),
         gpu_submit_plain_step_us: summarize(&plain),
         gpu_joint_step_us: summarize(&joint),
     })
+}
+
+/// [`Limits::poll_wake_step_us`]: chains of [`CHAIN`] `poll_wait` steps, `reps` times.
+fn poll_wake(m: &Member, rec: &mut Recorder, align: u64, reps: usize, timeout_ns: u64) -> Result<Summary> {
+    let e = err(m);
+    let dev = m.device();
+    // llvmpipe ends loops after 65,535 trips: its 256-wide variant polls longer per dispatch.
+    let cpu = dev.info().device_type == DeviceType::Cpu && dev.info().is_mesa();
+    let (entry, trips) = if cpu { ("poll_wait_cpu", 60_000) } else { ("poll_wait", u32::MAX) };
+    let flags = MappedWords::new(dev, 64).map_err(&e)?;
+    let host = Arc::new(HostAllocation::new(align, align).map_err(&e)?);
+    let arrival = ImportedBuffer::new(dev, &host).map_err(&e)?;
+    let word = host.word(0).expect("the allocation holds a word");
+    let kernel = m.shared.kernels.get(entry).map_err(&e)?;
+    let bind = kernel
+        .bind_ranges(&[BindRange::whole(&flags), BindRange { buffer: &arrival, offset: 0, size: 256 }])
+        .map_err(&e)?;
+    let mut samples = Vec::new();
+    let mut round = 0u32;
+    for rep in 0..=reps {
+        for _ in 0..CHAIN {
+            round += 1;
+            rec.dispatch(&bind, &[round, trips, 1, 1], [1, 1, 1]).map_err(&e)?;
+            rec.barrier(Access::COMPUTE_WRITE, Access::COMPUTE_WRITE | Access::COMPUTE_READ).map_err(&e)?;
+        }
+        let value = rec.submit(&SubmitInfo::default()).map_err(&e)?;
+        let first = round - CHAIN as u32 + 1;
+        let deadline = Instant::now() + std::time::Duration::from_nanos(timeout_ns);
+        let mut t = Instant::now();
+        let expired = flags.word(3).expect("64 words");
+        for r in first..=round {
+            // Modulo 2^32: a wait that ran out (the host was too slow: a busy CPU device) lets
+            // the chain run past this step; that repetition is then dropped.
+            while (word.load(std::sync::atomic::Ordering::Acquire).wrapping_sub(r) as i32) < 0 {
+                if Instant::now() > deadline {
+                    // End every wait, so the queue drains before the error is returned.
+                    flags.publish(1, 1);
+                    let _ = rec.wait(value, timeout_ns);
+                    return Err(Error::Timeout {
+                        what: format!("DevicePoll wake step {r} on {}", m.label()),
+                        ms: timeout_ns / 1_000_000,
+                    });
+                }
+                std::hint::spin_loop();
+            }
+            if r == first {
+                // Timing starts at the first arrival: the submit's own latency is not a step.
+                t = Instant::now();
+            }
+            flags.publish(0, r);
+        }
+        let took = t.elapsed();
+        rec.wait(value, timeout_ns).map_err(&e)?;
+        if expired.swap(0, std::sync::atomic::Ordering::AcqRel) != 0 {
+            log::warn!("DevicePoll wake: a wait on {} ran out; repetition {rep} dropped", m.label());
+        } else if rep > 0 {
+            samples.push(took.as_secs_f64() * 1e6 / (CHAIN - 1) as f64);
+        }
+    }
+    Ok(summarize(&samples))
 }

@@ -9,6 +9,9 @@
 //!   timeline semaphores.
 //! - **SyncFd** (`two_phase.rs`): the same two phases, members released by SYNC_FD payloads
 //!   exchanged between devices (`sync_fd::SyncFdExchange`), no host thread on the path.
+//! - **DevicePoll** (`poll.rs`): the same two phases recorded into each member's stream with
+//!   no semaphore and no submit of their own; a kernel polls a `go` word in mapped device
+//!   memory that the `relay::Relay` thread stores once every member's arrival word says so.
 //! - **Generic** (`generic.rs`): read back, sum on the CPU, write back; works on any devices.
 //!
 //! `options.rs` holds what a caller chooses, `faults.rs` the reliability tests' fault hooks.
@@ -52,6 +55,8 @@ pub(crate) mod bridge;
 mod faults;
 mod generic;
 mod options;
+mod poll;
+mod relay;
 mod slots;
 mod sync_fd;
 mod two_phase;
@@ -72,6 +77,7 @@ pub use options::{
 };
 
 use generic::Generic;
+use poll::DevicePoll;
 use slots::HostSlots;
 use two_phase::TwoPhase;
 
@@ -82,6 +88,8 @@ enum Transport {
     Generic,
     /// Two phases through host slots (HostBridge or SyncFd).
     TwoPhase(Box<TwoPhase>),
+    /// Two phases through host slots, released by polling kernels.
+    Poll(Box<DevicePoll>),
 }
 
 /// An all-reduce communicator over a group's members.
@@ -189,6 +197,10 @@ impl Comm {
                 None => (Mode::SyncFd, "forced by CROSSGPU_ALLREDUCE=sync_fd".to_string()),
                 Some(why) => return Err(Error::Unsupported(format!("CROSSGPU_ALLREDUCE=sync_fd: {why}"))),
             },
+            ModeRequest::Forced(Mode::DevicePoll) => match poll::blocker(&members) {
+                None => (Mode::DevicePoll, "forced by CROSSGPU_ALLREDUCE=poll".to_string()),
+                Some(why) => return Err(Error::Unsupported(format!("CROSSGPU_ALLREDUCE=poll: {why}"))),
+            },
             ModeRequest::Auto if members.len() < 2 => (Mode::Generic, "fewer than two members".to_string()),
             ModeRequest::Auto if all_mesa_fd => {
                 (Mode::SyncFd, "every member is on a Mesa driver with SYNC_FD export and import".to_string())
@@ -214,7 +226,12 @@ impl Comm {
             all_reduces: 0,
             generic: Generic::default(),
         };
-        if mode != Mode::Generic {
+        if mode == Mode::DevicePoll {
+            match DevicePoll::start(&comm.members, &comm.opts, comm.group, &comm.hooks, 4096) {
+                Ok(t) => comm.transport = Transport::Poll(Box::new(t)),
+                Err(why) => comm.fall_back(why),
+            }
+        } else if mode != Mode::Generic {
             match TwoPhase::start(&comm.members, mode, &comm.opts, comm.group, &comm.hooks, 4096) {
                 Ok(t) => comm.transport = Transport::TwoPhase(Box::new(t)),
                 Err(why) => comm.fall_back(why),
@@ -228,24 +245,57 @@ impl Comm {
     /// in Generic mode, which loses no data: nothing of the failed call was recorded.
     fn fall_back(&mut self, why: Error) {
         log::warn!("all-reduce falls back to Generic: {why}");
-        if let Transport::TwoPhase(mut t) = std::mem::replace(&mut self.transport, Transport::Generic) {
-            t.stop();
-            t.forget(&self.members);
+        match std::mem::replace(&mut self.transport, Transport::Generic) {
+            Transport::TwoPhase(mut t) => {
+                t.stop();
+                t.forget(&self.members);
+            }
+            Transport::Poll(mut t) => {
+                t.abort();
+                for m in &self.members {
+                    let _ = m.synchronize();
+                }
+                t.forget(&self.members);
+                t.detach(&self.members);
+            }
+            Transport::Generic => {}
         }
         self.reason = format!("fallback: {why}");
     }
 
-    /// The two-phase transport, unless the mode is Generic.
+    /// The two-phase transport (HostBridge, SyncFd), if that is the mode.
     fn two_phase(&self) -> Option<&TwoPhase> {
         match &self.transport {
             Transport::TwoPhase(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// The host slots, unless the mode is Generic.
+    fn slots(&self) -> Option<&HostSlots> {
+        match &self.transport {
+            Transport::TwoPhase(t) => t.slots.as_ref(),
+            Transport::Poll(t) => t.slots.as_ref(),
             Transport::Generic => None,
         }
     }
 
     /// The mode in use.
     pub fn mode(&self) -> Mode {
-        self.two_phase().map_or(Mode::Generic, |t| t.mode())
+        match &self.transport {
+            Transport::TwoPhase(t) => t.mode(),
+            Transport::Poll(_) => Mode::DevicePoll,
+            Transport::Generic => Mode::Generic,
+        }
+    }
+
+    /// In DevicePoll mode, how long a member's wait for its peers polls before it gives up
+    /// (calibrated to 90% of the timeout; shorter where a driver's loops end early).
+    pub fn poll_bound(&self) -> Option<Duration> {
+        match &self.transport {
+            Transport::Poll(t) => Some(t.bound()),
+            _ => None,
+        }
     }
 
     /// Why this mode was chosen.
@@ -275,7 +325,7 @@ impl Comm {
 
     /// Current slot capacity per member and half, in f32 elements (0 in Generic mode).
     pub fn slot_capacity(&self) -> u64 {
-        self.two_phase().and_then(|t| t.slots.as_ref()).map_or(0, |s| s.capacity)
+        self.slots().map_or(0, |s| s.capacity)
     }
 
     /// How the host bridge released its rounds so far; `None` unless the mode is HostBridge.
@@ -283,11 +333,18 @@ impl Comm {
         Some(self.two_phase()?.bridge()?.shared.lock().stats)
     }
 
-    /// Test hook: the bridge never releases `member` again (simulates a lost signal).
+    /// Test hook: the bridge never releases `member` again (simulates a lost signal); in
+    /// DevicePoll mode `member` never stores its arrival again (a member that never arrives).
     #[doc(hidden)]
-    pub fn withhold_release(&self, member: usize) {
-        if let Some(b) = self.two_phase().and_then(TwoPhase::bridge) {
-            b.shared.lock().withhold = Some(member);
+    pub fn withhold_release(&mut self, member: usize) {
+        match &mut self.transport {
+            Transport::TwoPhase(t) => {
+                if let Some(b) = t.bridge() {
+                    b.shared.lock().withhold = Some(member);
+                }
+            }
+            Transport::Poll(t) => t.withhold(member),
+            Transport::Generic => {}
         }
     }
 
@@ -389,6 +446,20 @@ impl Comm {
         let cap = self.slot_capacity() as usize;
         let result = match &mut self.transport {
             Transport::Generic => self.generic.run(&self.members, tensors, n, f16_wire),
+            Transport::Poll(t) => {
+                let chunk = if f16_wire { 2 * cap } else { cap };
+                (0..n).step_by(chunk).try_for_each(|c0| {
+                    t.run_round(
+                        &self.members,
+                        &self.opts,
+                        &mut self.round,
+                        tensors,
+                        c0,
+                        chunk.min(n - c0),
+                        f16_wire,
+                    )
+                })
+            }
             Transport::TwoPhase(t) => {
                 let chunk = if f16_wire { 2 * cap } else { cap };
                 (0..n).step_by(chunk).try_for_each(|c0| {
@@ -423,9 +494,13 @@ impl Comm {
     fn poison(&mut self, e: &Error) {
         log::error!("all-reduce communicator poisoned: {e}");
         self.poisoned = Some(e.to_string());
-        if let Transport::TwoPhase(t) = &mut self.transport {
-            t.stop();
-            t.release_all(self.round);
+        match &mut self.transport {
+            Transport::TwoPhase(t) => {
+                t.stop();
+                t.release_all(self.round);
+            }
+            Transport::Poll(t) => t.abort(),
+            Transport::Generic => {}
         }
     }
 
@@ -438,16 +513,22 @@ impl Comm {
         }
         let new_cap = words.max(cap * 2).next_multiple_of(1024).min(max_cap);
         self.quiesce()?;
-        let Transport::TwoPhase(t) = &mut self.transport else { return Ok(Ok(())) };
-        t.forget(&self.members);
-        match HostSlots::new(&self.members, new_cap, &self.hooks) {
-            Ok(slots) => {
-                log::debug!("all-reduce slots grown to {new_cap} words per half");
-                t.slots = Some(slots);
-                Ok(Ok(()))
+        let made = match &mut self.transport {
+            Transport::TwoPhase(t) => {
+                t.forget(&self.members);
+                HostSlots::new(&self.members, new_cap, 2, &self.hooks).map(|s| t.slots = Some(s))
             }
-            Err(why) => Ok(Err(why)),
+            Transport::Poll(t) => {
+                t.forget(&self.members);
+                let entries = DevicePoll::entries(&self.members, new_cap);
+                HostSlots::new(&self.members, new_cap, entries, &self.hooks).map(|s| t.slots = Some(s))
+            }
+            Transport::Generic => return Ok(Ok(())),
+        };
+        if made.is_ok() {
+            log::debug!("all-reduce slots grown to {new_cap} words per member and entry");
         }
+        Ok(made)
     }
 
     /// Submits every member's pending work and waits for all of it, and for the bridge to have
@@ -459,6 +540,11 @@ impl Comm {
         }
         for m in &self.members {
             m.synchronize()?;
+        }
+        if let Transport::Poll(t) = &self.transport {
+            if let Some(e) = t.error() {
+                return Err(e);
+            }
         }
         Ok(())
     }
@@ -472,22 +558,37 @@ impl Drop for Comm {
         for m in &self.members {
             let _ = m.flush();
         }
-        if let Transport::TwoPhase(t) = &mut self.transport {
-            if let Some(b) = t.bridge() {
-                if self.poisoned.is_none() {
-                    let _ = b.wait_released(self.round, self.opts.timeout);
+        match &mut self.transport {
+            Transport::TwoPhase(t) => {
+                if let Some(b) = t.bridge() {
+                    if self.poisoned.is_none() {
+                        let _ = b.wait_released(self.round, self.opts.timeout);
+                    }
                 }
+                t.stop();
+                t.release_all(self.round);
             }
-            t.stop();
-            t.release_all(self.round);
+            // A poisoned communicator's waits end at once; a healthy one's complete as the
+            // relay releases them while the members synchronise below.
+            Transport::Poll(t) if self.poisoned.is_some() => t.abort(),
+            _ => {}
         }
         for m in &self.members {
             if let Err(e) = m.synchronize() {
                 log::warn!("dropping the communicator: {e}");
             }
         }
-        if let Transport::TwoPhase(t) = &mut self.transport {
-            t.forget(&self.members);
+        match &mut self.transport {
+            Transport::TwoPhase(t) => t.forget(&self.members),
+            Transport::Poll(t) => {
+                t.abort();
+                for m in &self.members {
+                    let _ = m.synchronize();
+                }
+                t.forget(&self.members);
+                t.detach(&self.members);
+            }
+            Transport::Generic => {}
         }
     }
 }

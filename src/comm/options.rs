@@ -25,6 +25,16 @@ pub enum Mode {
     /// instead of the host thread. Needs at least two members and, on every member, what
     /// HostBridge needs plus VK_KHR_external_semaphore_fd with SYNC_FD export and import.
     SyncFd,
+    /// The same two phases recorded into each member's stream with no semaphore and no submit
+    /// of their own (many rounds ride in one command buffer): after phase A a one-invocation
+    /// kernel stores the round into the member's arrival word in host memory and polls its
+    /// `go` word in device-local memory the host maps; a host thread (`crossgpu-relay-N`)
+    /// stores the round into every member's `go` once all arrived. Needs at least two members,
+    /// each on its own GPU or CPU device (never two VkDevices or queues of one GPU, where a
+    /// polling kernel could wait for work queued behind it), with VK_EXT_external_memory_host
+    /// and device-local host-visible host-coherent memory. Forced only
+    /// (`CROSSGPU_ALLREDUCE=poll`): `auto` does not pick it.
+    DevicePoll,
     /// Read every partial back, sum on the CPU in member order in f32 on the same wire values
     /// (on the f16 wire each partial is first rounded to f16 exactly as the device does), and
     /// write the sum back to every member. Works on any devices; used with fewer than two
@@ -38,12 +48,13 @@ impl std::fmt::Display for Mode {
         f.write_str(match self {
             Self::HostBridge => "HostBridge",
             Self::SyncFd => "SyncFd",
+            Self::DevicePoll => "DevicePoll",
             Self::Generic => "Generic",
         })
     }
 }
 
-/// Which mode to use: `CROSSGPU_ALLREDUCE=auto|bridge|sync_fd|generic`.
+/// Which mode to use: `CROSSGPU_ALLREDUCE=auto|bridge|sync_fd|poll|generic`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ModeRequest {
     /// Choose: [`Mode::SyncFd`] when every member is on a Mesa driver with SYNC_FD export and
@@ -63,11 +74,12 @@ impl ModeRequest {
             "" | "auto" => Ok(Self::Auto),
             "bridge" | "hostbridge" | "host_bridge" => Ok(Self::Forced(Mode::HostBridge)),
             "sync_fd" | "syncfd" => Ok(Self::Forced(Mode::SyncFd)),
+            "poll" | "device_poll" | "devicepoll" => Ok(Self::Forced(Mode::DevicePoll)),
             "generic" => Ok(Self::Forced(Mode::Generic)),
             _ => Err(Error::BadConfig {
                 name: "CROSSGPU_ALLREDUCE",
                 value: s.to_string(),
-                why: "expected auto, bridge, sync_fd or generic".into(),
+                why: "expected auto, bridge, sync_fd, poll or generic".into(),
             }),
         }
     }
@@ -115,7 +127,8 @@ pub struct AllReduceOptions {
 pub struct CommOptions {
     /// Which mode to use (`CROSSGPU_ALLREDUCE`, default [`ModeRequest::Auto`]).
     pub mode: ModeRequest,
-    /// How long the bridge spins on `done[]` before blocking (`CROSSGPU_ALLREDUCE_SPIN_US`);
+    /// How long the bridge spins on `done[]` before blocking, or the DevicePoll relay on the
+    /// arrival words before napping (`CROSSGPU_ALLREDUCE_SPIN_US`);
     /// `None`: [`SPIN_GPUS`], or [`SPIN_WITH_CPU_DEVICE`] when a member is a CPU device.
     pub spin: Option<Duration>,
     /// Default f16-wire threshold (`CROSSGPU_F16_WIRE_BYTES`).

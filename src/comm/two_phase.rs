@@ -5,7 +5,7 @@
 
 use std::borrow::Borrow;
 
-use vk_native::{BindRange, Buffer, BufferUsage, DeviceType, GpuBuffer, TimelineSemaphore};
+use vk_native::{BindRange, Buffer, BufferId, BufferUsage, DeviceType, GpuBuffer, TimelineSemaphore};
 
 use super::bridge::{BridgeConfig, HostBridge};
 use super::faults::FaultHooks;
@@ -51,34 +51,35 @@ impl TwoPhase {
         let sem = |m: &Member| TimelineSemaphore::new(m.device(), 0).map_err(|e| m.shared.err(e));
         let done = members.iter().map(sem).collect::<Result<Vec<_>>>()?;
         let go = members.iter().map(sem).collect::<Result<Vec<_>>>()?;
-        let slots = HostSlots::new(members, capacity, hooks)?;
-        let release =
-            match mode {
-                Mode::HostBridge => {
-                    let cfg = BridgeConfig {
-                        done: done.clone(),
-                        go: go.clone(),
-                        labels: members.iter().map(|m| m.label().to_string()).collect(),
-                        spin: opts.spin.unwrap_or_else(|| {
-                            let cpu = members.iter().any(|m| m.adapter().device_type == DeviceType::Cpu);
-                            if cpu {
-                                SPIN_WITH_CPU_DEVICE
-                            } else {
-                                SPIN_GPUS
-                            }
-                        }),
-                        timeout: opts.timeout,
-                    };
-                    let name = format!("crossgpu-bridge-{}", group.0);
-                    Release::Bridge(HostBridge::start(name, cfg).map_err(|e| {
+        let slots = HostSlots::new(members, capacity, 2, hooks)?;
+        let release = match mode {
+            Mode::HostBridge => {
+                let cfg = BridgeConfig {
+                    done: done.clone(),
+                    go: go.clone(),
+                    labels: members.iter().map(|m| m.label().to_string()).collect(),
+                    spin: opts.spin.unwrap_or_else(|| {
+                        let cpu = members.iter().any(|m| m.adapter().device_type == DeviceType::Cpu);
+                        if cpu {
+                            SPIN_WITH_CPU_DEVICE
+                        } else {
+                            SPIN_GPUS
+                        }
+                    }),
+                    timeout: opts.timeout,
+                };
+                let name = format!("crossgpu-bridge-{}", group.0);
+                Release::Bridge(
+                    HostBridge::start(name, cfg).map_err(|e| {
                         Error::OutOfHostMemory(format!(": cannot start the bridge thread: {e}"))
-                    })?)
-                }
-                Mode::SyncFd => Release::SyncFd(SyncFdExchange::new(members)?),
-                Mode::Generic => {
-                    return Err(Error::InvalidArgument("Generic is not a two-phase transport".into()))
-                }
-            };
+                    })?,
+                )
+            }
+            Mode::SyncFd => Release::SyncFd(SyncFdExchange::new(members)?),
+            Mode::Generic | Mode::DevicePoll => {
+                return Err(Error::InvalidArgument(format!("{mode} is not a semaphore-released transport")))
+            }
+        };
         let scratch = vec![None; members.len()];
         Ok(Self { slots: Some(slots), scratch, done, go, release })
     }
@@ -147,53 +148,12 @@ impl TwoPhase {
         let round = *round_counter + 1;
         let half = round % 2;
         let slots = self.slots.as_ref().expect("slots exist while the transport runs");
-        let words = if f16_wire { n.div_ceil(2) } else { n } as u64;
         let nm = members.len();
 
         // Phase A on every member: its partial into its own region of this round's half.
         for (i, (m, t)) in members.iter().zip(tensors.iter()).enumerate() {
-            let t = t.borrow();
             let sh = &m.shared;
-            let slot = &slots.imports[i];
-            let by_kernel = words * 4 <= opts.phase_a_kernel_bytes;
-            if by_kernel {
-                // A kernel stores straight into this member's region of the half.
-                let region =
-                    BindRange { buffer: slot, offset: slots.region_bytes(i, half), size: slots.stride * 4 };
-                let entry = if f16_wire { "f32_to_f16" } else { "copy_u32" };
-                sh.dispatch_ranges(
-                    entry,
-                    &[BindRange::whole(&t.buffer), region],
-                    &[t.id()],
-                    &[slot.id()],
-                    &[n as u32, c0 as u32, 0, 0],
-                    elementwise_groups(words as usize),
-                )?;
-            } else if f16_wire {
-                // Convert into device memory, then let the copy engine write the host slot.
-                let need = slots.capacity * 4;
-                if self.scratch[i].as_ref().is_none_or(|b| b.size() < need) {
-                    if let Some(old) = self.scratch[i].take() {
-                        sh.forget_buffer(old.id());
-                    }
-                    let usage = BufferUsage { copy_src: true, copy_dst: false };
-                    let b =
-                        Buffer::new(&sh.device, need, usage, "crossgpu f16 wire").map_err(|e| sh.err(e))?;
-                    self.scratch[i] = Some(b);
-                }
-                let scratch = self.scratch[i].as_ref().expect("made above");
-                sh.dispatch(
-                    "f32_to_f16",
-                    &[&t.buffer, scratch],
-                    &[t.id()],
-                    &[scratch.id()],
-                    &[n as u32, c0 as u32, 0, 0],
-                    elementwise_groups(words as usize),
-                )?;
-                sh.record_copy(scratch, 0, slot, slots.region_bytes(i, half), words * 4)?;
-            } else {
-                sh.record_copy(&t.buffer, c0 as u64 * 4, slot, slots.region_bytes(i, half), words * 4)?;
-            }
+            record_phase_a(m, i, t.borrow(), slots, half, &mut self.scratch[i], opts, c0, n, f16_wire)?;
             sh.barrier_to_host()?;
             let batch = &submit_batches[i];
             match &mut self.release {
@@ -218,28 +178,13 @@ impl TwoPhase {
 
         // Phase B on every member, at the start of its next command buffer.
         for (i, (m, t)) in members.iter().zip(tensors.iter()).enumerate() {
-            let t = t.borrow();
             let sh = &m.shared;
-            let slot = &slots.imports[i];
-            let entry = if f16_wire { "reduce_slots_f16" } else { "reduce_slots_f32" };
             match &mut self.release {
                 Release::SyncFd(x) => x.phase_b_waits(i, m),
                 Release::Bridge(_) => sh.wait_next_submit(&self.go[i], round),
             }
             sh.barrier_from_host()?;
-            // The kernel reads the peers' slots straight from host memory with 16-byte loads
-            // (docs/BENCHMARKS.md: faster than staging them through device memory first).
-            let imm = [n as u32, nm as u32, slots.stride as u32, 0, c0 as u32, i as u32, 0, 0];
-            // reduce_slots reads 4 words per thread and step (vec4 loads).
-            let groups = elementwise_groups((words as usize).div_ceil(4));
-            sh.dispatch_ranges(
-                entry,
-                &[slots.half(i, half), BindRange::whole(&t.buffer)],
-                &[slot.id(), t.id()],
-                &[t.id()],
-                &imm,
-                groups,
-            )?;
+            record_reduce(m, i, nm, t.borrow(), slots, half, c0, n, f16_wire, &[])?;
             if f16_wire {
                 // Large rounds go out at once, so the GPU starts as soon as it is released.
                 let batch = &submit_batches[i];
@@ -259,4 +204,100 @@ impl TwoPhase {
         }
         Ok(())
     }
+}
+
+/// Records phase A of member `i`: elements `c0..c0 + n` of `t` (its partial), as f32 or
+/// converted to f16, into its region of slot entry `e`: by a kernel storing straight into host
+/// memory up to `opts.phase_a_kernel_bytes`, else through the copy engine (the f16 wire first
+/// converts into `scratch`, device memory made or grown here). The caller records the barrier
+/// that makes it visible to the host.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn record_phase_a(
+    m: &Member,
+    i: usize,
+    t: &Tensor,
+    slots: &HostSlots,
+    e: u64,
+    scratch: &mut Option<Buffer>,
+    opts: &CommOptions,
+    c0: usize,
+    n: usize,
+    f16_wire: bool,
+) -> Result<()> {
+    let sh = &m.shared;
+    let slot = &slots.imports[i];
+    let words = if f16_wire { n.div_ceil(2) } else { n } as u64;
+    if words * 4 <= opts.phase_a_kernel_bytes {
+        // A kernel stores straight into this member's region of the entry.
+        let (region, at) = slots.own_region(i, e);
+        let entry = if f16_wire { "f32_to_f16" } else { "copy_u32" };
+        sh.dispatch_ranges(
+            entry,
+            &[BindRange::whole(&t.buffer), region],
+            &[t.id()],
+            &[slot.id()],
+            &[n as u32, c0 as u32, at as u32, 0],
+            elementwise_groups(words as usize),
+        )
+    } else if f16_wire {
+        // Convert into device memory, then let the copy engine write the host slot.
+        let need = slots.capacity * 4;
+        if scratch.as_ref().is_none_or(|b| b.size() < need) {
+            if let Some(old) = scratch.take() {
+                sh.forget_buffer(old.id());
+            }
+            let usage = BufferUsage { copy_src: true, copy_dst: false };
+            *scratch =
+                Some(Buffer::new(&sh.device, need, usage, "crossgpu f16 wire").map_err(|e| sh.err(e))?);
+        }
+        let scratch = scratch.as_ref().expect("made above");
+        sh.dispatch(
+            "f32_to_f16",
+            &[&t.buffer, scratch],
+            &[t.id()],
+            &[scratch.id()],
+            &[n as u32, c0 as u32, 0, 0],
+            elementwise_groups(words as usize),
+        )?;
+        sh.record_copy(scratch, 0, slot, slots.region_bytes(i, e), words * 4)
+    } else {
+        sh.record_copy(&t.buffer, c0 as u64 * 4, slot, slots.region_bytes(i, e), words * 4)
+    }
+}
+
+/// Records phase B's sum on member `i` of `nm`: every member's wire values of slot entry `e`,
+/// in member order, into elements `c0..c0 + n` of `t`. `after` are buffers the sum must wait
+/// for (hazard tracking places the barrier).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn record_reduce(
+    m: &Member,
+    i: usize,
+    nm: usize,
+    t: &Tensor,
+    slots: &HostSlots,
+    e: u64,
+    c0: usize,
+    n: usize,
+    f16_wire: bool,
+    after: &[BufferId],
+) -> Result<()> {
+    let sh = &m.shared;
+    let slot = &slots.imports[i];
+    let words = if f16_wire { n.div_ceil(2) } else { n };
+    let entry = if f16_wire { "reduce_slots_f16" } else { "reduce_slots_f32" };
+    // The kernel reads the peers' slots straight from host memory with 16-byte loads
+    // (docs/BENCHMARKS.md: faster than staging them through device memory first).
+    let (binding, at) = slots.entry(i, e);
+    let imm = [n as u32, nm as u32, slots.stride as u32, at as u32, c0 as u32, i as u32, 0, 0];
+    let mut reads = vec![slot.id(), t.id()];
+    reads.extend_from_slice(after);
+    // reduce_slots reads 4 words per thread and step (vec4 loads).
+    sh.dispatch_ranges(
+        entry,
+        &[binding, BindRange::whole(&t.buffer)],
+        &reads,
+        &[t.id()],
+        &imm,
+        elementwise_groups(words.div_ceil(4)),
+    )
 }

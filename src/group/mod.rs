@@ -7,7 +7,7 @@ mod selection;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use vk_native::{
     AdapterInfo, BindGroup, BindRange, BufferId, Device, GpuBuffer, Recorder, StagingBuffer, SyncFdSemaphore,
@@ -86,6 +86,19 @@ pub(crate) struct MemberShared {
     pub(crate) stream: Mutex<Stream>,
     pub(crate) binds: Mutex<HashMap<BindKey, BindGroup>>,
     pub(crate) timeout_ms: u64,
+    /// Members whose streams are submitted whenever this one is while its stream is `linked`
+    /// (it holds DevicePoll rounds: a submitted wait needs its peers' phase A submitted too,
+    /// or it waits for work still on the host).
+    pub(crate) flush_with: Mutex<Vec<Weak<MemberShared>>>,
+    /// Checks run once a wait for this member's work succeeded (a DevicePoll wait that ran
+    /// out is found there).
+    pub(crate) after_wait: Mutex<Vec<Weak<dyn CompletionCheck>>>,
+}
+
+/// Whether work a member completed failed on the device in a way only its results show (a
+/// DevicePoll wait that ran out): run after every successful wait for the member's stream.
+pub(crate) trait CompletionCheck: Send + Sync {
+    fn check(&self) -> Result<()>;
 }
 
 impl MemberShared {
@@ -195,7 +208,42 @@ impl MemberShared {
         s.access(&[src.id()], &[down.id()]).map_err(|e| self.err(e))?;
         s.rec.copy(src, 0, down, 0, bytes).map_err(|e| self.err(e))?;
         s.barrier_to_host().map_err(|e| self.err(e))?;
-        s.flush().map_err(|e| self.err(e))
+        let linked = std::mem::take(&mut s.linked);
+        let v = s.flush().map_err(|e| self.err(e))?;
+        drop(s);
+        self.flush_peers(linked)?;
+        Ok(v)
+    }
+
+    /// Submits the open command buffer, then, if it held DevicePoll rounds, the peers' too;
+    /// returns this stream's value to wait for.
+    pub(crate) fn flush_linked(&self) -> Result<u64> {
+        let (v, linked) = {
+            let mut s = self.stream();
+            let linked = std::mem::take(&mut s.linked);
+            (s.flush().map_err(|e| self.err(e))?, linked)
+        };
+        self.flush_peers(linked)?;
+        Ok(v)
+    }
+
+    fn flush_peers(&self, linked: bool) -> Result<()> {
+        if !linked {
+            return Ok(());
+        }
+        // Copied out first: a peer flushing back here must not find this lock held.
+        let peers: Vec<Weak<MemberShared>> =
+            self.flush_with.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        for p in peers.iter().filter_map(Weak::upgrade) {
+            p.flush_linked()?;
+        }
+        Ok(())
+    }
+
+    /// Runs the completion checks (after a successful wait).
+    fn completion_checks(&self) -> Result<()> {
+        let checks: Vec<_> = self.after_wait.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        checks.iter().filter_map(Weak::upgrade).try_for_each(|c| c.check())
     }
 
     /// Submits the open command buffer now, with the pending waits, signalling `signals` and
@@ -210,14 +258,14 @@ impl MemberShared {
 
     /// Submits the open command buffer and waits for everything submitted so far.
     pub(crate) fn synchronize(&self) -> Result<()> {
+        let v = self.flush_linked()?;
         let mut s = self.stream();
-        let v = s.flush().map_err(|e| self.err(e))?;
         self.wait_value(&mut s, v, "the stream to finish")
     }
 
     pub(crate) fn wait_value(&self, s: &mut Stream, value: u64, what: &str) -> Result<()> {
         match s.rec.wait(value, self.timeout_ms.saturating_mul(1_000_000)) {
-            Ok(true) => Ok(()),
+            Ok(true) => self.completion_checks(),
             Ok(false) => {
                 Err(Error::Timeout { what: format!("{what} on {}", self.label), ms: self.timeout_ms })
             }
@@ -261,7 +309,7 @@ impl Member {
 
     /// Submits the work recorded so far without waiting.
     pub fn flush(&self) -> Result<()> {
-        self.shared.stream().flush().map(|_| ()).map_err(|e| self.shared.err(e))
+        self.shared.flush_linked().map(|_| ())
     }
 
     /// Submits the work recorded so far and waits for all of it (bounded by
@@ -411,6 +459,8 @@ impl DeviceGroup {
                         stream: Mutex::new(Stream::new(rec)),
                         binds: Mutex::new(HashMap::new()),
                         timeout_ms,
+                        flush_with: Mutex::new(Vec::new()),
+                        after_wait: Mutex::new(Vec::new()),
                     }),
                 });
             }

@@ -98,8 +98,8 @@ pub struct Common {
     /// Skip the wgpu baseline.
     #[arg(long)]
     pub no_baseline: bool,
-    /// Modes measured on `--layouts` (comma-separated: bridge, sync_fd, generic).
-    #[arg(long, default_value = "bridge,sync_fd,generic")]
+    /// Modes measured on `--layouts` (comma-separated: bridge, sync_fd, poll, generic).
+    #[arg(long, default_value = "bridge,sync_fd,poll,generic")]
     pub modes: String,
     /// Wire precision of the all-reduce: `auto` (f16 from CROSSGPU_F16_WIRE_BYTES up), `f32`
     /// (the same bytes as NCCL's f32 all-reduce) or `f16`.
@@ -528,7 +528,13 @@ impl Run<'_> {
         let queues = self.queues;
         let layout_of = |n: usize| if n <= queues { format!("{a}*{n}") } else { vec![a; n].join(",") };
         let bridge = ModeRequest::Forced(Mode::HostBridge);
-        let all_modes = vec![bridge, ModeRequest::Forced(Mode::SyncFd), ModeRequest::Forced(Mode::Generic)];
+        let poll = ModeRequest::Forced(Mode::DevicePoll);
+        let shared_modes =
+            vec![bridge, ModeRequest::Forced(Mode::SyncFd), ModeRequest::Forced(Mode::Generic)];
+        // DevicePoll needs a VkDevice per member (a polling kernel must not wait for work queued
+        // behind it).
+        let all_modes =
+            vec![bridge, ModeRequest::Forced(Mode::SyncFd), poll, ModeRequest::Forced(Mode::Generic)];
         let mut layouts: Vec<(String, Vec<ModeRequest>)> = Vec::new();
         if let Some(list) = &c.layouts {
             let modes = parse_modes(&c.modes)?;
@@ -543,7 +549,7 @@ impl Run<'_> {
                 }
                 // Members sharing one queue (what separate GPUs would see: no engine switching),
                 // then one queue each (the switching cost), where the adapter has the queues.
-                layouts.push((format!("{a}/{n}"), all_modes.clone()));
+                layouts.push((format!("{a}/{n}"), shared_modes.clone()));
                 if n <= queues {
                     layouts.push((layout_of(n), vec![bridge]));
                 } else {
@@ -555,7 +561,7 @@ impl Run<'_> {
                 if c.pair.is_empty() { String::new() } else { format!("{a},{}", c.pair) },
             ] {
                 if !extra.is_empty() && layouts.iter().all(|l| l.0 != extra) {
-                    layouts.push((extra, vec![bridge, ModeRequest::Forced(Mode::Generic)]));
+                    layouts.push((extra, vec![bridge, poll, ModeRequest::Forced(Mode::Generic)]));
                 }
             }
         }
@@ -1023,6 +1029,7 @@ fn point_from_json(v: &serde_json::Value) -> Option<AllReducePoint> {
         bridge_poll_us: v["bridge_poll_us"].as_f64(),
         bridge_signal_us: v["bridge_signal_us"].as_f64(),
         queue_submit_us: v["queue_submit_us"].as_f64(),
+        rounds_per_submit: v["rounds_per_submit"].as_u64().map(|r| r as usize),
     })
 }
 

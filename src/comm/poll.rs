@@ -1,0 +1,448 @@
+//! The DevicePoll transport: the two phases of a round recorded into each member's stream like
+//! any other work, with no semaphore and no submit of their own; many rounds ride in one
+//! command buffer.
+//!
+//! ## A round k on member i
+//! 1. Phase A writes the member's wire value into its region of slot entry `k mod E` in host
+//!    memory (as HostBridge does).
+//! 2. A barrier from every earlier compute and transfer command to host reads: the data are
+//!    available to the host before anything after it runs, and so is the end of phase B(k-1),
+//!    the last reader of entry `k-1 mod E` (an execution dependency on all earlier work).
+//! 3. `poll_wait` (one invocation) stores k into i's arrival word in host memory, then polls
+//!    i's `go` word in its mapped device-local memory, bounded ([`WaitPlan`]).
+//! 4. Phase B (`reduce_slots`), after a barrier on the wait, sums every member's wire values in
+//!    member order: bitwise the same as HostBridge for the same wire.
+//!
+//! The relay thread (`relay.rs`) stores k into every `go` once every member's arrival reached
+//! k. Nothing is submitted: the rounds go out with the member's next submit, and submitting a
+//! member that holds rounds submits its peers too (`MemberShared::flush_linked`), since a
+//! submitted wait needs the peers' phase A on their GPUs, not on the host.
+//!
+//! ## Why a ring of entries, and a submit every E rounds
+//! On NVIDIA 580, once a dispatch has read lines of imported host memory, nothing later in the
+//! same submission makes a dispatch see host (or peer) writes to those lines — no barrier, no
+//! event; the next submission sees them (docs/BENCHMARKS.md#waking-a-running-kernel). So no
+//! line of host memory may be read twice in one submission expecting new contents: round k
+//! uses entry `k mod E`, and a member's stream is submitted once it holds E rounds since its
+//! last submit, so every entry is read at most once per submission. A reader never reads its
+//! own region (phase B takes its own term from its tensor), nor lines a peer is writing.
+//!
+//! ## Why no member overwrites an entry a peer still reads
+//! Member i writes entry e again in round k+E ≥ k+2, after its own wait for round k+1, which
+//! the relay releases only once every peer j stored arrival k+1. That store runs after j's
+//! barrier (2) of round k+1, whose first scope holds j's phase B(k), the last reader of entry
+//! e in round k. So every read of round k completes before any write of round k+E.
+//!
+//! ## Never a hang
+//! A wait polls a bounded number of times, calibrated at start to 90% of the communicator's
+//! timeout (so the device's error comes before a host wait on the same stream gives up).
+//! Where it runs out it sets `expired`; the relay sees it within a millisecond, aborts every
+//! other wait, and the communicator is poisoned; a member's next successful synchronisation
+//! also reports it. llvmpipe ends every loop of an invocation after 65,535 trips, so there a
+//! wait is a chain of dispatches, each resuming the last ([`WaitPlan`]).
+
+use std::borrow::Borrow;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use vk_native::{BindRange, Buffer, DeviceType, GpuBuffer, HostAllocation, ImportedBuffer, MappedWords};
+
+use super::faults::FaultHooks;
+use super::relay::{flag, Relay, Words, ARRIVAL_STRIDE};
+use super::slots::HostSlots;
+use super::two_phase::{record_phase_a, record_reduce};
+use super::{CommOptions, SPIN_GPUS, SPIN_WITH_CPU_DEVICE};
+use crate::error::{Error, Result};
+use crate::group::{CompletionCheck, GroupId, Member};
+use crate::tensor::Tensor;
+
+/// Host memory the slot ring may take: entries are as many as fit, 2 to [`MAX_ENTRIES`].
+const RING_BYTES: u64 = 16 << 20;
+/// Most entries in the ring (rounds per submission).
+const MAX_ENTRIES: u64 = 256;
+/// Loop trips per dispatch on llvmpipe (which ends loops after 65,535).
+const LLVMPIPE_TRIPS: u32 = 60_000;
+/// Most dispatches in one wait's chain on a driver that cuts loops short.
+const MAX_CHAIN: u32 = 8;
+
+/// How one member's wait is recorded: `dispatches` of `poll_wait`, each polling up to `trips`
+/// loop trips; together they last about `bound`.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct WaitPlan {
+    trips: u32,
+    dispatches: u32,
+    bound: Duration,
+}
+
+/// Runs after every successful wait for a member's stream: reports a wait that ran out, once
+/// (the communicator is poisoned from then on; the member's other work is unaffected).
+struct ExpiryCheck {
+    words: Arc<Words>,
+    member: usize,
+    reported: AtomicBool,
+}
+
+impl CompletionCheck for ExpiryCheck {
+    fn check(&self) -> Result<()> {
+        match self.words.expired(self.member) {
+            Some(e) if !self.reported.swap(true, Ordering::AcqRel) => Err(e),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Why DevicePoll cannot run on `members`, or `None` if it can.
+pub(super) fn blocker(members: &[Member]) -> Option<String> {
+    if members.len() < 2 {
+        return Some("DevicePoll needs at least two members".into());
+    }
+    for (i, m) in members.iter().enumerate() {
+        if !m.device().has_host_import() {
+            return Some(format!("{} lacks VK_EXT_external_memory_host", m.label()));
+        }
+        if !MappedWords::supported(m.device()) {
+            return Some(format!(
+                "{} has no memory that is device-local, host-visible and host-coherent for the go words",
+                m.label()
+            ));
+        }
+        for p in &members[..i] {
+            let same_gpu = p.adapter().index == m.adapter().index;
+            if p.device().id() == m.device().id() {
+                return Some(format!(
+                    "{} and {} share a VkDevice: a polling kernel could wait for work queued behind it",
+                    p.label(),
+                    m.label()
+                ));
+            }
+            if same_gpu && m.adapter().device_type != DeviceType::Cpu {
+                return Some(format!(
+                    "{} and {} are VkDevices of one GPU, which runs them time-sliced: a polling kernel \
+                     could hold the GPU from the work it waits for",
+                    p.label(),
+                    m.label()
+                ));
+            }
+        }
+    }
+    // llvmpipe runs the kernels of all its VkDevices on one pool of threads; a polling kernel
+    // holds a thread, so with more polling members than threads the phase A they wait for
+    // could only run once a wait's dispatch ends.
+    let threads = llvmpipe_threads();
+    for m in members.iter().filter(|m| cuts_loops(m)) {
+        let on_it = members.iter().filter(|p| p.adapter().index == m.adapter().index).count();
+        if on_it > threads {
+            return Some(format!(
+                "{on_it} members on {} (llvmpipe), which runs kernels on {threads} threads                  (LP_NUM_THREADS, else the CPU count): a polling kernel holds a thread, so at most                  {threads} members may poll there",
+                m.adapter().name
+            ));
+        }
+    }
+    None
+}
+
+/// Threads llvmpipe runs compute kernels on: `LP_NUM_THREADS` (Mesa's variable), else the
+/// number of CPUs (0 on one CPU: kernels then run on the submitting thread).
+fn llvmpipe_threads() -> usize {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let default = if cpus > 1 { cpus } else { 0 };
+    std::env::var("LP_NUM_THREADS").ok().and_then(|v| v.trim().parse().ok()).unwrap_or(default).min(32)
+}
+
+/// Whether loops of `m`'s driver end early (llvmpipe's 65,535 trips per invocation).
+fn cuts_loops(m: &Member) -> bool {
+    m.adapter().device_type == DeviceType::Cpu && m.adapter().is_mesa()
+}
+
+/// The wait kernel for `m`: one invocation, or on llvmpipe 256 that poll one after another.
+fn wait_kernel(m: &Member) -> &'static str {
+    if cuts_loops(m) {
+        "poll_wait_cpu"
+    } else {
+        "poll_wait"
+    }
+}
+
+/// The state of a DevicePoll transport.
+pub(super) struct DevicePoll {
+    pub(super) slots: Option<HostSlots>,
+    scratch: Vec<Option<Buffer>>,
+    arrival_imports: Vec<ImportedBuffer>,
+    words: Arc<Words>,
+    plans: Vec<WaitPlan>,
+    relay: Relay,
+    /// Per member: its submit count when it last recorded a round, and rounds recorded since.
+    open: Vec<(u64, u64)>,
+    checks: Vec<Arc<dyn CompletionCheck>>,
+    /// Test hook: this member's rounds store no arrival.
+    withheld: Option<usize>,
+}
+
+impl DevicePoll {
+    pub(super) fn start(
+        members: &[Member],
+        opts: &CommOptions,
+        group: GroupId,
+        hooks: &FaultHooks,
+        capacity: u64,
+    ) -> Result<Self> {
+        let nm = members.len();
+        let align = HostSlots::alignment(members);
+        let arrivals = Arc::new(
+            HostAllocation::new(nm as u64 * ARRIVAL_STRIDE, align)
+                .map_err(|e| Error::OutOfHostMemory(format!(" for the arrival words: {e}")))?,
+        );
+        let arrival_imports = members
+            .iter()
+            .map(|m| {
+                ImportedBuffer::new(m.device(), &arrivals)
+                    .map_err(|e| Error::native(&format!("arrival words import into {}", m.label()), e))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let flags = members
+            .iter()
+            .map(|m| MappedWords::new(m.device(), flag::WORDS).map_err(|e| m.shared.err(e)))
+            .collect::<Result<Vec<_>>>()?;
+        let bound = opts.timeout.mul_f64(0.9);
+        let plans = members
+            .iter()
+            .enumerate()
+            .map(|(i, m)| calibrate(m, &flags[i], &arrival_imports[i], i, bound))
+            .collect::<Result<Vec<_>>>()?;
+        for (m, p) in members.iter().zip(&plans) {
+            log::debug!(
+                "{}: a DevicePoll wait is {} dispatch(es) of {} trips, about {:?}",
+                m.label(),
+                p.dispatches,
+                p.trips,
+                p.bound
+            );
+        }
+        let words = Arc::new(Words {
+            arrivals,
+            flags,
+            labels: members.iter().map(|m| m.label().to_string()).collect(),
+            bound: plans.iter().map(|p| p.bound).min().unwrap_or(bound),
+        });
+        let spin = opts.spin.unwrap_or_else(|| {
+            if members.iter().any(|m| m.adapter().device_type == DeviceType::Cpu) {
+                SPIN_WITH_CPU_DEVICE
+            } else {
+                SPIN_GPUS
+            }
+        });
+        let relay = Relay::start(format!("crossgpu-relay-{}", group.0), words.clone(), spin)
+            .map_err(|e| Error::OutOfHostMemory(format!(": cannot start the relay thread: {e}")))?;
+        let slots = HostSlots::new(members, capacity, Self::entries(members, capacity), hooks)?;
+        let checks: Vec<Arc<dyn CompletionCheck>> = (0..nm)
+            .map(|member| {
+                Arc::new(ExpiryCheck { words: words.clone(), member, reported: AtomicBool::new(false) })
+                    as Arc<dyn CompletionCheck>
+            })
+            .collect();
+        for (i, m) in members.iter().enumerate() {
+            let peers = members.iter().filter(|p| p.index() != m.index()).map(|p| Arc::downgrade(&p.shared));
+            m.shared.flush_with.lock().unwrap_or_else(|p| p.into_inner()).extend(peers);
+            m.shared.after_wait.lock().unwrap_or_else(|p| p.into_inner()).push(Arc::downgrade(&checks[i]));
+        }
+        Ok(Self {
+            slots: Some(slots),
+            scratch: vec![None; nm],
+            arrival_imports,
+            words,
+            plans,
+            relay,
+            open: members.iter().map(|m| (m.submit_count(), 0)).collect(),
+            checks,
+            withheld: None,
+        })
+    }
+
+    /// Ring entries for slots of `capacity` words.
+    pub(super) fn entries(members: &[Member], capacity: u64) -> u64 {
+        let entry = HostSlots::entry_bytes(members.len(), capacity, HostSlots::alignment(members));
+        (RING_BYTES / entry.max(1)).clamp(2, MAX_ENTRIES)
+    }
+
+    /// The shortest wait bound of any member.
+    pub(super) fn bound(&self) -> Duration {
+        self.words.bound
+    }
+
+    /// Why the transport failed, if a wait ran out (seen by the relay or a member's check).
+    pub(super) fn error(&self) -> Option<Error> {
+        self.relay.error().or_else(|| (0..self.plans.len()).find_map(|i| self.words.expired(i)))
+    }
+
+    /// Test hook: `member`'s later rounds never store their arrival (a member that never
+    /// arrives).
+    pub(super) fn withhold(&mut self, member: usize) {
+        self.withheld = Some(member);
+    }
+
+    /// Stops the relay and ends every wait at once (after a failure, or when dropped).
+    pub(super) fn abort(&mut self) {
+        self.relay.stop();
+        self.words.abort();
+    }
+
+    /// Drops the slots and scratch buffers and every cached bind group over them.
+    pub(super) fn forget(&mut self, members: &[Member]) {
+        if let Some(old) = self.slots.take() {
+            for (m, b) in members.iter().zip(&old.imports) {
+                m.shared.forget_buffer(b.id());
+            }
+        }
+        for (m, b) in members.iter().zip(self.scratch.iter_mut()) {
+            if let Some(b) = b.take() {
+                m.shared.forget_buffer(b.id());
+            }
+        }
+    }
+
+    /// Unlinks the members' streams and checks from this transport (when dropped).
+    pub(super) fn detach(&mut self, members: &[Member]) {
+        for (i, m) in members.iter().enumerate() {
+            let peers: Vec<*const ()> = members.iter().map(|p| Arc::as_ptr(&p.shared) as *const ()).collect();
+            m.shared
+                .flush_with
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .retain(|w| !peers.contains(&(w.as_ptr() as *const ())));
+            let mine = Arc::downgrade(&self.checks[i]);
+            m.shared.after_wait.lock().unwrap_or_else(|p| p.into_inner()).retain(|w| !Weak::ptr_eq(w, &mine));
+        }
+        for m in members {
+            m.shared.forget_buffer(self.words.flags[m.index()].id());
+        }
+        for (m, b) in members.iter().zip(&self.arrival_imports) {
+            m.shared.forget_buffer(b.id());
+        }
+    }
+
+    /// Records round `*round + 1` over elements `c0..c0 + n` of every tensor on every member;
+    /// `*round` advances once every member recorded it.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn run_round<T: Borrow<Tensor>>(
+        &mut self,
+        members: &[Member],
+        opts: &CommOptions,
+        round_counter: &mut u64,
+        tensors: &mut [T],
+        c0: usize,
+        n: usize,
+        f16_wire: bool,
+    ) -> Result<()> {
+        if let Some(e) = self.error() {
+            return Err(e);
+        }
+        let round = *round_counter + 1;
+        let slots = self.slots.as_ref().expect("slots exist while the transport runs");
+        let e = round % slots.entries;
+        let nm = members.len();
+        for (i, (m, t)) in members.iter().zip(tensors.iter()).enumerate() {
+            let sh = &m.shared;
+            let t = t.borrow();
+            let submits = m.submit_count();
+            if self.open[i].0 != submits {
+                self.open[i] = (submits, 0);
+            }
+            record_phase_a(m, i, t, slots, e, &mut self.scratch[i], opts, c0, n, f16_wire)?;
+            sh.barrier_to_host()?;
+            let flags = &self.words.flags[i];
+            let arrival = BindRange {
+                buffer: &self.arrival_imports[i],
+                offset: i as u64 * ARRIVAL_STRIDE,
+                size: ARRIVAL_STRIDE,
+            };
+            let plan = self.plans[i];
+            for d in 0..plan.dispatches {
+                sh.dispatch_ranges(
+                    wait_kernel(m),
+                    &[BindRange::whole(flags), arrival],
+                    &[],
+                    &[flags.id(), self.arrival_imports[i].id()],
+                    &[
+                        round as u32,
+                        plan.trips,
+                        u32::from(d == 0 && self.withheld != Some(i)),
+                        u32::from(d + 1 == plan.dispatches),
+                    ],
+                    [1, 1, 1],
+                )?;
+            }
+            record_reduce(m, i, nm, t, slots, e, c0, n, f16_wire, &[flags.id()])?;
+            sh.stream().linked = true;
+            self.open[i].1 += 1;
+        }
+        *round_counter = round;
+        self.relay.announce(round);
+        // Every entry at most once per submission; large rounds go out at once, so the GPUs
+        // start as soon as they are released.
+        if f16_wire || self.open.iter().any(|&(_, k)| k >= slots.entries) {
+            for m in members {
+                m.flush()?;
+            }
+            for (o, m) in self.open.iter_mut().zip(members) {
+                *o = (m.submit_count(), 0);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Measures how fast `m` runs `poll_wait`'s loop on a `go` that never comes, and plans a wait
+/// of about `bound`.
+fn calibrate(
+    m: &Member,
+    flags: &MappedWords,
+    arrival: &ImportedBuffer,
+    i: usize,
+    bound: Duration,
+) -> Result<WaitPlan> {
+    let cut = cuts_loops(m);
+    let max_trips = if cut { LLVMPIPE_TRIPS } else { u32::MAX };
+    let range = BindRange { buffer: arrival, offset: i as u64 * ARRIVAL_STRIDE, size: ARRIVAL_STRIDE };
+    let run = |trips: u32| -> Result<Duration> {
+        let t0 = Instant::now();
+        // Round 1 against `go` = 0: the loop runs every trip; no arrival, no expiry recorded.
+        m.shared.dispatch_ranges(
+            wait_kernel(m),
+            &[BindRange::whole(flags), range],
+            &[],
+            &[flags.id(), arrival.id()],
+            &[1, trips, 0, 0],
+            [1, 1, 1],
+        )?;
+        m.synchronize()?;
+        Ok(t0.elapsed())
+    };
+    // The fixed cost of a submit (and the pipeline's creation, at first use) measured apart.
+    run(1)?;
+    let base = run(1)?;
+    let mut trips = 1024u32.min(max_trips);
+    let (trips_measured, took) = loop {
+        let took = run(trips)?.saturating_sub(base);
+        if took >= Duration::from_millis(2) || trips == max_trips {
+            break (trips, took);
+        }
+        trips = trips.saturating_mul(8).min(max_trips);
+    };
+    let per_sec = f64::from(trips_measured) / took.as_secs_f64().max(1e-9);
+    let total = (per_sec * bound.as_secs_f64()).max(1.0);
+    let plan = if cut {
+        let dispatches = (total / f64::from(max_trips)).ceil().clamp(1.0, f64::from(MAX_CHAIN)) as u32;
+        let bound =
+            Duration::from_secs_f64(f64::from(dispatches) * f64::from(max_trips) / per_sec).min(bound);
+        WaitPlan { trips: max_trips, dispatches, bound }
+    } else {
+        let trips = total.min(f64::from(u32::MAX));
+        WaitPlan {
+            trips: trips as u32,
+            dispatches: 1,
+            bound: Duration::from_secs_f64(trips / per_sec).min(bound),
+        }
+    };
+    Ok(plan)
+}
