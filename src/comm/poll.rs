@@ -433,9 +433,9 @@ fn calibrate(
     let total = (per_sec * bound.as_secs_f64()).max(1.0);
     let plan = if cut {
         let dispatches = (total / f64::from(max_trips)).ceil().clamp(1.0, f64::from(MAX_CHAIN)) as u32;
-        let bound =
-            Duration::from_secs_f64(f64::from(dispatches) * f64::from(max_trips) / per_sec).min(bound);
-        WaitPlan { trips: max_trips, dispatches, bound }
+        let trips = (total / f64::from(dispatches)).ceil().min(f64::from(max_trips));
+        let bound = Duration::from_secs_f64(f64::from(dispatches) * trips / per_sec).min(bound);
+        WaitPlan { trips: trips as u32, dispatches, bound }
     } else {
         let trips = total.min(f64::from(u32::MAX));
         WaitPlan {
