@@ -72,8 +72,9 @@ fn poll_wait() {
 // The same wait for llvmpipe, which runs a workgroup's invocations eight at a time, one group
 // after another, each with its own 65,535 loop trips: 256 invocations poll 32 times as long per
 // dispatch, and each trip also runs `delay` (a hundred dependent multiply-adds, straight-line
-// code: no loop trips; a few µs there), so one dispatch polls for seconds, not a millisecond,
-// and a wait is a chain of a few dispatches rather than hundreds. The first group to see the round records it;
+// code: no loop trips), so one dispatch polls for seconds, not a millisecond, and a wait is a
+// chain of a few dispatches rather than thousands. (A longer delay needs fewer dispatches but
+// answers later; every dispatch of a chain costs the same even when it returns at once.) The first group to see the round records it;
 // the groups after it return at once.
 @compute @workgroup_size(256)
 fn poll_wait_cpu(@builtin(local_invocation_index) lid: u32) {

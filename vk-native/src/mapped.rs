@@ -179,9 +179,8 @@ impl MappedWords {
     /// Stores `value` into word `i` so that a kernel polling it sees it at once; `false` past
     /// the end. The mapping is usually write-combined, where a plain store can wait in the
     /// CPU's write-combining buffer: the store is followed by a sequentially consistent fence
-    /// (MFENCE on x86), which drains it. On the H200 a host → kernel → host step took 3.7 µs
-    /// this way, 9–45 µs with a plain store and 100–220 µs with a locked exchange
-    /// (docs/BENCHMARKS.md#waking-a-running-kernel).
+    /// (MFENCE on x86), which drains it; a plain store, or a locked exchange, reached a polling
+    /// kernel many times later (docs/BENCHMARKS.md#waking-a-running-kernel).
     pub fn publish(&self, i: usize, value: u32) -> bool {
         use std::sync::atomic::{fence, Ordering};
         let Some(w) = self.word(i) else { return false };
