@@ -385,3 +385,76 @@ fn select_adapters_by_index_or_name_round_robin() {
         assert!(embed::select_adapters(&all, bad, 1).is_err(), "{bad:?}");
     }
 }
+
+/// Rounds back to back with nothing read in between, each on buffers of its own: a member's
+/// phase A of round k+1 must not overwrite its slot while a peer's phase B of round k still
+/// reads it (the embedding used one slot per member until it took the communicator's two
+/// entries by round parity). Checked afterwards, every round against the f64 sum and bitwise
+/// across members.
+#[test]
+fn pipelined_rounds_never_read_a_slot_the_next_round_wrote() {
+    let adapters = member_adapters(3);
+    let devices: Vec<(wgpu::Device, wgpu::Queue)> =
+        adapters.iter().map(|a| embed::request_device(a, &desc()).expect("embed::request_device")).collect();
+    let pairs: Vec<_> = devices.iter().map(|(d, q)| (d, q)).collect();
+    let mut comm = WgpuComm::new(&pairs).expect("WgpuComm::new");
+    const ROUNDS: u32 = 40;
+    let n = 3000;
+    let mut rounds: Vec<(Vec<Vec<f32>>, Vec<wgpu::Buffer>)> = Vec::new();
+    for round in 0..ROUNDS {
+        let parts: Vec<Vec<f32>> =
+            (0..devices.len() as u32).map(|m| cpu_fill(round * 16 + m + 1, n)).collect();
+        let bufs: Vec<wgpu::Buffer> = devices
+            .iter()
+            .zip(&parts)
+            .map(|((d, _), p)| {
+                let b = d.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("pipelined round"),
+                    size: (n * 4) as u64,
+                    usage: embed::REQUIRED_USAGE,
+                    mapped_at_creation: true,
+                });
+                b.slice(..)
+                    .get_mapped_range_mut()
+                    .expect("mapped at creation")
+                    .copy_from_slice(bytemuck::cast_slice(p));
+                b.unmap();
+                b
+            })
+            .collect();
+        let refs: Vec<&wgpu::Buffer> = bufs.iter().collect();
+        comm.all_reduce(&refs, n).unwrap_or_else(|e| panic!("round {round}: {e}"));
+        rounds.push((parts, bufs));
+    }
+    comm.synchronize().expect("synchronize");
+    for (round, (parts, bufs)) in rounds.iter().enumerate() {
+        let mut sums: Vec<Vec<u32>> = Vec::new();
+        for (m, ((d, q), b)) in devices.iter().zip(bufs).enumerate() {
+            let read = d.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("read"),
+                size: (n * 4) as u64,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            let mut enc = d.create_command_encoder(&Default::default());
+            enc.copy_buffer_to_buffer(b, 0, &read, 0, (n * 4) as u64);
+            q.submit([enc.finish()]);
+            let slice = read.slice(..);
+            slice.map_async(wgpu::MapMode::Read, |r| r.expect("map_async"));
+            d.poll(wgpu::PollType::wait_indefinitely()).expect("poll");
+            let got: Vec<f32> = bytemuck::cast_slice(&slice.get_mapped_range().expect("mapped")).to_vec();
+            for (i, &g) in got.iter().enumerate() {
+                let exact: f64 = parts.iter().map(|p| f64::from(p[i])).sum();
+                let abs: f64 = parts.iter().map(|p| f64::from(p[i]).abs()).sum();
+                let tol = (parts.len() as f64 - 1.0) * 2f64.powi(-24) * abs;
+                assert!(
+                    (f64::from(g) - exact).abs() <= tol,
+                    "round {round} member {m} element {i}: {g} vs {exact}"
+                );
+            }
+            sums.push(got.iter().map(|v| v.to_bits()).collect());
+        }
+        assert!(sums.iter().all(|s| s == &sums[0]), "round {round}: members differ bitwise");
+    }
+    assert_no_wgpu_errors();
+}

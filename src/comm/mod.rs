@@ -57,7 +57,7 @@ mod generic;
 mod options;
 mod poll;
 mod relay;
-mod slots;
+pub(crate) mod slots;
 mod sync_fd;
 mod two_phase;
 

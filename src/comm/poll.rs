@@ -50,7 +50,7 @@ use vk_native::{BindRange, Buffer, DeviceType, GpuBuffer, HostAllocation, Import
 
 use super::faults::FaultHooks;
 use super::relay::{flag, Relay, Words, ARRIVAL_STRIDE};
-use super::slots::HostSlots;
+use super::slots::{HostSlots, SlotLayout};
 use super::two_phase::{record_phase_a, record_reduce};
 use super::{CommOptions, SPIN_GPUS, SPIN_WITH_CPU_DEVICE};
 use crate::error::{Error, Result};
@@ -261,7 +261,7 @@ impl DevicePoll {
 
     /// Ring entries for slots of `capacity` words.
     pub(super) fn entries(members: &[Member], capacity: u64) -> u64 {
-        let entry = HostSlots::entry_bytes(members.len(), capacity, HostSlots::alignment(members));
+        let entry = SlotLayout::new(members.len(), capacity, 1, HostSlots::alignment(members)).entry_bytes();
         (RING_BYTES / entry.max(1)).clamp(2, MAX_ENTRIES)
     }
 
@@ -339,7 +339,7 @@ impl DevicePoll {
         }
         let round = *round_counter + 1;
         let slots = self.slots.as_ref().expect("slots exist while the transport runs");
-        let e = round % slots.entries;
+        let e = round % slots.layout.entries;
         let nm = members.len();
         for (i, (m, t)) in members.iter().zip(tensors.iter()).enumerate() {
             let sh = &m.shared;
@@ -380,7 +380,7 @@ impl DevicePoll {
         self.relay.announce(round);
         // Every entry at most once per submission; large rounds go out at once, so the GPUs
         // start as soon as they are released.
-        if f16_wire || self.open.iter().any(|&(_, k)| k >= slots.entries) {
+        if f16_wire || self.open.iter().any(|&(_, k)| k >= slots.layout.entries) {
             for m in members {
                 m.flush()?;
             }

@@ -17,16 +17,49 @@ use super::faults::FaultHooks;
 use crate::error::{Error, Result};
 use crate::group::Member;
 
-pub(crate) struct HostSlots {
-    /// One import per member, in group order; each holds the host allocation alive.
-    pub(crate) imports: Vec<ImportedBuffer>,
-    /// Words per member and half.
-    pub(crate) capacity: u64,
-    /// Words between the starts of two consecutive member regions.
+/// Where each member's region of each entry lies in a slot allocation: the one layout of the
+/// communicator's host slots and of the wgpu embedding's (`crate::embed`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SlotLayout {
+    /// Members (regions per entry).
+    pub(crate) members: u64,
+    /// Words between the starts of two consecutive member regions: the capacity rounded up to
+    /// the alignment, so every region starts on an importable, bindable boundary.
     pub(crate) stride: u64,
     /// Entries (each one region per member).
     pub(crate) entries: u64,
-    members: u64,
+}
+
+impl SlotLayout {
+    /// `entries` entries of `members` regions of at least `capacity` words, each region
+    /// starting at a multiple of `align` bytes.
+    pub(crate) fn new(members: usize, capacity: u64, entries: u64, align: u64) -> Self {
+        let stride = (capacity * 4).max(4).next_multiple_of(align.max(16)) / 4;
+        Self { members: members as u64, stride, entries: entries.max(1) }
+    }
+
+    /// Byte offset of member `j`'s region in entry `e`.
+    pub(crate) fn region_bytes(&self, j: usize, e: u64) -> u64 {
+        (e * self.members + j as u64) * self.stride * 4
+    }
+
+    /// Bytes of one entry (every member's region).
+    pub(crate) fn entry_bytes(&self) -> u64 {
+        self.members * self.stride * 4
+    }
+
+    /// Bytes of the whole allocation.
+    pub(crate) fn total_bytes(&self) -> u64 {
+        self.entries * self.entry_bytes()
+    }
+}
+
+pub(crate) struct HostSlots {
+    /// One import per member, in group order; each holds the host allocation alive.
+    pub(crate) imports: Vec<ImportedBuffer>,
+    /// Words per member and entry.
+    pub(crate) capacity: u64,
+    pub(crate) layout: SlotLayout,
     /// The smallest `maxStorageBufferRange` of the members.
     max_binding: u64,
 }
@@ -50,9 +83,8 @@ impl HostSlots {
     /// member.
     pub(crate) fn new(members: &[Member], capacity: u64, entries: u64, fail: &FaultHooks) -> Result<Self> {
         let align = Self::alignment(members);
-        let stride = (capacity * 4).max(4).next_multiple_of(align) / 4;
-        let n = members.len() as u64;
-        let total = entries.max(1) * n * stride * 4;
+        let layout = SlotLayout::new(members.len(), capacity, entries, align);
+        let total = layout.total_bytes();
         if fail.take_alloc_failure() {
             return Err(Error::OutOfHostMemory(": host slot allocation failed (injected)".into()));
         }
@@ -74,25 +106,25 @@ impl HostSlots {
         }
         let max_binding =
             members.iter().map(|m| m.adapter().caps.max_storage_buffer_range).min().unwrap_or(0);
-        Ok(Self { imports, capacity, stride, entries: entries.max(1), members: n, max_binding })
+        Ok(Self { imports, capacity, layout, max_binding })
     }
 
     /// Byte offset of member `j`'s region in entry `e`.
     pub(crate) fn region_bytes(&self, j: usize, e: u64) -> u64 {
-        (e * self.members + j as u64) * self.stride * 4
+        self.layout.region_bytes(j, e)
     }
 
     /// Member `reader`'s binding of entry `e` and the word offset of the entry's first region
     /// in it: the whole allocation where every device's `maxStorageBufferRange` allows (one
     /// bind group for every entry, however long the ring), else the entry alone.
     pub(crate) fn entry(&self, reader: usize, e: u64) -> (BindRange<'_>, u64) {
-        self.region(reader, 0, e, self.members * self.stride * 4)
+        self.region(reader, 0, e, self.layout.entry_bytes())
     }
 
     /// Member `writer`'s binding of its own region of entry `e`, and the region's word offset
     /// in it (as [`HostSlots::entry`]).
     pub(crate) fn own_region(&self, writer: usize, e: u64) -> (BindRange<'_>, u64) {
-        self.region(writer, writer, e, self.stride * 4)
+        self.region(writer, writer, e, self.layout.stride * 4)
     }
 
     fn region(&self, member: usize, j: usize, e: u64, size: u64) -> (BindRange<'_>, u64) {
@@ -102,10 +134,5 @@ impl HostSlots {
         } else {
             (BindRange { buffer, offset: self.region_bytes(j, e), size }, 0)
         }
-    }
-
-    /// Bytes of host memory per entry.
-    pub(crate) fn entry_bytes(members: usize, capacity: u64, align: u64) -> u64 {
-        members as u64 * (capacity * 4).max(4).next_multiple_of(align)
     }
 }

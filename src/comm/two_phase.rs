@@ -288,7 +288,7 @@ pub(super) fn record_reduce(
     // The kernel reads the peers' slots straight from host memory with 16-byte loads
     // (docs/BENCHMARKS.md: faster than staging them through device memory first).
     let (binding, at) = slots.entry(i, e);
-    let imm = [n as u32, nm as u32, slots.stride as u32, at as u32, c0 as u32, i as u32, 0, 0];
+    let imm = [n as u32, nm as u32, slots.layout.stride as u32, at as u32, c0 as u32, i as u32, 0, 0];
     let mut reads = vec![slot.id(), t.id()];
     reads.extend_from_slice(after);
     // reduce_slots reads 4 words per thread and step (vec4 loads).

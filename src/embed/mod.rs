@@ -30,7 +30,9 @@
 //!   (dropping it is fine: crossgpu keeps a clone until then).
 //!
 //! Every member of a round ends with bitwise the same sum: each device adds the N slots in
-//! member order.
+//! member order. The slots are the communicator's layout with two entries by round parity, and
+//! the bridge is the communicator's (`crate::comm`), so the proof there that no member
+//! overwrites a slot a peer still reads holds here too.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,6 +40,7 @@ use std::time::Duration;
 use vk_native::{EmbeddedMember, EmbeddedSlots, HostAllocation, ReduceParams};
 
 use crate::comm::bridge::{BridgeConfig, HostBridge};
+use crate::comm::slots::SlotLayout;
 use crate::error::{Error, Result};
 
 /// Buffer usages [`WgpuComm::all_reduce`] needs on each buffer.
@@ -81,9 +84,12 @@ pub fn select_adapters(adapters: &[wgpu::Adapter], spec: &str, n: usize) -> Resu
     (0..n).map(|i| pick(items[i % items.len()])).collect()
 }
 
+/// The embedding's host slots: the communicator's layout ([`SlotLayout`]) with two entries,
+/// used by round parity, for the reason `crate::comm` gives (no member overwrites an entry a
+/// peer still reads).
 struct Slots {
     elements: usize,
-    stride: usize,
+    layout: SlotLayout,
     imports: Vec<EmbeddedSlots>,
     _host: Arc<HostAllocation>,
 }
@@ -230,18 +236,17 @@ impl WgpuComm {
         // Old imports may still be used by pending rounds: wait for them.
         self.synchronize()?;
         self.slots = None;
-        let members = self.members.len();
-        // Slot stride: 64 elements (256 bytes) granularity, covers any storage offset alignment.
-        let stride = n.next_multiple_of(64);
-        let align = self.members.iter().map(|m| m.min_import_alignment()).max().unwrap_or(4096);
-        let bytes = (members * stride * 4) as u64;
-        let host = Arc::new(HostAllocation::new(bytes, align).map_err(|e| Error::native("host slots", e))?);
+        let align = self.members.iter().map(|m| m.min_import_alignment()).fold(4096, u64::max);
+        let layout = SlotLayout::new(self.members.len(), n as u64, 2, align);
+        let host = Arc::new(
+            HostAllocation::new(layout.total_bytes(), align).map_err(|e| Error::native("host slots", e))?,
+        );
         let mut imports = Vec::new();
         for (i, m) in self.members.iter().enumerate() {
             imports
                 .push(m.import(&host).map_err(|e| Error::native(&format!("member {i} ({})", m.name()), e))?);
         }
-        self.slots = Some(Slots { elements: stride, stride, imports, _host: host });
+        self.slots = Some(Slots { elements: layout.stride as usize, layout, imports, _host: host });
         Ok(())
     }
 
@@ -271,7 +276,8 @@ impl WgpuComm {
             return Ok(());
         }
         let bytes = (len_f32 as u64) * 4;
-        let total = bytes.next_multiple_of(256) * self.members.len() as u64;
+        let align = self.members.iter().map(|m| m.min_import_alignment()).fold(4096, u64::max);
+        let total = SlotLayout::new(self.members.len(), len_f32 as u64, 2, align).total_bytes();
         let max = self.members.iter().map(|m| m.max_storage_buffer_range()).min().unwrap_or(0);
         if total > max || len_f32 > u32::MAX as usize / 2 {
             return Err(Error::Unsupported(format!(
@@ -284,23 +290,24 @@ impl WgpuComm {
         }
         self.ensure_slots(len_f32)?;
         let slots = self.slots.as_ref().expect("made above");
-        let stride = slots.stride;
+        let layout = slots.layout;
         let imports = slots.imports.clone();
         let round = self.round + 1;
-        let n = self.members.len();
+        let half = round % 2;
         // Phase A on every member first, then phase B: no phase B is queued ahead of a phase A
         // that another member's bridge release depends on.
         let r: Result<()> = (|| {
             for (i, m) in self.members.iter_mut().enumerate() {
-                m.submit_phase_a(buffers[i], &imports[i], (i * stride * 4) as u64, bytes, round)
+                m.submit_phase_a(buffers[i], &imports[i], layout.region_bytes(i, half), bytes, round)
                     .map_err(|e| Error::native(&format!("member {i}"), e))?;
             }
             self.bridge.submitted(round);
             for (i, m) in self.members.iter_mut().enumerate() {
                 let params = ReduceParams {
                     n: len_f32 as u32,
-                    members: n as u32,
-                    stride: stride as u32,
+                    members: layout.members as u32,
+                    stride: layout.stride as u32,
+                    offset: (layout.region_bytes(0, half) / 4) as u32,
                     self_index: i as u32,
                 };
                 m.submit_phase_b(buffers[i], &imports[i], params, round)

@@ -149,6 +149,8 @@ pub struct ReduceParams {
     pub members: u32,
     /// Elements between consecutive slots.
     pub stride: u32,
+    /// Element offset of the round's first slot in the slot buffer (a multiple of 4).
+    pub offset: u32,
     /// This member's index: its own term is read from its buffer.
     pub self_index: u32,
 }
@@ -480,16 +482,19 @@ impl EmbeddedMember {
         params: ReduceParams,
         round: u64,
     ) -> Result<()> {
-        let slot_bytes = u64::from(params.members) * u64::from(params.stride) * 4;
+        // The binding covers the slots up to the end of the round's; the kernel reads from
+        // `params.offset` on.
+        let slot_bytes =
+            (u64::from(params.offset) + u64::from(params.members) * u64::from(params.stride)) * 4;
         let dst_bytes = u64::from(params.n) * 4;
         if params.n == 0 || slot_bytes > slots.size() || dst_bytes > buffer.size() {
             return Err(NativeError::Unsupported("phase B ranges out of range".into()));
         }
-        if !params.stride.is_multiple_of(4) || params.n > params.stride {
+        if !params.stride.is_multiple_of(4) || !params.offset.is_multiple_of(4) || params.n > params.stride {
             // The kernel reads slots as vec4: whole vec4s inside each member's slot.
             return Err(NativeError::Unsupported(format!(
-                "slot stride {} must be a multiple of 4 elements and at least n = {}",
-                params.stride, params.n
+                "slot stride {} and offset {} must be multiples of 4 elements, the stride at least n = {}",
+                params.stride, params.offset, params.n
             )));
         }
         if slot_bytes > self.shared.max_storage_range || dst_bytes > self.shared.max_storage_range {
@@ -516,7 +521,7 @@ impl EmbeddedMember {
             // SAFETY: the ranges are inside live buffers of this device and within its limits.
             unsafe { self.kernel.objects.bind(&d, "crossgpu reduce", &bindings)? }
         };
-        let imm = [params.n, params.members, params.stride, 0, 0, params.self_index, 0, 0];
+        let imm = [params.n, params.members, params.stride, params.offset, 0, params.self_index, 0, 0];
         // Four elements per thread and step (the kernel's vec4 loads).
         let groups = params.n.div_ceil(4 * 256).clamp(1, 65_535);
         let pipeline = self.kernel.objects.pipeline.as_ref().expect("alive");
