@@ -49,7 +49,7 @@ mod common;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use crossgpu::tp::{init, Decoder, DecoderConfig, SplitSpec};
-use crossgpu::Member;
+use crossgpu::{Comm, CommOptions, Member, ModeRequest};
 
 /// Unit roundoff of f32.
 const U: f64 = 1.0 / (1u64 << 24) as f64;
@@ -693,6 +693,55 @@ fn greedy_tokens_are_identical_for_every_split() {
         let (dl, _) = check_pair(&format!("{name}: last logits vs one member's"), l1, l, &pl.e);
         let (dx, _) = check_pair(&format!("{name}: last residual vs one member's"), x1, x, &px.e);
         eprintln!("{name}: last step max |logit diff| vs 1 member {dl:.3e}, residual {dx:.3e}");
+    }
+    common::assert_no_validation_errors();
+}
+
+/// The decoder with DevicePoll all-reduces (`CROSSGPU_ALLREDUCE=poll`): the same tokens as one
+/// member, with an even, an uneven and a zero-share split, and one submit per token per member
+/// (the all-reduces add none: they ride in the step's command buffer).
+#[test]
+fn device_poll_decodes_the_same_tokens_in_one_submit_per_token() {
+    let _s = serial();
+    let cfg = config(1);
+    let one = {
+        let g = common::logical(1);
+        let mut d = Decoder::new(&g, cfg.clone(), &SplitSpec::Even).unwrap();
+        d.generate(FIRST, STEPS, |_| {}).unwrap()
+    };
+    let runs: [(usize, SplitSpec); 3] = [
+        (2, SplitSpec::Even),
+        (3, SplitSpec::parse("2:1:1").unwrap()),
+        (4, SplitSpec::Weighted(vec![1.0, 0.0, 1.0, 1.0])),
+    ];
+    for (n, split) in runs {
+        let name = format!("DevicePoll, {n} members, {split:?}");
+        let g = common::logical(n);
+        let opts = CommOptions {
+            mode: ModeRequest::Forced(crossgpu::Mode::DevicePoll),
+            ..CommOptions::from_env().unwrap()
+        };
+        let comm = match Comm::with_options(&g, opts) {
+            Ok(c) => c,
+            Err(crossgpu::Error::Unsupported(why)) if why.contains("LP_NUM_THREADS") => {
+                eprintln!("SKIPPED: {name}: {why}");
+                continue;
+            }
+            Err(e) => panic!("{name}: {e}"),
+        };
+        let mut d = Decoder::with_comm(&g, cfg.clone(), &split, Some(comm)).unwrap();
+        let members: Vec<Member> = d.members().to_vec();
+        let mut at_step: Vec<Vec<u64>> = Vec::new();
+        let tokens = d
+            .generate(FIRST, STEPS, |_| at_step.push(members.iter().map(|m| m.submit_count()).collect()))
+            .unwrap();
+        assert_eq!(tokens, one, "{name}: tokens differ from one member's");
+        let per_step_max = (1..STEPS - 1)
+            .flat_map(|k| (0..n).map(move |i| (k, i)))
+            .map(|(k, i)| at_step[k][i] - at_step[k - 1][i])
+            .max()
+            .unwrap();
+        assert_eq!(per_step_max, 1, "{name}: submits per member in one decode step");
     }
     common::assert_no_validation_errors();
 }
