@@ -65,6 +65,8 @@ const MAX_ENTRIES: u64 = 256;
 const LLVMPIPE_TRIPS: u32 = 60_000;
 /// Most dispatches in one wait's chain on a driver that cuts loops short.
 const MAX_CHAIN: u32 = 8;
+/// How many times the bound a CPU device's wait polls for at full speed (see `calibrate`).
+const CPU_MARGIN: f64 = 4.0;
 
 /// How one member's wait is recorded: `dispatches` of `poll_wait`, each polling up to `trips`
 /// loop trips; together they last about `bound`.
@@ -419,22 +421,31 @@ fn calibrate(
         Ok(t0.elapsed())
     };
     // The fixed cost of a submit (and the pipeline's creation, at first use) measured apart.
+    // Every time is the best of three: a trip count from a slowed-down run (a busy CPU) would
+    // make the wait end early once the device runs at full speed; from the fastest run it can
+    // only last longer.
+    let best = |trips: u32| -> Result<Duration> {
+        Ok((0..3).map(|_| run(trips)).collect::<Result<Vec<_>>>()?.into_iter().min().unwrap_or_default())
+    };
     run(1)?;
-    let base = run(1)?;
+    let base = best(1)?;
     let mut trips = 1024u32.min(max_trips);
-    let (trips_measured, took) = loop {
-        let took = run(trips)?.saturating_sub(base);
-        if took >= Duration::from_millis(2) || trips == max_trips {
-            break (trips, took);
+    let trips_measured = loop {
+        if run(trips)?.saturating_sub(base) >= Duration::from_millis(2) || trips == max_trips {
+            break trips;
         }
         trips = trips.saturating_mul(8).min(max_trips);
     };
+    let took = best(trips_measured)?.saturating_sub(base);
     let per_sec = f64::from(trips_measured) / took.as_secs_f64().max(1e-9);
-    let total = (per_sec * bound.as_secs_f64()).max(1.0);
+    // A CPU device shares its cores with the host's threads and the other devices: its trips
+    // run at any speed up to the calibrated one, so it polls for a multiple of the bound.
+    let margin = if m.adapter().device_type == DeviceType::Cpu { CPU_MARGIN } else { 1.0 };
+    let total = (per_sec * bound.as_secs_f64() * margin).max(1.0);
     let plan = if cut {
         let dispatches = (total / f64::from(max_trips)).ceil().clamp(1.0, f64::from(MAX_CHAIN)) as u32;
         let trips = (total / f64::from(dispatches)).ceil().min(f64::from(max_trips));
-        let bound = Duration::from_secs_f64(f64::from(dispatches) * trips / per_sec).min(bound);
+        let bound = Duration::from_secs_f64(f64::from(dispatches) * trips / per_sec / margin).min(bound);
         WaitPlan { trips: trips as u32, dispatches, bound }
     } else {
         let trips = total.min(f64::from(u32::MAX));
