@@ -37,7 +37,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use vk_native::{EmbeddedMember, EmbeddedSlots, HostAllocation, ReduceParams};
+use vk_native::{EmbeddedMember, EmbeddedSlots, HostAllocation, TimelineSemaphore};
 
 use crate::comm::bridge::{BridgeConfig, HostBridge};
 use crate::comm::slots::SlotLayout;
@@ -98,6 +98,10 @@ struct Slots {
 /// [module documentation](self) for the ordering contract.
 pub struct WgpuComm {
     devices: Vec<wgpu::Device>,
+    /// Per member: the timeline its GPU signals with the round at the end of phase A, and the
+    /// one the bridge signals to release its phase B.
+    done: Vec<TimelineSemaphore>,
+    go: Vec<TimelineSemaphore>,
     check_layouts: Vec<wgpu::BindGroupLayout>,
     slots: Option<Slots>,
     round: u64,
@@ -154,11 +158,21 @@ impl WgpuComm {
                 }],
             }));
         }
+        let timelines = |what: &str| -> Result<Vec<TimelineSemaphore>> {
+            members
+                .iter()
+                .enumerate()
+                .map(|(i, m)| {
+                    m.timeline().map_err(|e| Error::native(&format!("wgpu device {i} ({what})"), e))
+                })
+                .collect()
+        };
+        let (done, go) = (timelines("done")?, timelines("go")?);
         // The communicator's host bridge, over the wgpu devices' semaphores; it blocks in the
         // driver from the start (no spin), as the application's thread may share the core.
         let cfg = BridgeConfig {
-            done: members.iter().map(|m| m.done().clone()).collect(),
-            go: members.iter().map(|m| m.go().clone()).collect(),
+            done: done.clone(),
+            go: go.clone(),
             labels: (0..members.len()).map(|i| format!("wgpu member {i}")).collect(),
             spin: Duration::ZERO,
             timeout: Duration::from_nanos(TIMEOUT_NS),
@@ -167,6 +181,8 @@ impl WgpuComm {
             .map_err(|e| Error::OutOfHostMemory(format!(": cannot start the bridge thread: {e}")))?;
         Ok(Self {
             devices: devices.iter().map(|(d, _)| (*d).clone()).collect(),
+            done,
+            go,
             check_layouts,
             slots: None,
             round: 0,
@@ -297,21 +313,47 @@ impl WgpuComm {
         // Phase A on every member first, then phase B: no phase B is queued ahead of a phase A
         // that another member's bridge release depends on.
         let r: Result<()> = (|| {
+            // Phase A: each member's partial into its region of the round's entry; its GPU
+            // signals `done = round` when the copy is done.
             for (i, m) in self.members.iter_mut().enumerate() {
-                m.submit_phase_a(buffers[i], &imports[i], layout.region_bytes(i, half), bytes, round)
-                    .map_err(|e| Error::native(&format!("member {i}"), e))?;
+                m.submit_copy(
+                    buffers[i],
+                    &imports[i],
+                    layout.region_bytes(i, half),
+                    bytes,
+                    (&self.done[i], round),
+                )
+                .map_err(|e| Error::native(&format!("member {i}"), e))?;
             }
             self.bridge.submitted(round);
+            // Phase B, released by the bridge's `go = round`: `reduce_slots_f32` sums every
+            // member's region of the entry in member order into the buffer (its own term from
+            // the buffer itself). Immediates as in `wgsl/reduce_slots_f32.wgsl`.
+            let offset = layout.region_bytes(0, half) / 4;
+            let slot_bytes = (offset + layout.members * layout.stride) * 4;
             for (i, m) in self.members.iter_mut().enumerate() {
-                let params = ReduceParams {
-                    n: len_f32 as u32,
-                    members: layout.members as u32,
-                    stride: layout.stride as u32,
-                    offset: (layout.region_bytes(0, half) / 4) as u32,
-                    self_index: i as u32,
-                };
-                m.submit_phase_b(buffers[i], &imports[i], params, round)
-                    .map_err(|e| Error::native(&format!("member {i}"), e))?;
+                let imm = [
+                    len_f32 as u32,
+                    layout.members as u32,
+                    layout.stride as u32,
+                    offset as u32,
+                    0,
+                    i as u32,
+                    0,
+                    0,
+                ];
+                // Four elements per thread and step (the kernel's vec4 loads).
+                let groups = (len_f32.div_ceil(4 * 256)).clamp(1, 65_535) as u32;
+                m.submit_kernel(
+                    buffers[i],
+                    bytes,
+                    &imports[i],
+                    slot_bytes,
+                    &imm,
+                    groups,
+                    (&self.go[i], round),
+                )
+                .map_err(|e| Error::native(&format!("member {i}"), e))?;
             }
             Ok(())
         })();
@@ -347,9 +389,9 @@ impl Drop for WgpuComm {
         // Every submitted phase B waits on `go`: make sure each round is released (by the bridge
         // or, after a failure, from here) before the members wait for their work and go away.
         if self.bridge.wait_released(self.round, Duration::from_nanos(TIMEOUT_NS)).is_err() {
-            for m in &self.members {
-                if m.go().value().is_ok_and(|v| v < self.round) {
-                    let _ = m.go().signal(self.round);
+            for go in &self.go {
+                if go.value().is_ok_and(|v| v < self.round) {
+                    let _ = go.signal(self.round);
                 }
             }
         }

@@ -1,6 +1,9 @@
-//! Embedding in wgpu applications: a `wgpu::Device` opened with the interop extensions, and the
-//! raw pieces of an all-reduce recorded into the application's own wgpu command encoders and
-//! submitted with the application's own `wgpu::Queue::submit`.
+//! Embedding in wgpu applications: a `wgpu::Device` opened with the interop extensions, and a
+//! borrowed member of it ([`EmbeddedMember`]) whose work — a copy into imported host memory, a
+//! kernel over imported host memory and an application buffer — is recorded into the
+//! application's own wgpu command encoders and submitted with the application's own
+//! `wgpu::Queue::submit`, waiting and signalling timelines the caller gives. The all-reduce
+//! protocol built from them is `crossgpu::embed`'s; nothing here knows rounds or phases.
 //!
 //! How the work is ordered against the application's work (the contract `crossgpu::embed`
 //! documents): every command buffer made here is recorded through
@@ -140,33 +143,18 @@ impl EmbeddedSlots {
     }
 }
 
-/// The immediates of `reduce_slots_f32` (see `wgsl/reduce_slots_f32.wgsl`).
-#[derive(Debug, Clone, Copy)]
-pub struct ReduceParams {
-    /// Elements to reduce.
-    pub n: u32,
-    /// Members (slots).
-    pub members: u32,
-    /// Elements between consecutive slots.
-    pub stride: u32,
-    /// Element offset of the round's first slot in the slot buffer (a multiple of 4).
-    pub offset: u32,
-    /// This member's index: its own term is read from its buffer.
-    pub self_index: u32,
-}
-
 struct Pending {
     value: u64,
     bind_group: Option<wgpu_hal::vulkan::BindGroup>,
     _buffer: wgpu::Buffer,
     _slots: EmbeddedSlots,
+    /// The timeline the submission waits on or signals.
+    _timeline: TimelineSemaphore,
 }
 
-/// The member's semaphores and submit counter, borrowed apart from its kernel.
+/// The member's progress timeline and submit counter, borrowed apart from its kernel.
 struct Timelines<'a> {
     shared: &'a Arc<Shared>,
-    go: &'a TimelineSemaphore,
-    done: &'a TimelineSemaphore,
     progress: &'a TimelineSemaphore,
     submitted: &'a mut u64,
 }
@@ -176,14 +164,15 @@ struct HalKernel {
     immediate_bytes: u32,
 }
 
-/// One application wgpu device (and its queue) as a member of an all-reduce: the raw pieces
-/// (slot import, `done`/`go`/`progress` timelines, the reduce pipeline) and the two phases,
-/// each recorded into a fresh wgpu command encoder and submitted with the application's queue.
+/// One application wgpu device (and its queue), borrowed: host memory imported into it,
+/// timeline semaphores on it, and two kinds of work — a copy into imported host memory and one
+/// compute kernel over (imported host memory, an application buffer) — each recorded into a
+/// fresh wgpu command encoder and submitted with the application's own queue, waiting and
+/// signalling the timelines it is given. What the work means (the all-reduce's phases) is
+/// `crossgpu::embed`'s.
 pub struct EmbeddedMember {
     kernel: HalKernel,
     pending: VecDeque<Pending>,
-    done: TimelineSemaphore,
-    go: TimelineSemaphore,
     progress: TimelineSemaphore,
     submitted: u64,
     shared: Arc<Shared>,
@@ -219,9 +208,10 @@ const ALL_ACCESS: vk::AccessFlags = vk::AccessFlags::from_raw(
 );
 
 impl EmbeddedMember {
-    /// Makes `device` (opened by [`request_wgpu_device`]) and its `queue` a member. `spirv` and
-    /// the layout are the `reduce_slots_f32` kernel's (bindings: slots read-only, dst
-    /// read-write; `immediate_bytes` of push constants).
+    /// Makes `device` (opened by [`request_wgpu_device`]) and its `queue` a member, with the
+    /// compute kernel `entry` of `spirv`, whose interface must be two storage buffers —
+    /// binding 0 read-only (the imported host memory), binding 1 read-write (the application's
+    /// buffer) — and `immediate_bytes` of push constants.
     ///
     /// Errors: not a Vulkan device, VK_EXT_external_memory_host not enabled on it (a device
     /// from plain `request_device`), no timeline semaphores.
@@ -279,10 +269,8 @@ impl EmbeddedMember {
             })
         };
         let kernel = Self::make_kernel(&shared, spirv, entry, immediate_bytes)?;
-        let done = TimelineSemaphore::embedded(&shared)?;
-        let go = TimelineSemaphore::embedded(&shared)?;
         let progress = TimelineSemaphore::embedded(&shared)?;
-        Ok(Self { kernel, pending: VecDeque::new(), done, go, progress, submitted: 0, shared })
+        Ok(Self { kernel, pending: VecDeque::new(), progress, submitted: 0, shared })
     }
 
     fn make_kernel(
@@ -324,14 +312,10 @@ impl EmbeddedMember {
         self.shared.max_storage_range
     }
 
-    /// Timeline the GPU signals with the round number at the end of phase A.
-    pub fn done(&self) -> &TimelineSemaphore {
-        &self.done
-    }
-
-    /// Timeline the host signals with the round number to release phase B.
-    pub fn go(&self) -> &TimelineSemaphore {
-        &self.go
+    /// A new timeline semaphore (value 0) on this member's device, for the waits and signals
+    /// of [`EmbeddedMember::submit_copy`] and [`EmbeddedMember::submit_kernel`].
+    pub fn timeline(&self) -> Result<TimelineSemaphore> {
+        TimelineSemaphore::embedded(&self.shared)
     }
 
     /// Imports all of `host` into this member's device.
@@ -352,13 +336,15 @@ impl EmbeddedMember {
     }
 
     fn timelines(&mut self) -> Timelines<'_> {
-        Timelines {
-            shared: &self.shared,
-            go: &self.go,
-            done: &self.done,
-            progress: &self.progress,
-            submitted: &mut self.submitted,
+        Timelines { shared: &self.shared, progress: &self.progress, submitted: &mut self.submitted }
+    }
+
+    /// Refuses a timeline semaphore of another device (its raw handle would be meaningless here).
+    fn check_own(&self, sem: &TimelineSemaphore) -> Result<()> {
+        if sem.raw_device_handle() != self.shared.raw.handle() {
+            return Err(NativeError::Unsupported("a timeline semaphore of another device".into()));
         }
+        Ok(())
     }
 
     /// The raw handle of an application buffer. The caller has checked (through wgpu's own
@@ -374,12 +360,12 @@ impl EmbeddedMember {
     }
 
     /// Records `f` into a fresh wgpu command encoder (raw commands only) between a leading and
-    /// a trailing global barrier, attaches the semaphores and submits with the application's
-    /// queue; returns the `progress` value of the submission.
+    /// a trailing global barrier, attaches `wait` and `signal` (timelines of this device) and
+    /// submits with the application's queue; returns the `progress` value of the submission.
     fn submit_raw(
         t: Timelines<'_>,
-        wait_go: Option<u64>,
-        signal_done: Option<u64>,
+        wait: Option<(&TimelineSemaphore, u64)>,
+        signal: Option<(&TimelineSemaphore, u64)>,
         f: impl FnOnce(&ash::Device, &mut wgpu_hal::vulkan::CommandEncoder),
     ) -> Result<u64> {
         let s = t.shared;
@@ -425,12 +411,12 @@ impl EmbeddedMember {
             // this queue from other threads during an all-reduce).
             let q = unsafe { s.queue.as_hal::<VkApi>() }
                 .ok_or_else(|| NativeError::Unsupported("not a Vulkan queue".into()))?;
-            if let Some(v) = wait_go {
-                q.add_wait_semaphore(t.go.raw(), Some(v), vk::PipelineStageFlags::ALL_COMMANDS);
+            if let Some((sem, v)) = wait {
+                q.add_wait_semaphore(sem.raw(), Some(v), vk::PipelineStageFlags::ALL_COMMANDS);
             }
-            if let Some(v) = signal_done {
-                t.done.mark_gpu_signalled();
-                q.add_signal_semaphore(t.done.raw(), Some(v));
+            if let Some((sem, v)) = signal {
+                sem.mark_gpu_signalled();
+                q.add_signal_semaphore(sem.raw(), Some(v));
             }
             t.progress.mark_gpu_signalled();
             q.add_signal_semaphore(t.progress.raw(), Some(value));
@@ -440,26 +426,27 @@ impl EmbeddedMember {
         Ok(value)
     }
 
-    /// Phase A of round `round`: copies `bytes` of `buffer` into this member's slot at
-    /// `slot_offset` of `slots`, then signals `done = round`.
-    pub fn submit_phase_a(
+    /// Copies the first `bytes` of `buffer` into `slots` at `slot_offset`, then signals
+    /// `signal` (a timeline of this device) when the copy is done.
+    pub fn submit_copy(
         &mut self,
         buffer: &wgpu::Buffer,
         slots: &EmbeddedSlots,
         slot_offset: u64,
         bytes: u64,
-        round: u64,
+        signal: (&TimelineSemaphore, u64),
     ) -> Result<()> {
+        self.check_own(signal.0)?;
         self.recycle()?;
         let size = NonZeroU64::new(bytes).ok_or_else(|| NativeError::Unsupported("empty copy".into()))?;
         if bytes > buffer.size() || slot_offset + bytes > slots.size() || !bytes.is_multiple_of(4) {
-            return Err(NativeError::Unsupported("phase A copy out of range".into()));
+            return Err(NativeError::Unsupported("copy into the slots out of range".into()));
         }
         let raw_buf = Self::raw_buffer(buffer)?;
         // SAFETY: a non-owning wgpu-hal wrapper of a live handle, never destroyed through it.
         let src = unsafe { wgpu_hal::vulkan::Buffer::from_raw(raw_buf) };
         let slot_hal = slots.hal();
-        let value = Self::submit_raw(self.timelines(), None, Some(round), |_, enc| {
+        let value = Self::submit_raw(self.timelines(), None, Some(signal), |_, enc| {
             let region = wgpu_hal::BufferCopy { src_offset: 0, dst_offset: slot_offset, size };
             // SAFETY: both buffers are of this device and alive; the range is checked above.
             unsafe { enc.copy_buffer_to_buffer(&src, slot_hal, std::iter::once(region)) };
@@ -469,45 +456,47 @@ impl EmbeddedMember {
             bind_group: None,
             _buffer: buffer.clone(),
             _slots: slots.clone(),
+            _timeline: signal.0.clone(),
         });
         Ok(())
     }
 
-    /// Phase B of round `round`: waits `go = round`, then sums the slots into `buffer`
-    /// (`params.n` elements) with `reduce_slots_f32`.
-    pub fn submit_phase_b(
+    /// Waits for `wait` (a timeline of this device), then runs the member's kernel once over
+    /// the first `slot_bytes` of `slots` (binding 0) and the first `dst_bytes` of `buffer`
+    /// (binding 1), with `immediates` and `groups` workgroups.
+    #[allow(clippy::too_many_arguments)]
+    pub fn submit_kernel(
         &mut self,
         buffer: &wgpu::Buffer,
+        dst_bytes: u64,
         slots: &EmbeddedSlots,
-        params: ReduceParams,
-        round: u64,
+        slot_bytes: u64,
+        immediates: &[u32],
+        groups: u32,
+        wait: (&TimelineSemaphore, u64),
     ) -> Result<()> {
-        // The binding covers the slots up to the end of the round's; the kernel reads from
-        // `params.offset` on.
-        let slot_bytes =
-            (u64::from(params.offset) + u64::from(params.members) * u64::from(params.stride)) * 4;
-        let dst_bytes = u64::from(params.n) * 4;
-        if params.n == 0 || slot_bytes > slots.size() || dst_bytes > buffer.size() {
-            return Err(NativeError::Unsupported("phase B ranges out of range".into()));
-        }
-        if !params.stride.is_multiple_of(4) || !params.offset.is_multiple_of(4) || params.n > params.stride {
-            // The kernel reads slots as vec4: whole vec4s inside each member's slot.
-            return Err(NativeError::Unsupported(format!(
-                "slot stride {} and offset {} must be multiples of 4 elements, the stride at least n = {}",
-                params.stride, params.offset, params.n
-            )));
+        self.check_own(wait.0)?;
+        if dst_bytes == 0 || slot_bytes == 0 || slot_bytes > slots.size() || dst_bytes > buffer.size() {
+            return Err(NativeError::Unsupported("kernel bindings out of range".into()));
         }
         if slot_bytes > self.shared.max_storage_range || dst_bytes > self.shared.max_storage_range {
             return Err(NativeError::Unsupported(format!(
-                "{slot_bytes} bytes of slots exceed maxStorageBufferRange {}",
+                "bindings of {slot_bytes} and {dst_bytes} bytes; maxStorageBufferRange is {}",
                 self.shared.max_storage_range
             )));
         }
-        if self.kernel.immediate_bytes != 32 {
-            return Err(NativeError::Unsupported("reduce kernel takes 32 bytes of immediates".into()));
+        if immediates.len() * 4 != self.kernel.immediate_bytes as usize {
+            return Err(NativeError::Unsupported(format!(
+                "the kernel takes {} bytes of immediates, not {}",
+                self.kernel.immediate_bytes,
+                immediates.len() * 4
+            )));
+        }
+        if groups == 0 || groups > 65_535 {
+            return Err(NativeError::Unsupported(format!("{groups} workgroups (1 to 65535)")));
         }
         let raw_buf = Self::raw_buffer(buffer)?;
-        // SAFETY: non-owning wrapper, as in phase A.
+        // SAFETY: non-owning wrapper, as in `submit_copy`.
         let dst = unsafe { wgpu_hal::vulkan::Buffer::from_raw(raw_buf) };
         let bind_group = {
             // SAFETY: as in `make_kernel`; the bind group is destroyed in `recycle`/`Drop` after
@@ -521,20 +510,11 @@ impl EmbeddedMember {
             // SAFETY: the ranges are inside live buffers of this device and within its limits.
             unsafe { self.kernel.objects.bind(&d, "crossgpu reduce", &bindings)? }
         };
-        let imm = [params.n, params.members, params.stride, params.offset, 0, params.self_index, 0, 0];
-        // Four elements per thread and step (the kernel's vec4 loads).
-        let groups = params.n.div_ceil(4 * 256).clamp(1, 65_535);
         let pipeline = self.kernel.objects.pipeline.as_ref().expect("alive");
         let layout = self.kernel.objects.layout.as_ref().expect("alive");
         let bg = &bind_group;
-        let t = Timelines {
-            shared: &self.shared,
-            go: &self.go,
-            done: &self.done,
-            progress: &self.progress,
-            submitted: &mut self.submitted,
-        };
-        let result = Self::submit_raw(t, Some(round), None, |_, enc| {
+        let t = Timelines { shared: &self.shared, progress: &self.progress, submitted: &mut self.submitted };
+        let result = Self::submit_raw(t, Some(wait), None, |_, enc| {
             // SAFETY: pipeline, layout and bind group are of this device and alive until the
             // submission completed; the immediates match the layout's size.
             unsafe {
@@ -544,7 +524,7 @@ impl EmbeddedMember {
                 });
                 enc.set_compute_pipeline(pipeline);
                 enc.set_bind_group(layout, 0, bg, &[]);
-                enc.set_immediates(layout, 0, &imm);
+                enc.set_immediates(layout, 0, immediates);
                 enc.dispatch_workgroups([groups, 1, 1]);
                 enc.end_compute_pass();
             }
@@ -556,6 +536,7 @@ impl EmbeddedMember {
                     bind_group: Some(bind_group),
                     _buffer: buffer.clone(),
                     _slots: slots.clone(),
+                    _timeline: wait.0.clone(),
                 });
                 Ok(())
             }
@@ -601,8 +582,8 @@ impl EmbeddedMember {
 
 impl Drop for EmbeddedMember {
     fn drop(&mut self) {
-        // Pending work uses our semaphores, pipeline and bind groups: wait for it. The caller
-        // released every `go` it submitted a wait for, so this terminates.
+        // Pending work uses our pipeline and bind groups: wait for it. The caller signalled
+        // every timeline it submitted a wait for, so this terminates.
         let mut waited = 0;
         while !matches!(self.progress.wait(self.submitted, 1_000_000_000), Ok(true) | Err(_)) {
             waited += 1;

@@ -38,7 +38,7 @@ pub use access::Access;
 pub use buffer::{Buffer, BufferId, BufferUsage, StagingBuffer};
 pub use command::{Recorder, SubmitInfo, DEFAULT_MAX_PENDING};
 pub use device::{Device, DeviceId};
-pub use embed::{request_wgpu_device, EmbeddedMember, EmbeddedSlots, ReduceParams};
+pub use embed::{request_wgpu_device, EmbeddedMember, EmbeddedSlots};
 pub use error::{NativeError, Result};
 pub use host::{HostAllocation, ImportedBuffer};
 pub use instance::{AdapterInfo, Capabilities, DeviceType, Instance, InstanceOptions};

@@ -214,6 +214,11 @@ impl TimelineSemaphore {
         self.0.raw
     }
 
+    /// The VkDevice the semaphore belongs to.
+    pub(crate) fn raw_device_handle(&self) -> vk::Device {
+        self.0.owner.raw_device().handle()
+    }
+
     pub(crate) fn keep_alive(&self) -> Arc<dyn std::any::Any + Send + Sync> {
         self.0.clone()
     }
