@@ -4,16 +4,17 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Test-only fault injection (used by the reliability tests; no effect unless armed).
-#[doc(hidden)]
+/// Fault injection (armed only through the `test-hooks` feature's entry points; no effect
+/// unless armed).
 #[derive(Debug, Default)]
-pub struct FaultHooks {
+pub(crate) struct FaultHooks {
     pub(super) alloc: AtomicBool,
     pub(super) import: AtomicBool,
 }
 
 impl FaultHooks {
     /// Arms the failures of the next allocation and of the next import.
+    #[cfg_attr(not(feature = "test-hooks"), allow(dead_code))]
     pub(super) fn arm(&self, alloc: bool, import: bool) {
         self.alloc.store(alloc, Ordering::Relaxed);
         self.import.store(import, Ordering::Relaxed);

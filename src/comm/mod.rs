@@ -70,8 +70,7 @@ use crate::group::{DeviceGroup, GroupId, Member};
 use crate::tensor::{DType, Tensor};
 
 pub use bridge::BridgeStats;
-#[doc(hidden)]
-pub use faults::FaultHooks;
+use faults::FaultHooks;
 pub use options::{
     AllReduceOptions, CommOptions, Mode, ModeRequest, Precision, SPIN_GPUS, SPIN_WITH_CPU_DEVICE,
 };
@@ -168,8 +167,9 @@ impl Comm {
         Self::build(group, opts, Arc::new(FaultHooks::default()))
     }
 
-    /// Like [`Comm::with_options`], with fault hooks armed before creation (tests).
-    #[doc(hidden)]
+    /// Like [`Comm::with_options`], with fault hooks armed before creation (feature
+    /// `test-hooks`, for the reliability tests).
+    #[cfg(feature = "test-hooks")]
     pub fn with_faults(
         group: &DeviceGroup,
         opts: CommOptions,
@@ -333,9 +333,9 @@ impl Comm {
         Some(self.two_phase()?.bridge()?.shared.lock().stats)
     }
 
-    /// Test hook: the bridge never releases `member` again (simulates a lost signal); in
+    /// Test hook (feature `test-hooks`): the bridge never releases `member` again (simulates a lost signal); in
     /// DevicePoll mode `member` never stores its arrival again (a member that never arrives).
-    #[doc(hidden)]
+    #[cfg(feature = "test-hooks")]
     pub fn withhold_release(&mut self, member: usize) {
         match &mut self.transport {
             Transport::TwoPhase(t) => {
@@ -348,8 +348,8 @@ impl Comm {
         }
     }
 
-    /// Test hook: the next slot growth fails to allocate (`alloc`) or to import (`import`).
-    #[doc(hidden)]
+    /// Test hook (feature `test-hooks`): the next slot growth fails to allocate (`alloc`) or to import (`import`).
+    #[cfg(feature = "test-hooks")]
     pub fn inject_growth_failure(&self, alloc: bool, import: bool) {
         self.hooks.arm(alloc, import);
     }

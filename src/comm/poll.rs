@@ -279,6 +279,7 @@ impl DevicePoll {
 
     /// Test hook: `member`'s later rounds never store their arrival (a member that never
     /// arrives).
+    #[cfg(feature = "test-hooks")]
     pub(super) fn withhold(&mut self, member: usize) {
         self.withheld = Some(member);
     }

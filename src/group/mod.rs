@@ -329,9 +329,9 @@ impl Member {
         self.shared.wait_value(&mut s, mark, what)
     }
 
-    /// Test hook: every later submit on this member's VkDevice fails with
-    /// [`crate::Error::DeviceLost`], as after a real VK_ERROR_DEVICE_LOST.
-    #[doc(hidden)]
+    /// Test hook (feature `test-hooks`): every later submit on this member's VkDevice fails
+    /// with [`crate::Error::DeviceLost`], as after a real VK_ERROR_DEVICE_LOST.
+    #[cfg(feature = "test-hooks")]
     pub fn inject_device_lost(&self) {
         self.shared.device.inject_device_lost();
     }

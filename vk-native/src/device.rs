@@ -185,8 +185,9 @@ impl Device {
         e
     }
 
-    /// Test hook: mark the device lost so every later submit fails with DeviceLost.
-    #[doc(hidden)]
+    /// Test hook (feature `test-hooks`): mark the device lost so every later submit fails
+    /// with DeviceLost.
+    #[cfg(feature = "test-hooks")]
     pub fn inject_device_lost(&self) {
         self.shared.lost.store(true, Ordering::Relaxed);
     }
