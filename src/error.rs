@@ -116,9 +116,16 @@ pub enum Error {
     /// well-formed: a missing capability, a size past a device limit.
     #[error("unsupported: {0}")]
     Unsupported(String),
-    /// Any other Vulkan failure.
-    #[error("vulkan: {0}")]
-    Vulkan(String),
+    /// Any other Vulkan failure, with the native error (and through it the `vk::Result` or
+    /// wgpu-hal error) as its source.
+    #[error("vulkan: {device}: {source}")]
+    Vulkan {
+        /// The device (member) it happened on.
+        device: String,
+        /// The native layer's error.
+        #[source]
+        source: NativeError,
+    },
 }
 
 /// crossgpu's result type: `E` defaults to [`Error`].
@@ -151,7 +158,32 @@ impl Error {
             }
             NativeError::Timeout(ms) => Self::Timeout { what: device.into(), ms },
             NativeError::Unsupported(s) => Self::Unsupported(format!("{device}: {s}")),
-            e @ NativeError::Vulkan { .. } => Self::Vulkan(format!("{device}: {e}")),
+            source @ (NativeError::Vulkan { .. } | NativeError::Hal { .. }) => {
+                Self::Vulkan { device: device.into(), source }
+            }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vk_native::VkResult;
+
+    /// A caller can reach the `vk::Result` behind a Vulkan failure through `source()`.
+    #[test]
+    fn vulkan_errors_keep_the_result_code_as_their_source() {
+        let code = VkResult::ERROR_INITIALIZATION_FAILED;
+        let e = Error::native("member 0", NativeError::Vulkan { call: "vkCreateBuffer", code });
+        let msg = e.to_string();
+        assert!(
+            msg.contains("member 0")
+                && msg.contains("vkCreateBuffer")
+                && msg.contains("ERROR_INITIALIZATION_FAILED"),
+            "{msg}"
+        );
+        let native = std::error::Error::source(&e).expect("the native error is the source");
+        let vk = native.source().expect("the vk::Result is the native error's source");
+        assert_eq!(vk.downcast_ref::<VkResult>(), Some(&code));
     }
 }

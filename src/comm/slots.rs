@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use vk_native::{BindRange, GpuBuffer, HostAllocation, ImportedBuffer};
+use vk_native::{BindRange, GpuBuffer, HostAllocation, ImportedBuffer, NativeError};
 
 use super::faults::FaultHooks;
 use crate::error::{Error, Result};
@@ -95,10 +95,11 @@ impl HostSlots {
         let mut imports = Vec::with_capacity(members.len());
         for m in members {
             if fail.take_import_failure() {
-                return Err(Error::Vulkan(format!(
-                    "host pointer import into {} failed (injected)",
-                    m.label()
-                )));
+                // What a driver returns for a pointer it cannot import.
+                let code = vk_native::VkResult::ERROR_INVALID_EXTERNAL_HANDLE;
+                let e =
+                    NativeError::Vulkan { call: "vkAllocateMemory (host pointer import, injected)", code };
+                return Err(Error::native(m.label(), e));
             }
             let b = ImportedBuffer::new(m.device(), &host)
                 .map_err(|e| Error::native(&format!("host pointer import into {}", m.label()), e))?;

@@ -27,12 +27,23 @@ pub enum NativeError {
     #[error("{0}")]
     Unsupported(String),
     /// A Vulkan call failed with a code the caller cannot act on.
-    #[error("{call} failed: {code}")]
+    #[error("{call} failed: {code:?}")]
     Vulkan {
-        /// The Vulkan (or wgpu-hal) function that failed, e.g. `vkCreateBuffer`.
+        /// The Vulkan function that failed, e.g. `vkCreateBuffer`.
         call: &'static str,
-        /// The result code it returned, as its name (e.g. `ERROR_INITIALIZATION_FAILED`).
-        code: String,
+        /// The result code it returned (its name in the message, e.g.
+        /// `ERROR_INITIALIZATION_FAILED`).
+        #[source]
+        code: vk::Result,
+    },
+    /// A wgpu-hal call failed with an error the caller cannot act on.
+    #[error("{call} failed: {error}")]
+    Hal {
+        /// The wgpu-hal function (or the Vulkan call behind it) that failed.
+        call: &'static str,
+        /// wgpu-hal's error.
+        #[source]
+        error: wgpu_hal::DeviceError,
     },
 }
 
@@ -46,15 +57,16 @@ pub(crate) fn map_vk(call: &'static str) -> impl Fn(vk::Result) -> NativeError {
         vk::Result::ERROR_OUT_OF_HOST_MEMORY => NativeError::OutOfHostMemory(format!(" in {call}")),
         vk::Result::ERROR_OUT_OF_DEVICE_MEMORY => NativeError::OutOfDeviceMemory(format!(" in {call}")),
         vk::Result::ERROR_DEVICE_LOST => NativeError::DeviceLost,
-        other => NativeError::Vulkan { call, code: format!("{other:?}") },
+        code => NativeError::Vulkan { call, code },
     }
 }
 
-/// Translates wgpu-hal's device errors.
+/// Translates wgpu-hal's device errors: out of memory, device lost; anything else becomes
+/// [`NativeError::Hal`] naming the call.
 pub(crate) fn map_hal_device(call: &'static str) -> impl Fn(wgpu_hal::DeviceError) -> NativeError {
     move |e| match e {
         wgpu_hal::DeviceError::OutOfMemory => NativeError::OutOfDeviceMemory(format!(" in {call}")),
         wgpu_hal::DeviceError::Lost => NativeError::DeviceLost,
-        other => NativeError::Vulkan { call, code: format!("{other}") },
+        error => NativeError::Hal { call, error },
     }
 }

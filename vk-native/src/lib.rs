@@ -35,6 +35,8 @@ mod semaphore;
 mod validation;
 
 pub use access::Access;
+/// Vulkan's result codes, as [`NativeError::Vulkan`] carries them.
+pub use ash::vk::Result as VkResult;
 pub use buffer::{Buffer, BufferId, BufferUsage, StagingBuffer};
 pub use command::{Recorder, SubmitInfo, DEFAULT_MAX_PENDING};
 pub use device::{Device, DeviceId};
