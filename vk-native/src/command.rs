@@ -416,14 +416,19 @@ impl Recorder {
                 }
             }
         }
+        // Binary semaphores to note as used once the submit succeeded: (recorder, semaphore,
+        // whether it is signalled).
+        let mut binary_uses: Vec<(usize, &SyncFdSemaphore, bool)> = Vec::new();
         let mut cmds: Vec<vk::CommandBuffer> = Vec::new();
         let mut wait_sems = Vec::new();
         let mut wait_vals = Vec::new();
         let mut wait_stages = Vec::new();
         let mut sig_sems = Vec::new();
         let mut sig_vals = Vec::new();
-        for ((r, c), info) in recs.iter().zip(closed.iter_mut()).zip(infos) {
+        for (k, ((r, c), info)) in recs.iter().zip(closed.iter_mut()).zip(infos).enumerate() {
             cmds.extend(c.raw);
+            binary_uses.extend(info.wait_binary.iter().map(|s| (k, *s, false)));
+            binary_uses.extend(info.signal_binary.iter().map(|s| (k, *s, true)));
             for (s, v) in info.wait_timeline {
                 wait_sems.push(s.raw());
                 wait_vals.push(*v);
@@ -460,6 +465,13 @@ impl Recorder {
             .command_buffers(&cmds)
             .signal_semaphores(&sig_sems)
             .push_next(&mut timeline);
+        // Note the binary semaphores' use before the submit (the value each recorder's
+        // progress reaches when it completes), so an import on another thread that sees no
+        // pending use cannot race it; undone if the submit fails.
+        let noted: Vec<_> = binary_uses
+            .iter()
+            .map(|&(k, s, signal)| s.note_submitted(&recs[k].progress, recs[k].submitted + 1, signal))
+            .collect();
         let device = recs[0].device.clone();
         let t = Instant::now();
         let result = {
@@ -471,6 +483,9 @@ impl Recorder {
         recs[0].queue_submit_time += t.elapsed();
         recs[0].queue_submits += 1;
         if let Err(e) = result {
+            for ((_, s, _), before) in binary_uses.iter().zip(noted) {
+                s.restore(before);
+            }
             let e = device.note(map_vk("vkQueueSubmit")(e));
             for (r, c) in recs.iter_mut().zip(closed) {
                 r.discard(c);

@@ -252,6 +252,18 @@ impl SyncFd {
 struct BinaryInner {
     device: Device,
     raw: vk::Semaphore,
+    state: std::sync::Mutex<BinaryState>,
+}
+
+/// What Vulkan requires before an export or an import, as the submissions left it.
+#[derive(Default)]
+pub(crate) struct BinaryState {
+    /// A signal was submitted and not exported yet (an export needs one).
+    signal_submitted: bool,
+    /// The latest submission that waited on or signalled the semaphore: the submitting
+    /// recorder's progress timeline and the value it reaches when that submission completed
+    /// (an import needs it completed).
+    last_use: Option<(TimelineSemaphore, u64)>,
 }
 
 impl Drop for BinaryInner {
@@ -284,12 +296,46 @@ impl SyncFdSemaphore {
         let raw =
             unsafe { device.raw().create_semaphore(&info, None) }.map_err(map_vk("vkCreateSemaphore"))?;
         crate::live::inc(&crate::live::SEMAPHORES);
-        Ok(Self(Arc::new(BinaryInner { device: device.clone(), raw })))
+        Ok(Self(Arc::new(BinaryInner { device: device.clone(), raw, state: Default::default() })))
     }
 
-    /// Exports the payload of a signal operation that has been submitted (Vulkan requires the
-    /// signal to be pending or done). The semaphore is unsignalled again afterwards.
+    fn state(&self) -> std::sync::MutexGuard<'_, BinaryState> {
+        self.0.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Notes a submission (completing when `progress` reaches `value`) that waits on the
+    /// semaphore, or signals it when `signal`; returns the state before, for
+    /// [`SyncFdSemaphore::restore`] if the submit fails.
+    pub(crate) fn note_submitted(
+        &self,
+        progress: &TimelineSemaphore,
+        value: u64,
+        signal: bool,
+    ) -> BinaryState {
+        let mut st = self.state();
+        let before = BinaryState { signal_submitted: st.signal_submitted, last_use: st.last_use.clone() };
+        st.last_use = Some((progress.clone(), value));
+        if signal {
+            st.signal_submitted = true;
+        }
+        before
+    }
+
+    /// Puts back the state from before a submit that failed.
+    pub(crate) fn restore(&self, before: BinaryState) {
+        *self.state() = before;
+    }
+
+    /// Exports the payload of the signal operation last submitted, as a SYNC_FD; the semaphore
+    /// is unsignalled again afterwards. Fails with [`NativeError::Unsupported`] when no signal
+    /// was submitted since the last export (Vulkan requires one pending or done).
     pub fn export(&self) -> Result<SyncFd> {
+        let mut st = self.state();
+        if !st.signal_submitted {
+            return Err(NativeError::Unsupported(
+                "SYNC_FD export of a semaphore with no submitted signal".into(),
+            ));
+        }
         let loader = self
             .0
             .device
@@ -300,15 +346,27 @@ impl SyncFdSemaphore {
         let info = vk::SemaphoreGetFdInfoKHR::default()
             .semaphore(self.0.raw)
             .handle_type(vk::ExternalSemaphoreHandleTypeFlags::SYNC_FD);
-        // SAFETY: the semaphore was created exportable as SYNC_FD; the caller submitted its signal.
+        // SAFETY: the semaphore was created exportable as SYNC_FD and a signal of it was
+        // submitted (checked above).
         let fd = unsafe { loader.get_semaphore_fd(&info) }.map_err(map_vk("vkGetSemaphoreFdKHR"))?;
+        st.signal_submitted = false;
         // SAFETY: a non-negative fd returned by the driver is owned by us from now on.
         Ok(SyncFd((fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })))
     }
 
     /// Imports `fd` temporarily; the next submission that waits on this semaphore waits for it.
-    /// Ownership of the fd passes to the driver on success.
+    /// Ownership of the fd passes to the driver on success. Fails with
+    /// [`NativeError::Unsupported`] while a submission that waits on or signals the semaphore
+    /// has not completed (Vulkan forbids importing into a semaphore in use); the fd is closed.
     pub fn import(&self, fd: SyncFd) -> Result<()> {
+        let st = self.state();
+        if let Some((progress, value)) = &st.last_use {
+            if progress.value()? < *value {
+                return Err(NativeError::Unsupported(
+                    "SYNC_FD import into a semaphore that a pending submission still uses".into(),
+                ));
+            }
+        }
         let loader = self
             .0
             .device
@@ -322,8 +380,9 @@ impl SyncFdSemaphore {
             .flags(vk::SemaphoreImportFlags::TEMPORARY)
             .handle_type(vk::ExternalSemaphoreHandleTypeFlags::SYNC_FD)
             .fd(raw_fd);
-        // SAFETY: the semaphore is not in use by a pending wait (the caller's pool guarantees it);
-        // on success the driver owns the fd, so we forget our OwnedFd.
+        // SAFETY: no pending submission uses the semaphore (checked above, under the state lock;
+        // a submit notes its use under that lock before it reaches the queue); on success the
+        // driver owns the fd, so we forget our OwnedFd.
         unsafe { loader.import_semaphore_fd(&info) }.map_err(map_vk("vkImportSemaphoreFdKHR"))?;
         if let Some(f) = fd.0 {
             std::mem::forget(f);
