@@ -6,7 +6,8 @@
 struct Params {
     rows: u32,
     cols: u32,
-    _pad0: u32,
+    // Where y starts in its binding, in elements (a DevicePoll slot region; 0 for a tensor).
+    y_offset: u32,
     _pad1: u32,
 }
 
@@ -47,6 +48,6 @@ fn matvec_f16_vec8_rows4(
         workgroupBarrier();
     }
     if (lane == 0u && row < p.rows) {
-        y[row] = partial[lid];
+        y[p.y_offset + row] = partial[lid];
     }
 }

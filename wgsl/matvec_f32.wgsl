@@ -6,7 +6,8 @@
 struct Params {
     rows: u32,
     cols: u32,
-    _pad0: u32,
+    // Where y starts in its binding, in elements (a DevicePoll slot region; 0 for a tensor).
+    y_offset: u32,
     _pad1: u32,
 }
 
@@ -41,6 +42,6 @@ fn matvec_f32(
         workgroupBarrier();
     }
     if (lid == 0u) {
-        y[row] = partial[0];
+        y[p.y_offset + row] = partial[0];
     }
 }

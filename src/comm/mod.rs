@@ -91,6 +91,29 @@ enum Transport {
     Poll(Box<DevicePoll>),
 }
 
+/// A DevicePoll round whose phases the caller fuses into its own kernels
+/// ([`Comm::fused_round`]).
+#[derive(Debug)]
+pub(crate) struct FusedRound {
+    round: u64,
+    /// Elements summed.
+    n: usize,
+}
+
+/// Where a member reads a [`FusedRound`]'s partials ([`Comm::fused_input`]).
+pub(crate) struct FusedInput<'a> {
+    /// Elements summed.
+    pub(crate) n: usize,
+    pub(crate) binding: vk_native::BindRange<'a>,
+    /// Word offset of the entry's first region in `binding`.
+    pub(crate) offset: u64,
+    /// Words between two members' regions.
+    pub(crate) stride: u64,
+    pub(crate) members: usize,
+    /// The buffer whose last writer is the member's wait: the reader must come after it.
+    pub(crate) after: vk_native::BufferId,
+}
+
 /// An all-reduce communicator over a group's members.
 pub struct Comm {
     group: GroupId,
@@ -422,27 +445,7 @@ impl Comm {
             Precision::Auto => n as u64 * 4 >= threshold,
         };
         let words = if f16_wire { n.div_ceil(2) } else { n } as u64;
-        if self.mode() != Mode::Generic {
-            // Slots hold at most what one binding may cover; larger all-reduces run in chunks.
-            let max_cap = HostSlots::max_capacity(&self.members);
-            let grow = if max_cap == 0 {
-                Ok(Err(Error::Unsupported(
-                    "the devices' maxStorageBufferRange leaves no room for host slots".into(),
-                )))
-            } else {
-                self.ensure_capacity(words.min(max_cap), max_cap)
-            };
-            match grow {
-                Ok(Ok(())) => {}
-                // The new slots could not be made; nothing was recorded for this call, and the
-                // old slots were drained first: fall back and lose no data.
-                Ok(Err(why)) => self.fall_back(why),
-                Err(e) => {
-                    self.poison(&e);
-                    return Err(e);
-                }
-            }
-        }
+        self.prepare_slots(words)?;
         let cap = self.slot_capacity() as usize;
         let result = match &mut self.transport {
             Transport::Generic => self.generic.run(&self.members, tensors, n, f16_wire),
@@ -486,6 +489,106 @@ impl Comm {
                 Err(e)
             }
         }
+    }
+
+    /// Grows the slots towards `words` per member (at most what one binding covers: larger
+    /// all-reduces run in chunks), unless the mode is Generic; falls back to Generic where new
+    /// slots cannot be made, and poisons on any other failure.
+    fn prepare_slots(&mut self, words: u64) -> Result<()> {
+        if self.mode() == Mode::Generic {
+            return Ok(());
+        }
+        let max_cap = HostSlots::max_capacity(&self.members);
+        let grow = if max_cap == 0 {
+            Ok(Err(Error::Unsupported(
+                "the devices' maxStorageBufferRange leaves no room for host slots".into(),
+            )))
+        } else {
+            self.ensure_capacity(words.min(max_cap), max_cap)
+        };
+        match grow {
+            Ok(Ok(())) => Ok(()),
+            // The new slots could not be made; nothing was recorded for this call, and the old
+            // slots were drained first: fall back and lose no data.
+            Ok(Err(why)) => {
+                self.fall_back(why);
+                Ok(())
+            }
+            Err(e) => {
+                self.poison(&e);
+                Err(e)
+            }
+        }
+    }
+
+    /// Starts a DevicePoll round on the f32 wire whose two phases the caller fuses into its
+    /// own kernels (the decoder: the row-parallel product writes each member's partial into
+    /// [`Comm::fused_output`], [`Comm::fused_finish`] records the arrival and the wait, and the
+    /// next norm sums [`Comm::fused_input`] in member order). `None` where the communicator
+    /// cannot (another mode, or `n` elements past one slot or the f16-wire threshold): the
+    /// caller then uses [`Comm::all_reduce`], which gives the same bits.
+    pub(crate) fn fused_round(&mut self, n: usize) -> Result<Option<FusedRound>> {
+        if let Some(p) = &self.poisoned {
+            return Err(Error::Poisoned("the communicator".into(), p.clone()));
+        }
+        let wants = self.mode() == Mode::DevicePoll
+            && n > 0
+            && (n as u64) * 4 < self.opts.f16_threshold_bytes
+            && (n as u64) <= HostSlots::max_capacity(&self.members);
+        if !wants {
+            return Ok(None);
+        }
+        self.prepare_slots(n as u64)?;
+        let Transport::Poll(t) = &mut self.transport else { return Ok(None) };
+        if let Some(e) = t.error() {
+            self.poison(&e);
+            return Err(e);
+        }
+        Ok(Some(FusedRound { round: self.round + 1, n }))
+    }
+
+    /// Member `i`'s region of `r`'s slot entry, where its partial goes: the binding and the
+    /// word offset of the region in it.
+    pub(crate) fn fused_output(&self, r: &FusedRound, i: usize) -> Result<(vk_native::BindRange<'_>, u64)> {
+        let slots = self.slots().ok_or_else(|| Error::InvalidArgument("no DevicePoll round".into()))?;
+        Ok(slots.own_region(i, r.round % slots.layout.entries))
+    }
+
+    /// Records `r`'s arrival and wait on every member (after the partials were recorded into
+    /// [`Comm::fused_output`]); the round counts as an all-reduce.
+    pub(crate) fn fused_finish(&mut self, r: &FusedRound) -> Result<()> {
+        let Transport::Poll(t) = &mut self.transport else {
+            return Err(Error::InvalidArgument("no DevicePoll round".into()));
+        };
+        match t.finish_fused(&self.members, &mut self.round, r.round) {
+            Ok(()) => {
+                self.all_reduces += 1;
+                Ok(())
+            }
+            Err(e) => {
+                self.poison(&e);
+                Err(e)
+            }
+        }
+    }
+
+    /// Where member `i` reads `r`'s sum from: the binding of the slot entry, the word offset of
+    /// its first region, the words between regions, and the buffer the reader must wait for
+    /// (the wait's flags).
+    pub(crate) fn fused_input(&self, r: &FusedRound, i: usize) -> Result<FusedInput<'_>> {
+        let Transport::Poll(t) = &self.transport else {
+            return Err(Error::InvalidArgument("no DevicePoll round".into()));
+        };
+        let slots = t.slots.as_ref().ok_or_else(|| Error::InvalidArgument("no slots".into()))?;
+        let (binding, offset) = slots.entry(i, r.round % slots.layout.entries);
+        Ok(FusedInput {
+            n: r.n,
+            binding,
+            offset,
+            stride: slots.layout.stride,
+            members: self.members.len(),
+            after: t.flags_id(i),
+        })
     }
 
     /// Marks the communicator unusable after `e`, and releases every member's pending phase B

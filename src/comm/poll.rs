@@ -324,6 +324,82 @@ impl DevicePoll {
         }
     }
 
+    /// The flags buffer of member `i` (its wait's last write).
+    pub(super) fn flags_id(&self, i: usize) -> vk_native::BufferId {
+        self.words.flags[i].id()
+    }
+
+    /// Records round `round` (= `*round_counter + 1`) of a fused all-reduce, whose partials
+    /// the caller recorded into each member's region: the barrier to the host and the wait on
+    /// every member, as [`DevicePoll::run_round`] does between its phases.
+    pub(super) fn finish_fused(
+        &mut self,
+        members: &[Member],
+        round_counter: &mut u64,
+        round: u64,
+    ) -> Result<()> {
+        if round != *round_counter + 1 {
+            return Err(Error::InvalidArgument(format!(
+                "fused all-reduce round {round} finished out of order (next is {})",
+                *round_counter + 1
+            )));
+        }
+        if let Some(e) = self.error() {
+            return Err(e);
+        }
+        for (i, m) in members.iter().enumerate() {
+            let submits = m.submit_count();
+            if self.open[i].0 != submits {
+                self.open[i] = (submits, 0);
+            }
+            m.shared.barrier_to_host()?;
+            self.record_wait(m, i, round)?;
+            m.shared.stream().linked = true;
+            self.open[i].1 += 1;
+        }
+        *round_counter = round;
+        self.relay.announce(round);
+        self.flush_if_ring_full(members)
+    }
+
+    /// Records member `i`'s arrival and wait for `round`.
+    fn record_wait(&self, m: &Member, i: usize, round: u64) -> Result<()> {
+        let flags = &self.words.flags[i];
+        let arrival = BindRange {
+            buffer: &self.arrival_imports[i],
+            offset: i as u64 * ARRIVAL_STRIDE,
+            size: ARRIVAL_STRIDE,
+        };
+        let plan = self.plans[i];
+        for d in 0..plan.dispatches {
+            let arrive = d == 0 && self.withheld != Some(i);
+            m.shared.dispatch_ranges(
+                wait_kernel(m),
+                &[BindRange::whole(flags), arrival],
+                &[],
+                &[flags.id(), self.arrival_imports[i].id()],
+                &[round as u32, plan.trips, u32::from(arrive), u32::from(d + 1 == plan.dispatches)],
+                [1, 1, 1],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Submits every member once one holds a ring's worth of rounds since its last submit, so
+    /// no entry is read twice in one submission.
+    fn flush_if_ring_full(&mut self, members: &[Member]) -> Result<()> {
+        let entries = self.slots.as_ref().map_or(2, |s| s.layout.entries);
+        if self.open.iter().any(|&(_, k)| k >= entries) {
+            for m in members {
+                m.flush()?;
+            }
+            for (o, m) in self.open.iter_mut().zip(members) {
+                *o = (m.submit_count(), 0);
+            }
+        }
+        Ok(())
+    }
+
     /// Records round `*round + 1` over elements `c0..c0 + n` of every tensor on every member;
     /// `*round` advances once every member recorded it.
     #[allow(clippy::too_many_arguments)]
@@ -353,29 +429,8 @@ impl DevicePoll {
             }
             record_phase_a(m, i, t, slots, e, &mut self.scratch[i], opts, c0, n, f16_wire)?;
             sh.barrier_to_host()?;
-            let flags = &self.words.flags[i];
-            let arrival = BindRange {
-                buffer: &self.arrival_imports[i],
-                offset: i as u64 * ARRIVAL_STRIDE,
-                size: ARRIVAL_STRIDE,
-            };
-            let plan = self.plans[i];
-            for d in 0..plan.dispatches {
-                sh.dispatch_ranges(
-                    wait_kernel(m),
-                    &[BindRange::whole(flags), arrival],
-                    &[],
-                    &[flags.id(), self.arrival_imports[i].id()],
-                    &[
-                        round as u32,
-                        plan.trips,
-                        u32::from(d == 0 && self.withheld != Some(i)),
-                        u32::from(d + 1 == plan.dispatches),
-                    ],
-                    [1, 1, 1],
-                )?;
-            }
-            record_reduce(m, i, nm, t, slots, e, c0, n, f16_wire, &[flags.id()])?;
+            self.record_wait(m, i, round)?;
+            record_reduce(m, i, nm, t, slots, e, c0, n, f16_wire, &[self.words.flags[i].id()])?;
             sh.stream().linked = true;
             self.open[i].1 += 1;
         }
@@ -383,14 +438,12 @@ impl DevicePoll {
         self.relay.announce(round);
         // Every entry at most once per submission; large rounds go out at once, so the GPUs
         // start as soon as they are released.
-        if f16_wire || self.open.iter().any(|&(_, k)| k >= slots.layout.entries) {
+        if f16_wire {
             for m in members {
                 m.flush()?;
             }
-            for (o, m) in self.open.iter_mut().zip(members) {
-                *o = (m.submit_count(), 0);
-            }
         }
+        self.flush_if_ring_full(members)?;
         Ok(())
     }
 }

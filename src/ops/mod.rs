@@ -2,7 +2,7 @@
 //! length) and returns an error before recording anything, then records one dispatch into the
 //! member's stream.
 
-use vk_native::GpuBuffer;
+use vk_native::{BindRange, GpuBuffer};
 
 use crate::error::{Error, Result};
 use crate::group::Member;
@@ -221,6 +221,63 @@ impl Member {
             }
         };
         self.matvec_dispatch(entry, w, x, y, rows, cols)
+    }
+
+    /// `matvec` whose output goes to `out` (a buffer range, such as a DevicePoll slot region)
+    /// from word `at` on, instead of a tensor: `out` must hold `at + rows` words (checked by
+    /// the caller, who owns the range). A member with no columns writes zeros.
+    pub(crate) fn matvec_into(&self, w: &Tensor, x: &Tensor, out: BindRange<'_>, at: u64) -> Result<()> {
+        w.check_on(&self.shared, "matvec w")?;
+        x.check_on(&self.shared, "matvec x")?;
+        x.check_dtype(DType::F32, "matvec x")?;
+        let (rows, cols) = w.matrix_dims("matvec w")?;
+        if x.len() != cols {
+            return Err(Error::LengthMismatch {
+                what: "matvec x vs w columns".into(),
+                expected: cols,
+                got: x.len(),
+            });
+        }
+        if (at + rows as u64) * 4 > out.size || at + rows as u64 > u64::from(u32::MAX) {
+            return Err(Error::InvalidArgument(format!(
+                "matvec into a range of {} bytes from word {at}: {rows} rows do not fit",
+                out.size
+            )));
+        }
+        if rows == 0 {
+            return Ok(());
+        }
+        let out_id = out.buffer.id();
+        if cols == 0 {
+            return self.shared.dispatch_ranges(
+                "fill_u32",
+                &[out],
+                &[],
+                &[out_id],
+                &[rows as u32, 0, at as u32, 0],
+                elementwise_groups(rows),
+            );
+        }
+        let entry = match w.dtype() {
+            DType::F32 => "matvec_f32",
+            DType::F16 => matvec_f16_kernel(cols),
+            DType::U32 => {
+                return Err(Error::DtypeMismatch {
+                    what: "matvec w".into(),
+                    expected: DType::F16,
+                    got: DType::U32,
+                })
+            }
+        };
+        let row_blocks = rows.div_ceil(matvec_rows_per_workgroup(entry));
+        self.shared.dispatch_ranges(
+            entry,
+            &[BindRange::whole(&w.buffer), BindRange::whole(&x.buffer), out],
+            &[w.id(), x.id()],
+            &[out_id],
+            &[rows as u32, cols as u32, at as u32, 0],
+            row_groups(row_blocks),
+        )
     }
 
     fn matvec_dispatch(

@@ -2,7 +2,7 @@
 //! `crate::tp` is written in these). Same rules as the basic operations: check everything, then
 //! record one dispatch.
 
-use vk_native::GpuBuffer;
+use vk_native::{BindRange, GpuBuffer};
 
 use crate::error::{Error, Result};
 use crate::group::Member;
@@ -97,6 +97,66 @@ impl Member {
             &[r.id(), w.id(), x.id()],
             &[x.id(), y.id()],
             &[x.len() as u32, eps.to_bits(), 0, 0],
+            [1, 1, 1],
+        )
+    }
+
+    /// DevicePoll's phase B fused with `add_rmsnorm`: `x += Σ_j slots[j]` (every member's
+    /// partial of a fused all-reduce, in member order, as [`crate::comm::Comm::fused_input`]
+    /// describes them), then `y = rmsnorm(x) * w`; bitwise all_reduce then `add_rmsnorm`.
+    pub(crate) fn reduce_add_rmsnorm(
+        &self,
+        input: &crate::comm::FusedInput<'_>,
+        x: &Tensor,
+        w: &Tensor,
+        y: &Tensor,
+        eps: f32,
+    ) -> Result<()> {
+        let named = [(x, "reduce_add_rmsnorm x"), (w, "reduce_add_rmsnorm w"), (y, "reduce_add_rmsnorm y")];
+        self.own(&named)?;
+        for (t, what) in named {
+            t.check_dtype(DType::F32, what)?;
+            need_len(what, t, x.len())?;
+        }
+        if y.id() == x.id() {
+            return Err(Error::InvalidArgument("reduce_add_rmsnorm: x and y must be two tensors".into()));
+        }
+        if x.len() != input.n {
+            return Err(Error::LengthMismatch {
+                what: "reduce_add_rmsnorm x vs the all-reduce".into(),
+                expected: input.n,
+                got: x.len(),
+            });
+        }
+        let n = x.len() as u64;
+        let last = input.offset + (input.members as u64 - 1) * input.stride + n;
+        if x.is_empty() || input.stride < n || last * 4 > input.binding.size || last > u64::from(u32::MAX) {
+            return Err(Error::InvalidArgument(format!(
+                "reduce_add_rmsnorm: {n} elements do not fit the slots ({} members {} words apart from word {})",
+                input.members, input.stride, input.offset
+            )));
+        }
+        let slots = input.binding.buffer.id();
+        self.shared.dispatch_ranges(
+            "reduce_add_rmsnorm",
+            &[
+                input.binding,
+                BindRange::whole(&w.buffer),
+                BindRange::whole(&x.buffer),
+                BindRange::whole(&y.buffer),
+            ],
+            &[slots, input.after, w.id(), x.id()],
+            &[x.id(), y.id()],
+            &[
+                n as u32,
+                eps.to_bits(),
+                input.members as u32,
+                input.stride as u32,
+                input.offset as u32,
+                0,
+                0,
+                0,
+            ],
             [1, 1, 1],
         )
     }

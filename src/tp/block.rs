@@ -8,7 +8,7 @@
 //! kernel (`Member::matvec_qkv_rope_store`) and gate, up and SiLU·mul as another
 //! (`Member::matvec_gate_up_silu`), each bitwise the dispatches it replaces.
 
-use crate::comm::Comm;
+use crate::comm::{Comm, FusedRound};
 use crate::error::Result;
 use crate::group::Member;
 use crate::ops::AttentionShape;
@@ -56,7 +56,8 @@ pub(crate) struct Attention {
 
 impl Attention {
     /// `out = o(attention(q(h), cache + (k(h), v(h)) at step.pos))`, summed over the members,
-    /// every member's `out` bitwise equal. `h` is replicated.
+    /// every member's `out` bitwise equal. `h` is replicated. Where the communicator fuses the
+    /// all-reduce the sum is left in its round (returned) instead of `out`.
     pub(crate) fn forward(
         &self,
         members: &[Member],
@@ -65,7 +66,7 @@ impl Attention {
         s: &AttentionScratch,
         out: &Sharded,
         step: Step,
-    ) -> Result<()> {
+    ) -> Result<Option<FusedRound>> {
         let d = step.head_dim;
         for (i, m) in members.iter().enumerate() {
             let (hi, q) = (h.part(i)?, s.q.part(i)?);
@@ -92,7 +93,7 @@ impl Attention {
             };
             m.attention(q, caches.0, caches.1, s.scores.part(i)?, s.attn.part(i)?, shape)?;
         }
-        self.o.forward(members, comm, &s.attn.refs(), &mut out.refs())
+        row_parallel(&self.o, members, comm, &s.attn.refs(), out)
     }
 }
 
@@ -105,7 +106,8 @@ pub(crate) struct Mlp {
 
 impl Mlp {
     /// `out = down(silu(gate(h)) * up(h))`, summed over the members, every member's `out`
-    /// bitwise equal. `h` is replicated.
+    /// bitwise equal. `h` is replicated. Where the communicator fuses the all-reduce the sum is
+    /// left in its round (returned) instead of `out`.
     pub(crate) fn forward(
         &self,
         members: &[Member],
@@ -113,7 +115,7 @@ impl Mlp {
         h: &Sharded,
         s: &MlpScratch,
         out: &Sharded,
-    ) -> Result<()> {
+    ) -> Result<Option<FusedRound>> {
         for (i, m) in members.iter().enumerate() {
             let (hi, a) = (h.part(i)?, s.a.part(i)?);
             if hi.len().is_multiple_of(8) {
@@ -125,6 +127,24 @@ impl Mlp {
                 m.silu_mul(g, u, a)?;
             }
         }
-        self.down.forward(members, comm, &s.a.refs(), &mut out.refs())
+        row_parallel(&self.down, members, comm, &s.a.refs(), out)
+    }
+}
+
+/// The row-parallel product of a block: fused with its all-reduce where the communicator can
+/// (the round is returned, `out` untouched), else into `out`, all-reduced.
+fn row_parallel(
+    linear: &RowParallelLinear,
+    members: &[Member],
+    comm: Option<&mut Comm>,
+    x: &[&crate::tensor::Tensor],
+    out: &Sharded,
+) -> Result<Option<FusedRound>> {
+    match comm {
+        Some(c) => match linear.forward_fused(members, c, x)? {
+            Some(r) => Ok(Some(r)),
+            None => linear.forward(members, Some(c), x, &mut out.refs()).map(|()| None),
+        },
+        None => linear.forward(members, None, x, &mut out.refs()).map(|()| None),
     }
 }

@@ -9,7 +9,7 @@
 
 use std::ops::Range;
 
-use crate::comm::{AllReduceOptions, Comm, Precision};
+use crate::comm::{AllReduceOptions, Comm, FusedRound, Precision};
 use crate::error::{Error, Result};
 use crate::group::Member;
 use crate::tensor::{DType, Tensor};
@@ -191,5 +191,25 @@ impl RowParallelLinear {
     /// Member `i`'s weight slice.
     pub fn weight(&self, i: usize) -> Result<&Tensor> {
         slice_of("RowParallelLinear member", &self.weights, i)
+    }
+
+    /// [`RowParallelLinear::forward`] with the all-reduce fused where the communicator can
+    /// ([`Comm::fused_round`], DevicePoll): each member's product goes straight into its slot
+    /// of the round, and the round is left for the consumer to sum (with
+    /// `Member::reduce_add_rmsnorm`). `Ok(None)`: not fused, nothing recorded.
+    pub(crate) fn forward_fused(
+        &self,
+        members: &[Member],
+        comm: &mut Comm,
+        x: &[&Tensor],
+    ) -> Result<Option<FusedRound>> {
+        check_forward("RowParallelLinear", self.weights.len(), members, x.len(), x.len())?;
+        let Some(r) = comm.fused_round(self.out_features)? else { return Ok(None) };
+        for (i, m) in members.iter().enumerate() {
+            let (out, at) = comm.fused_output(&r, i)?;
+            m.matvec_into(&self.weights[i], x[i], out, at)?;
+        }
+        comm.fused_finish(&r)?;
+        Ok(Some(r))
     }
 }

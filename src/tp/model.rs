@@ -13,7 +13,7 @@
 
 use std::ops::Range;
 
-use crate::comm::{AllReduceOptions, Comm, Precision};
+use crate::comm::{AllReduceOptions, Comm, FusedRound, Precision};
 use crate::error::{Error, Result};
 use crate::group::{DeviceGroup, Member};
 use crate::tensor::{DType, Tensor};
@@ -182,6 +182,14 @@ impl Plan {
             vocab: split_ranges(cfg.vocab, 64, weights)?,
         })
     }
+}
+
+/// What the next norm adds to the residual stream: nothing (the first layer), a replicated
+/// tensor, or a fused all-reduce round to sum first.
+enum Residual<'a> {
+    None,
+    Tensor(&'a Sharded),
+    Fused(FusedRound),
 }
 
 /// What one member allocates for the model, known before anything is allocated.
@@ -564,24 +572,39 @@ impl Decoder {
         for (i, m) in members.iter().enumerate() {
             m.embed(&self.embed[i], act.token.part(i)?, act.x.part(i)?)?;
         }
-        // Each half adds its output to the residual stream in the next norm (add_rmsnorm).
-        let norm = |added: Option<&Sharded>| -> Result<()> {
+        // Each half adds its output to the residual stream in the next norm (add_rmsnorm), or,
+        // where the all-reduce is fused, sums the members' partials there.
+        let norm = |comm: Option<&Comm>, added: Residual<'_>| -> Result<()> {
             for (i, m) in members.iter().enumerate() {
                 let (x, w, h) = (act.x.part(i)?, act.norm.part(i)?, act.h.part(i)?);
-                match added {
-                    None => m.rmsnorm(x, w, h, cfg.eps)?,
-                    Some(a) => m.add_rmsnorm(x, a.part(i)?, w, h, cfg.eps)?,
+                match &added {
+                    Residual::None => m.rmsnorm(x, w, h, cfg.eps)?,
+                    Residual::Tensor(a) => m.add_rmsnorm(x, a.part(i)?, w, h, cfg.eps)?,
+                    Residual::Fused(r) => {
+                        let comm = comm.ok_or_else(|| {
+                            Error::InvalidArgument("a fused round without a communicator".into())
+                        })?;
+                        m.reduce_add_rmsnorm(&comm.fused_input(r, i)?, x, w, h, cfg.eps)?
+                    }
                 }
             }
             Ok(())
         };
-        for (l, layer) in self.layers.iter().enumerate() {
-            norm((l > 0).then_some(&act.d))?;
-            layer.attention.forward(members, self.comm.as_mut(), &act.h, &act.attention, &act.o, step)?;
-            norm(Some(&act.o))?;
-            layer.mlp.forward(members, self.comm.as_mut(), &act.h, &act.mlp, &act.d)?;
+        let residual = |fused: Option<FusedRound>, t: &'static str| match fused {
+            Some(r) => Residual::Fused(r),
+            None if t == "o" => Residual::Tensor(&act.o),
+            None => Residual::Tensor(&act.d),
+        };
+        let mut last = Residual::None;
+        for layer in &self.layers {
+            norm(self.comm.as_ref(), last)?;
+            let o =
+                layer.attention.forward(members, self.comm.as_mut(), &act.h, &act.attention, &act.o, step)?;
+            norm(self.comm.as_ref(), residual(o, "o"))?;
+            let d = layer.mlp.forward(members, self.comm.as_mut(), &act.h, &act.mlp, &act.d)?;
+            last = residual(d, "d");
         }
-        norm((!self.layers.is_empty()).then_some(&act.d))?;
+        norm(self.comm.as_ref(), last)?;
         // The greedy token: each member's best (value, index) of its vocabulary slice, gathered
         // by an all-reduce of the pairs (exact: every other member contributes zeros).
         self.vocab.forward(members, &act.h.refs(), &act.logits.refs())?;

@@ -1,0 +1,64 @@
+//! The decoder in every all-reduce mode lavapipe runs gives the same bits: DevicePoll fuses
+//! each row-parallel product with its all-reduce (the product writes straight into the
+//! member's slot, the next norm sums the slots: `reduce_add_rmsnorm`), HostBridge and Generic
+//! do not; the logits and every member's residual stream must be bitwise equal after every
+//! run, and the tokens those of one member. The validation layer is on.
+
+mod common;
+
+use crossgpu::tp::{Decoder, DecoderConfig, SplitSpec};
+use crossgpu::{Comm, CommOptions, Error, Mode, ModeRequest};
+
+const STEPS: usize = 12;
+
+/// A run's tokens, logits, every member's residual stream, and dispatches per layer and member.
+type Run = (Vec<u32>, Vec<f32>, Vec<Vec<f32>>, f64);
+
+fn decode(members: usize, split: &SplitSpec, mode: Mode) -> Option<Run> {
+    let g = common::logical(members);
+    let cfg = DecoderConfig { layers: 2, vocab: 500, max_seq: 20, ..DecoderConfig::small() };
+    let opts = CommOptions { mode: ModeRequest::Forced(mode), ..CommOptions::from_env().unwrap() };
+    let comm = match Comm::with_options(&g, opts) {
+        Ok(c) => c,
+        Err(Error::Unsupported(why)) if why.contains("LP_NUM_THREADS") => {
+            eprintln!("SKIPPED: {mode} over {members} members: {why}");
+            return None;
+        }
+        Err(e) => panic!("{mode} over {members} members: {e}"),
+    };
+    assert_eq!(comm.mode(), mode, "{}", comm.reason());
+    let mut d = Decoder::with_comm(&g, cfg.clone(), split, Some(comm)).unwrap();
+    let tokens = d.generate(7, STEPS, |_| {}).unwrap();
+    let s = d.stats();
+    let per_layer = s.dispatches as f64 / (s.tokens * s.members * cfg.layers) as f64;
+    Some((tokens, d.logits().unwrap(), d.residuals().unwrap(), per_layer))
+}
+
+#[test]
+fn fused_device_poll_gives_the_bits_of_host_bridge_and_generic() {
+    let one = {
+        let g = common::logical(1);
+        let cfg = DecoderConfig { layers: 2, vocab: 500, max_seq: 20, ..DecoderConfig::small() };
+        Decoder::new(&g, cfg, &SplitSpec::Even).unwrap().generate(7, STEPS, |_| {}).unwrap()
+    };
+    for (members, split) in [(2, SplitSpec::Even), (3, SplitSpec::parse("1:2:1").unwrap())] {
+        let Some(bridge) = decode(members, &split, Mode::HostBridge) else { continue };
+        let Some(generic) = decode(members, &split, Mode::Generic) else { continue };
+        let Some(poll) = decode(members, &split, Mode::DevicePoll) else { continue };
+        eprintln!(
+            "{members} members: dispatches per layer per member (embed, head and token included): \
+             HostBridge {:.2}, Generic {:.2}, DevicePoll {:.2}",
+            bridge.3, generic.3, poll.3
+        );
+        assert_eq!(bridge.0, one, "{members} members: HostBridge tokens vs one member's");
+        for (name, run) in [("Generic", &generic), ("DevicePoll", &poll)] {
+            assert_eq!(run.0, bridge.0, "{members} members, {name}: tokens");
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&run.1), bits(&bridge.1), "{members} members, {name}: logits bitwise");
+            for (i, (a, b)) in run.2.iter().zip(&bridge.2).enumerate() {
+                assert_eq!(bits(a), bits(b), "{members} members, {name}: member {i}'s residual bitwise");
+            }
+        }
+    }
+    common::assert_no_validation_errors();
+}

@@ -1,0 +1,52 @@
+// reduce_add_rmsnorm: phase B of a DevicePoll all-reduce fused with the decoder's residual add
+// and next norm. r[i] = the sum over members j = 0..members-1, in that order, of
+// slots[j * stride + offset + i] (every member's partial, its own included, as the row-parallel
+// product wrote it into its slot); then x += r, and y = x / sqrt(mean(x^2) + eps) * w.
+// One workgroup. The sum adds the same f32 values in the same order as `reduce_slots_f32` (whose
+// own term is the same bits, from the tensor phase A copied), and the rest is `add_rmsnorm`'s
+// arithmetic and fixed-order tree, so x and y are bitwise those of all_reduce then add_rmsnorm.
+
+struct Params {
+    n: u32,
+    eps: f32,
+    members: u32,
+    stride: u32,
+    offset: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
+}
+
+@group(0) @binding(0) var<storage, read> slots: array<f32>;
+@group(0) @binding(1) var<storage, read> w: array<f32>;
+@group(0) @binding(2) var<storage, read_write> x: array<f32>;
+@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+var<immediate> p: Params;
+
+var<workgroup> partial: array<f32, 256>;
+
+@compute @workgroup_size(256)
+fn reduce_add_rmsnorm(@builtin(local_invocation_index) lid: u32) {
+    var acc = 0.0;
+    for (var i = lid; i < p.n; i += 256u) {
+        var r = slots[p.offset + i];
+        for (var j = 1u; j < p.members; j++) {
+            r += slots[j * p.stride + p.offset + i];
+        }
+        let v = x[i] + r;
+        x[i] = v;
+        acc += v * v;
+    }
+    partial[lid] = acc;
+    workgroupBarrier();
+    for (var s = 128u; s > 0u; s >>= 1u) {
+        if (lid < s) {
+            partial[lid] += partial[lid + s];
+        }
+        workgroupBarrier();
+    }
+    let scale = inverseSqrt(partial[0] / f32(p.n) + p.eps);
+    for (var i = lid; i < p.n; i += 256u) {
+        y[i] = x[i] * scale * w[i];
+    }
+}
