@@ -112,6 +112,21 @@ pub(crate) struct FusedInput<'a> {
     pub(crate) members: usize,
     /// The buffer whose last writer is the member's wait: the reader must come after it.
     pub(crate) after: vk_native::BufferId,
+    /// Where the member waits inside the reader itself (GPUs), instead of in `poll_wait`
+    /// dispatches recorded by [`Comm::fused_finish`] (CPU devices, whose loops end early).
+    pub(crate) wait: Option<FusedWait<'a>>,
+}
+
+/// A wait the reader of a fused round does itself: `wgsl/reduce_add_rmsnorm_poll.wgsl`.
+pub(crate) struct FusedWait<'a> {
+    /// The member's flags (its `go` word among them).
+    pub(crate) flags: vk_native::BindRange<'a>,
+    /// The member's arrival word in host memory.
+    pub(crate) arrival: vk_native::BindRange<'a>,
+    /// The round, low 32 bits.
+    pub(crate) round: u32,
+    /// Loop trips of the bounded poll.
+    pub(crate) trips: u32,
 }
 
 /// An all-reduce communicator over a group's members.
@@ -588,6 +603,7 @@ impl Comm {
             stride: slots.layout.stride,
             members: self.members.len(),
             after: t.flags_id(i),
+            wait: t.inline_wait(&self.members[i], i, r.round),
         })
     }
 

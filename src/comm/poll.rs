@@ -353,13 +353,36 @@ impl DevicePoll {
                 self.open[i] = (submits, 0);
             }
             m.shared.barrier_to_host()?;
-            self.record_wait(m, i, round)?;
+            // On a GPU the reader waits itself (`inline_wait`); a CPU device's wait is a chain.
+            if cuts_loops(m) {
+                self.record_wait(m, i, round)?;
+            }
             m.shared.stream().linked = true;
             self.open[i].1 += 1;
         }
         *round_counter = round;
         self.relay.announce(round);
         self.flush_if_ring_full(members)
+    }
+
+    /// The wait the reader of a fused round on member `i` does itself, or `None` where
+    /// [`DevicePoll::finish_fused`] recorded it (a device whose loops end early).
+    pub(super) fn inline_wait<'a>(
+        &'a self,
+        m: &Member,
+        i: usize,
+        round: u64,
+    ) -> Option<super::FusedWait<'a>> {
+        (!cuts_loops(m)).then(|| super::FusedWait {
+            flags: BindRange::whole(&self.words.flags[i]),
+            arrival: BindRange {
+                buffer: &self.arrival_imports[i],
+                offset: i as u64 * ARRIVAL_STRIDE,
+                size: ARRIVAL_STRIDE,
+            },
+            round: round as u32,
+            trips: self.plans[i].trips,
+        })
     }
 
     /// Records member `i`'s arrival and wait for `round`.

@@ -137,28 +137,37 @@ impl Member {
             )));
         }
         let slots = input.binding.buffer.id();
-        self.shared.dispatch_ranges(
-            "reduce_add_rmsnorm",
-            &[
-                input.binding,
-                BindRange::whole(&w.buffer),
-                BindRange::whole(&x.buffer),
-                BindRange::whole(&y.buffer),
-            ],
-            &[slots, input.after, w.id(), x.id()],
-            &[x.id(), y.id()],
-            &[
-                n as u32,
-                eps.to_bits(),
-                input.members as u32,
-                input.stride as u32,
-                input.offset as u32,
-                0,
-                0,
-                0,
-            ],
-            [1, 1, 1],
-        )
+        let (members, stride, offset) = (input.members as u32, input.stride as u32, input.offset as u32);
+        let tensors = [
+            input.binding,
+            BindRange::whole(&w.buffer),
+            BindRange::whole(&x.buffer),
+            BindRange::whole(&y.buffer),
+        ];
+        match &input.wait {
+            // The kernel waits itself, then sums.
+            Some(wait) => {
+                let (flags, arrival) = (wait.flags.buffer.id(), wait.arrival.buffer.id());
+                let mut bindings = tensors.to_vec();
+                bindings.extend([wait.flags, wait.arrival]);
+                self.shared.dispatch_ranges(
+                    "reduce_add_rmsnorm_poll",
+                    &bindings,
+                    &[slots, w.id(), x.id()],
+                    &[x.id(), y.id(), flags, arrival],
+                    &[n as u32, eps.to_bits(), members, stride, offset, wait.round, wait.trips, 0],
+                    [1, 1, 1],
+                )
+            }
+            None => self.shared.dispatch_ranges(
+                "reduce_add_rmsnorm",
+                &tensors,
+                &[slots, input.after, w.id(), x.id()],
+                &[x.id(), y.id()],
+                &[n as u32, eps.to_bits(), members, stride, offset, 0, 0, 0],
+                [1, 1, 1],
+            ),
+        }
     }
 
     /// `a = silu(gate) * up`, f32 of one length.

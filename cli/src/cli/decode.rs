@@ -62,6 +62,9 @@ pub struct DecodeReport {
     pub submits_per_token_per_member: f64,
     /// Compute dispatches per token and member.
     pub dispatches_per_token_per_member: f64,
+    /// The same for each member (they differ where a mode waits differently on a device, e.g.
+    /// DevicePoll on a CPU device).
+    pub dispatches_per_token_by_member: Vec<f64>,
     /// Per member: the weight bytes it streams per token × tokens/s ÷ its device-local copy
     /// kernel's bandwidth measured in this process, percent.
     pub weight_streaming_pct: Vec<f64>,
@@ -145,6 +148,8 @@ pub fn run_decode(
         tokens.extend(dec.generate(args.first, warm, |_| {})?);
     }
     let before = dec.stats();
+    let dispatched = |dec: &Decoder| dec.members().iter().map(|m| m.dispatch_count()).collect::<Vec<_>>();
+    let by_member_before = dispatched(&dec);
     let bar = if show { ProgressBar::new(args.tokens as u64) } else { ProgressBar::hidden() };
     bar.set_style(
         ProgressStyle::with_template("{bar:40} {pos}/{len} tokens {per_sec}, eta {eta} {msg}")
@@ -158,6 +163,8 @@ pub fn run_decode(
     bar.finish_and_clear();
     let after = dec.stats();
     let n = args.tokens as f64;
+    let by_member: Vec<f64> =
+        dispatched(&dec).iter().zip(&by_member_before).map(|(a, b)| (a - b) as f64 / n).collect();
     let bridge = match (before.bridge, after.bridge) {
         (Some(b), Some(a)) => Some(a.since(&b)),
         _ => None,
@@ -183,6 +190,7 @@ pub fn run_decode(
         dispatches_per_token_per_member: (after.dispatches - before.dispatches) as f64
             / n
             / group.len() as f64,
+        dispatches_per_token_by_member: by_member,
         weight_streaming_pct: streamed
             .iter()
             .zip(&copy_gbps)
@@ -202,8 +210,15 @@ pub fn run_decode(
             report.submits_per_token_per_member
         );
         println!(
-            "{:.1} dispatches per token per member; weight streaming (weight bytes per token x tokens/s / the copy kernel's bandwidth, measured here): {}",
+            "{:.1} dispatches per token per member ({}); weight streaming (weight bytes per token x tokens/s / the copy kernel's bandwidth, measured here): {}",
             report.dispatches_per_token_per_member,
+            report
+                .dispatches_per_token_by_member
+                .iter()
+                .enumerate()
+                .map(|(i, d)| format!("member {i} {d:.1}"))
+                .collect::<Vec<_>>()
+                .join(", "),
             (0..group.len())
                 .map(|i| {
                     let bytes = streamed[i];
