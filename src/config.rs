@@ -3,16 +3,18 @@
 //!
 //! | variable | meaning | default |
 //! |---|---|---|
-//! | `CROSSGPU_DEVICES` | the group's members, see [`crate::GroupSpec`] | every adapter |
+//! | `CROSSGPU_DEVICES` | the group's members (README, "Choosing devices") | every adapter |
 //! | `CROSSGPU_VALIDATION` | `1` enables the Khronos validation layer | `0` |
 //! | `CROSSGPU_TIMEOUT_MS` | bound on every wait for a device, in ms | 60000 |
 //! | `CROSSGPU_ALLREDUCE` | `auto`, `bridge`, `sync_fd`, `poll` or `generic` | `auto` |
-//! | `CROSSGPU_ALLREDUCE_SPIN_US` | how long the host bridge spins before blocking, µs | 2000; 200 when a member is a CPU device |
-//! | `CROSSGPU_JOINT_SUBMIT` | `1`: members sharing a queue submit each all-reduce phase as one batch | `1` |
+//! | `CROSSGPU_ALLREDUCE_SPIN_US` | how long the host bridge spins before blocking, and the DevicePoll relay before napping, µs | 2000; 200 when a member is a CPU device |
+//! | `CROSSGPU_JOINT_SUBMIT` | `1`: members sharing one queue submit each all-reduce phase as one batch (one GPU batch cost instead of one each) | `1` |
 //! | `CROSSGPU_F16_WIRE_BYTES` | payload size from which the wire is f16 | 1048576 |
 //! | `CROSSGPU_PHASE_A_KERNEL_BYTES` | wire bytes per member up to which phase A writes the host slot from a kernel instead of the copy engine | 65536 |
-//! | `CROSSGPU_MAX_IN_FLIGHT` | submits a member's stream keeps in flight before the host waits for the oldest (each holds a command pool) | 128 |
-//! | `CROSSGPU_SPLIT` | tensor-parallel split: `even`, `auto` or weights such as `2:1` ([`crate::tp::SplitSpec`]) | `even` |
+//! | `CROSSGPU_MAX_IN_FLIGHT` | submits a member's stream keeps in flight before the host waits for the oldest; each holds a command pool | 128 |
+//! | `CROSSGPU_SPLIT` | tensor-parallel split: `even`, `auto` (weights from each member's matvec throughput measured at load) or weights such as `2:1` | `even` |
+//!
+//! README.md shows the same table (a unit test below keeps the two equal).
 
 use std::ops::RangeInclusive;
 
@@ -86,6 +88,36 @@ pub(crate) fn string_var(name: &'static str) -> Option<String> {
     var(name)
 }
 
+/// `CROSSGPU_ALLREDUCE`, as given (`ModeRequest::parse` reads it).
+pub(crate) fn allreduce_from_env() -> Option<String> {
+    string_var("CROSSGPU_ALLREDUCE")
+}
+
+/// `CROSSGPU_ALLREDUCE_SPIN_US`, µs.
+pub(crate) fn allreduce_spin_us_from_env() -> Result<Option<u64>> {
+    opt_u64_var("CROSSGPU_ALLREDUCE_SPIN_US", 0, 1_000_000)
+}
+
+/// `CROSSGPU_F16_WIRE_BYTES`.
+pub(crate) fn f16_wire_bytes_from_env() -> Result<u64> {
+    u64_var("CROSSGPU_F16_WIRE_BYTES", 1 << 20, 0, u64::MAX / 2)
+}
+
+/// `CROSSGPU_PHASE_A_KERNEL_BYTES`.
+pub(crate) fn phase_a_kernel_bytes_from_env() -> Result<u64> {
+    u64_var("CROSSGPU_PHASE_A_KERNEL_BYTES", 65536, 0, u64::MAX)
+}
+
+/// `CROSSGPU_JOINT_SUBMIT`.
+pub(crate) fn joint_submit_from_env() -> Result<bool> {
+    bool_var("CROSSGPU_JOINT_SUBMIT", true)
+}
+
+/// `CROSSGPU_SPLIT`, as given (`SplitSpec::parse` reads it).
+pub(crate) fn split_from_env() -> Option<String> {
+    string_var("CROSSGPU_SPLIT")
+}
+
 /// Parses every variable crossgpu reads (the table above) and returns the first value it
 /// cannot use, naming the variable. Programs call it before any work, so a typo in a variable
 /// read late (the all-reduce's, the split) fails at once instead of after minutes of work.
@@ -99,4 +131,36 @@ pub fn check_environment() -> Result<()> {
     crate::CommOptions::from_env()?;
     crate::tp::SplitSpec::from_env()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    /// The rows of the environment-variable table in `text` (lines starting `| \`CROSSGPU_`),
+    /// without a leading `//! `.
+    fn rows(text: &str) -> Vec<String> {
+        text.lines()
+            .map(|l| l.trim_start_matches("//! ").trim())
+            .filter(|l| l.starts_with("| `CROSSGPU_"))
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// One table of variables: README.md's equals this module's, and every variable in it is
+    /// parsed here (named in a string literal of this file's code).
+    #[test]
+    fn readme_table_is_this_modules_and_every_variable_is_parsed_here() {
+        let here = include_str!("config.rs");
+        let readme = include_str!("../README.md");
+        let (ours, theirs) = (rows(here), rows(readme));
+        assert!(!ours.is_empty());
+        assert_eq!(ours, theirs, "README.md's environment table differs from src/config.rs's");
+        let code = &here[here.find("use std::ops::RangeInclusive;").expect("the code starts")..];
+        for row in &ours {
+            let name = row.split('`').nth(1).expect("a variable name");
+            assert!(
+                code.contains(&format!("\"{name}\"")),
+                "{name} is in the table but not parsed in config.rs"
+            );
+        }
+    }
 }

@@ -163,17 +163,17 @@ impl CommOptions {
     /// `CROSSGPU_TIMEOUT_MS`, `CROSSGPU_PHASE_A_KERNEL_BYTES` and `CROSSGPU_JOINT_SUBMIT`; a bad
     /// value is an error naming the variable.
     pub fn from_env() -> Result<Self> {
-        let mode = match config::string_var("CROSSGPU_ALLREDUCE") {
+        let mode = match config::allreduce_from_env() {
             Some(s) => ModeRequest::parse(&s)?,
             None => ModeRequest::Auto,
         };
         Ok(Self {
             mode,
-            spin: config::opt_u64_var("CROSSGPU_ALLREDUCE_SPIN_US", 0, 1_000_000)?.map(Duration::from_micros),
-            f16_threshold_bytes: config::u64_var("CROSSGPU_F16_WIRE_BYTES", 1 << 20, 0, u64::MAX / 2)?,
+            spin: config::allreduce_spin_us_from_env()?.map(Duration::from_micros),
+            f16_threshold_bytes: config::f16_wire_bytes_from_env()?,
             timeout: Duration::from_millis(config::timeout_ms_from_env()?),
-            phase_a_kernel_bytes: config::u64_var("CROSSGPU_PHASE_A_KERNEL_BYTES", 65536, 0, u64::MAX)?,
-            joint_submit: config::bool_var("CROSSGPU_JOINT_SUBMIT", true)?,
+            phase_a_kernel_bytes: config::phase_a_kernel_bytes_from_env()?,
+            joint_submit: config::joint_submit_from_env()?,
         })
     }
 }

@@ -50,7 +50,7 @@ impl SplitSpec {
 
     /// `CROSSGPU_SPLIT`, default even.
     pub fn from_env() -> Result<Self> {
-        config::string_var("CROSSGPU_SPLIT").map_or(Ok(Self::Even), |s| Self::parse(&s))
+        config::split_from_env().map_or(Ok(Self::Even), |s| Self::parse(&s))
     }
 
     /// The weight of each member, measuring them for [`SplitSpec::Auto`].
