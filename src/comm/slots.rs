@@ -97,9 +97,8 @@ impl HostSlots {
             if fail.take_import_failure() {
                 // What a driver returns for a pointer it cannot import.
                 let code = vk_native::VkResult::ERROR_INVALID_EXTERNAL_HANDLE;
-                let e =
-                    NativeError::Vulkan { call: "vkAllocateMemory (host pointer import, injected)", code };
-                return Err(Error::native(m.label(), e));
+                let e = NativeError::Vulkan { call: "vkAllocateMemory (injected)", code };
+                return Err(Error::native(&format!("host pointer import into {}", m.label()), e));
             }
             let b = ImportedBuffer::new(m.device(), &host)
                 .map_err(|e| Error::native(&format!("host pointer import into {}", m.label()), e))?;
