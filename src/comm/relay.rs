@@ -71,7 +71,9 @@ impl Words {
             .map(|j| self.labels[j].as_str())
             .collect();
         let who = if late.is_empty() {
-            "every member arrived, but the relay did not release it".to_string()
+            // All arrived by now: a peer that could run only after this wait gave up (work on
+            // one GPU that does not run beside a polling kernel), or a relay that did not run.
+            "every member arrived only after the wait, or the relay did not release it".to_string()
         } else {
             format!("{} did not arrive", late.join(", "))
         };
