@@ -5,29 +5,21 @@
 
 mod common;
 
+use common::reference::{self, wire};
 use crossgpu::{
     AllReduceOptions, Comm, CommOptions, DeviceGroup, Error, Mode, ModeRequest, Precision, Tensor,
 };
 use rand::Rng;
 
-/// f32 values for the f16 wire reference: what each member puts on the wire.
-fn wire(v: f32, f16_wire: bool) -> f64 {
-    if f16_wire {
-        common::f16(v.clamp(-65504.0, 65504.0))
-    } else {
-        v as f64
-    }
-}
-
 fn options(mode: ModeRequest) -> CommOptions {
     CommOptions { mode, ..CommOptions::from_env().unwrap() }
 }
 
-/// Uploads `parts`, all-reduces them and checks every member's result against the reference:
-/// the wire values summed in f64. The GPU sums N wire values in f32 in member order, so the
-/// error is at most (N-1) roundings, each ≤ 2^-24 of the running sum's magnitude, itself
-/// ≤ Σ|wire values|: |got - want| ≤ (N-1)·2^-24·Σ|x_j|. Also checks that all members hold the
-/// same bits. Returns member 0's result.
+/// Uploads `parts`, all-reduces them and checks every member's result against the reference
+/// (`reference::all_reduce`): the wire values summed in f64. The GPU sums N wire values in f32
+/// in member order, so the error is at most (N-1) roundings, each ≤ 2^-24 of the running sum's
+/// magnitude, itself ≤ Σ|wire values|: |got - want| ≤ (N-1)·2^-24·Σ|x_j|. Also checks that all
+/// members hold the same bits. Returns member 0's result.
 fn check_round(
     group: &DeviceGroup,
     comm: &mut Comm,
@@ -40,17 +32,13 @@ fn check_round(
     comm.all_reduce(&mut tensors, opts).unwrap();
     let results: Vec<Vec<f32>> = tensors.iter().map(|t| t.read().unwrap()).collect();
     let n = parts[0].len();
-    let nm = parts.len() as f64;
+    let reference = reference::all_reduce(parts, &[], f16_wire);
     for (j, r) in results.iter().enumerate() {
         assert_eq!(r.len(), n);
-        for i in 0..n {
-            let want: f64 = parts.iter().map(|p| wire(p[i], f16_wire)).sum();
-            let mag: f64 = parts.iter().map(|p| wire(p[i], f16_wire).abs()).sum();
-            let bound = (nm - 1.0) * 2f64.powi(-24) * mag;
+        for (i, (&g, (want, bound))) in r.iter().zip(reference.pairs()).enumerate() {
             assert!(
-                (r[i] as f64 - want).abs() <= bound,
-                "member {j} element {i} of {n}: got {} want {want} (bound {bound:e}, mode {}, f16 wire {f16_wire})",
-                r[i],
+                (g as f64 - want).abs() <= bound,
+                "member {j} element {i} of {n}: got {g} want {want} (bound {bound:e}, mode {}, f16 wire {f16_wire})",
                 comm.mode()
             );
         }

@@ -7,17 +7,12 @@
 
 mod common;
 
-use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
+use common::serial;
 use crossgpu::{
     AllReduceOptions, Comm, CommOptions, DeviceGroup, Error, Mode, ModeRequest, Precision, Tensor,
 };
-
-fn serial() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Item {

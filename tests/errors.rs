@@ -3,15 +3,9 @@
 
 mod common;
 
-use std::sync::{Mutex, MutexGuard};
-
+use common::reference::{self, ErrorModel, Ev};
+use common::serial;
 use crossgpu::{DType, DeviceGroup, Error, GroupSpec, Member, Tensor, MAX_ELEMENTS};
-
-/// One test at a time, so that a validation error is reported by the test that caused it.
-fn serial() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// Asserts that `t` still holds `want`, bit for bit.
 fn unchanged(what: &str, t: &Tensor, want: &[f32]) {
@@ -409,21 +403,16 @@ fn matvec_with_y_aliasing_x() {
         Err(_) => unchanged("x after a rejected aliasing matvec", &xt, &x),
         Ok(()) => {
             let got = xt.read().unwrap();
-            let nu = (n + 1) as f64 / (1u64 << 24) as f64;
-            for r in 0..n {
-                let (mut s, mut abs) = (0.0f64, 0.0f64);
-                for k in 0..n {
-                    let p = w[r * n + k] as f64 * x[k] as f64;
-                    s += p;
-                    abs += p.abs();
-                }
-                let bound = nu / (1.0 - nu) * abs;
+            // Within gamma(n + 1)·Σ|w x| (as tests/kernels.rs checks matvec).
+            let want =
+                reference::matvec(&reference::f64s(&w), n, &Ev::from_f32(&x), ErrorModel::Bound { extra: 1 });
+            assert_eq!(got.len(), n);
+            for (r, (&g, (s, bound))) in got.iter().zip(want.pairs()).enumerate() {
                 assert!(
-                    (got[r] as f64 - s).abs() <= bound,
+                    (g as f64 - s).abs() <= bound,
                     "BUG (src/ops.rs Member::matvec): matvec(w, x, x) was accepted but row {r} \
-                     is {} instead of {s}: y aliases x, so later rows read values that earlier \
-                     rows already overwrote; matvec should return an error when y is x",
-                    got[r]
+                     is {g} instead of {s}: y aliases x, so later rows read values that earlier \
+                     rows already overwrote; matvec should return an error when y is x"
                 );
             }
         }

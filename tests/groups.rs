@@ -4,29 +4,9 @@
 
 mod common;
 
-use std::sync::{Mutex, MutexGuard};
-
+use common::reference::{self, ErrorModel, Ev};
+use common::{assert_bits, serial, to_f16};
 use crossgpu::{AdapterSelector, DType, DeviceGroup, DeviceSpec, GroupSpec, Member, Tensor};
-
-/// Unit roundoff of f32.
-const U: f64 = 1.0 / (1u64 << 24) as f64;
-
-/// One test at a time, so that a validation error is reported by the test that caused it.
-fn serial() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn to_f16(v: f32) -> f32 {
-    half::f16::from_f32(v).to_f32()
-}
-
-fn assert_bits(what: &str, got: &[f32], want: &[f32]) {
-    assert_eq!(got.len(), want.len(), "{what}: length");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert_eq!(g.to_bits(), w.to_bits(), "{what}: element {i}: got {g:e} want {w:e}");
-    }
-}
 
 /// What one member works on, and the CPU's replay of it.
 struct Work {
@@ -55,18 +35,9 @@ fn setup(m: &Member, seed: u64) -> Work {
     let w = common::random(&mut rng, ROWS * COLS);
     let x = common::random(&mut rng, COLS);
     // matvec reference over the f16 weights, bound gamma(COLS + 1) * sum |w x| (see kernels.rs).
-    let nu = (COLS + 1) as f64 * U;
-    let cpu_y = (0..ROWS)
-        .map(|r| {
-            let (mut s, mut abs) = (0.0, 0.0);
-            for k in 0..COLS {
-                let p = common::f16(w[r * COLS + k]) * x[k] as f64;
-                s += p;
-                abs += p.abs();
-            }
-            (s, nu / (1.0 - nu) * abs)
-        })
-        .collect();
+    let held: Vec<f64> = w.iter().map(|&v| common::f16(v)).collect();
+    let y = reference::matvec(&held, ROWS, &Ev::from_f32(&x), ErrorModel::Bound { extra: 1 });
+    let cpu_y = y.v.into_iter().zip(y.e).collect();
     Work {
         a: m.upload_f32(&a).unwrap(),
         b: m.upload_f32(&b).unwrap(),

@@ -11,15 +11,15 @@
 //!   `gamma(n) = n U / (1 - n U)` (Higham, Accuracy and Stability of Numerical Algorithms, 3.1),
 //!   i.e. roughly `cols * 2^-24` relative to the sum of absolute products;
 //! - copies, fills, round trips and f16 conversions must be exact.
+//!
+//! The f64 references of add and matvec are their CPU twins in `tests/common/reference.rs`.
 
 mod common;
 
-use std::sync::{Mutex, MutexGuard};
-
+use common::reference::{self, ErrorModel, Ev, U};
+use common::{serial, to_f16};
 use crossgpu::{DType, Member, Tensor};
 
-/// Unit roundoff of f32 (round to nearest).
-const U: f64 = 1.0 / (1u64 << 24) as f64;
 /// Odd, not a multiple of the 256-thread workgroup, and more than one workgroup's grid stride.
 const ODD: usize = 1001;
 /// f32 elements of a payload just above 1 MiB (and odd).
@@ -30,19 +30,6 @@ const BIG_F16: usize = 524_309;
 const SIZES: [usize; 4] = [0, 1, ODD, BIG_F32];
 /// Sizes of the f16 tests.
 const SIZES_F16: [usize; 5] = [0, 1, 2, ODD, BIG_F16];
-
-/// The tests of this file run one at a time, so that a validation error is reported by the test
-/// that caused it (the layer's messages are collected process-wide).
-fn serial() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// `gamma(n)`: the error bound factor of an `n`-term f32 dot product.
-fn gamma(n: usize) -> f64 {
-    let nu = n as f64 * U;
-    nu / (1.0 - nu)
-}
 
 fn f16_bits_equal(a: f32, b: f32) -> bool {
     a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
@@ -61,11 +48,6 @@ fn assert_exact(what: &str, got: &[f32], want: &[f32]) {
             want[i].to_bits()
         );
     }
-}
-
-/// The f16 value nearest to `v` (round to nearest even), widened to f32, as the CPU computes it.
-fn to_f16(v: f32) -> f32 {
-    half::f16::from_f32(v).to_f32()
 }
 
 fn upload(m: &Member, data: &[f32], dtype: DType) -> Tensor {
@@ -201,7 +183,7 @@ fn add_f32() {
         let dst = upload(m, &a, DType::F32);
         let src = upload(m, &b, DType::F32);
         m.add(&dst, &src).unwrap();
-        let want: Vec<f64> = a.iter().zip(&b).map(|(&x, &y)| x as f64 + y as f64).collect();
+        let want = reference::add(&Ev::from_f32(&a), &Ev::from_f32(&b), ErrorModel::BOUND).v;
         // One correctly rounded f32 addition per element.
         common::assert_close(&format!("add {n}"), &dst.read().unwrap(), &want, U, 0.0);
         assert_exact(&format!("add {n}: src untouched"), &src.read().unwrap(), &b);
@@ -357,7 +339,8 @@ fn add_f16_into_f32() {
         let src = upload(m, &b, DType::F16);
         m.add_f16_into_f32(&dst, &src).unwrap();
         // The f16 value widens exactly; then one correctly rounded f32 addition.
-        let want: Vec<f64> = a.iter().zip(&b).map(|(&x, &y)| x as f64 + common::f16(y)).collect();
+        let src_held = Ev::exact(b.iter().map(|&y| common::f16(y)).collect());
+        let want = reference::add(&Ev::from_f32(&a), &src_held, ErrorModel::BOUND).v;
         common::assert_close(&format!("add_f16 {n}"), &dst.read().unwrap(), &want, U, 0.0);
     }
     common::assert_no_validation_errors();
@@ -425,21 +408,15 @@ fn check_matvec_with(
         DType::F16 => common::f16(v),
         other => panic!("matvec weights are f32 or f16, not {other}"),
     };
-    for r in 0..rows {
-        let row = &w[r * cols..(r + 1) * cols];
-        let (mut sum, mut abs) = (0.0f64, 0.0f64);
-        for (&wk, &xk) in row.iter().zip(&x) {
-            let p = wv(wk) * xk as f64;
-            sum += p;
-            abs += p.abs();
-        }
-        // f64 reference error (cols * 2^-53 relative to `abs`) is covered by gamma(cols + 1).
-        let bound = gamma(cols + 1) * abs;
-        let err = (got[r] as f64 - sum).abs();
+    let held: Vec<f64> = w.iter().map(|&v| wv(v)).collect();
+    // Within gamma(cols + 1)·Σ|w x|: the f64 reference's own error (cols·2^-53 relative to
+    // Σ|w x|) is covered by the one extra rounding.
+    let want = reference::matvec(&held, rows, &Ev::from_f32(&x), ErrorModel::Bound { extra: 1 });
+    for (r, (&g, (sum, bound))) in got.iter().zip(want.pairs()).enumerate() {
+        let err = (g as f64 - sum).abs();
         assert!(
             err <= bound,
-            "matvec {dtype} {rows}x{cols}: row {r}: got {} want {sum} (error {err:e} > bound {bound:e})",
-            got[r]
+            "matvec {dtype} {rows}x{cols}: row {r}: got {g} want {sum} (error {err:e} > bound {bound:e})"
         );
     }
     got

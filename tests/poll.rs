@@ -5,16 +5,13 @@
 
 mod common;
 
+// One test at a time (`serial`): every polling kernel holds one of llvmpipe's threads, and
+// tests running side by side would starve each other's relays and peers (not what is tested
+// here).
+use common::{reference, serial};
 use crossgpu::{
     AllReduceOptions, Comm, CommOptions, DeviceGroup, Error, Mode, ModeRequest, Precision, Tensor,
 };
-
-/// One test at a time: every polling kernel holds one of llvmpipe's threads, and tests running
-/// side by side would starve each other's relays and peers (not what is tested here).
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 fn options(mode: Mode) -> CommOptions {
     CommOptions { mode: ModeRequest::Forced(mode), ..CommOptions::from_env().unwrap() }
@@ -56,17 +53,15 @@ fn reduce_rounds(
         .collect()
 }
 
-/// Checks `got` (one round's results per member) against the f64 sum of the wire values:
-/// (N-1) f32 roundings of at most 2^-24 of Σ|x_j| each; and that all members agree bitwise.
+/// Checks `got` (one round's results per member) against the f64 sum of the wire values
+/// (`reference::all_reduce`): (N-1) f32 roundings of at most 2^-24 of Σ|x_j| each; and that all
+/// members agree bitwise.
 fn check_bound(parts: &[Vec<f32>], got: &[Vec<u32>], f16_wire: bool) {
-    let nm = parts.len() as f64;
+    let reference = reference::all_reduce(parts, &[], f16_wire);
     for (j, r) in got.iter().enumerate() {
         assert_eq!(r, &got[0], "member {j} differs bitwise from member 0");
         for (i, &bits) in r.iter().enumerate() {
-            let w = |v: f32| if f16_wire { common::f16(v.clamp(-65504.0, 65504.0)) } else { v as f64 };
-            let want: f64 = parts.iter().map(|p| w(p[i])).sum();
-            let mag: f64 = parts.iter().map(|p| w(p[i]).abs()).sum();
-            let bound = (nm - 1.0) * 2f64.powi(-24) * mag;
+            let (want, bound) = (reference.v[i], reference.e[i]);
             let v = f32::from_bits(bits) as f64;
             assert!((v - want).abs() <= bound, "element {i}: got {v} want {want} (bound {bound:e})");
         }

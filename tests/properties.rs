@@ -15,8 +15,10 @@
 mod common;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::OnceLock;
 
+// One property at a time on the shared groups (`serial`).
+use common::{reference, serial};
 use crossgpu::{AllReduceOptions, Comm, CommOptions, DeviceGroup, Mode, ModeRequest, Precision, Tensor};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestRunner};
@@ -28,12 +30,6 @@ const CASES: u32 = 128;
 fn group(members: usize) -> &'static DeviceGroup {
     static GROUPS: [OnceLock<DeviceGroup>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
     GROUPS[members - 2].get_or_init(|| common::logical(members))
-}
-
-/// One property at a time on the shared groups.
-fn serial() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn runner() -> TestRunner {
@@ -160,15 +156,6 @@ fn f16_wire(_comm: &Comm, r: &Round, comm_threshold: u64) -> bool {
     }
 }
 
-/// What a member puts on the wire, widened exactly to f64.
-fn wire(v: f32, f16_wire: bool) -> f64 {
-    if f16_wire {
-        crossgpu::f16_saturating(v).to_f64()
-    } else {
-        v as f64
-    }
-}
-
 fn inputs(r: &Round, members: usize) -> Vec<Vec<f32>> {
     let mut rng = common::rng(r.seed);
     (0..members).map(|_| common::random(&mut rng, r.len).into_iter().map(|v| v * r.scale).collect()).collect()
@@ -176,8 +163,8 @@ fn inputs(r: &Round, members: usize) -> Vec<Vec<f32>> {
 
 /// Checks every member's result against the f64 sum of the wire values of the contributing
 /// members: the GPU (or Generic's CPU loop) adds N values in f32 in member order, so
-/// |got - want| ≤ (N-1)·2^-24·Σ|x_j| (tests/allreduce.rs derives it); and all members bitwise
-/// equal.
+/// |got - want| ≤ (N-1)·2^-24·Σ|x_j| (`reference::all_reduce` derives it); and all members
+/// bitwise equal.
 fn check(
     what: &str,
     parts: &[Vec<f32>],
@@ -185,26 +172,19 @@ fn check(
     results: &[Vec<f32>],
     f16_wire: bool,
 ) -> Result<(), TestCaseError> {
-    let nm = parts.len();
     let n = parts[0].len();
-    let contributing: Vec<&Vec<f32>> =
-        parts.iter().enumerate().filter(|(j, _)| !zero.contains(j)).map(|(_, p)| p).collect();
+    let reference = reference::all_reduce(parts, zero, f16_wire);
     let r0 = &results[0];
     prop_assert_eq!(r0.len(), n, "{}: member 0 length", what);
-    for i in 0..n {
-        let (want, mag) = contributing.iter().fold((0f64, 0f64), |(s, m), p| {
-            let w = wire(p[i], f16_wire);
-            (s + w, m + w.abs())
-        });
-        let bound = (nm as f64 - 1.0) * 2f64.powi(-24) * mag;
-        let got = r0[i] as f64;
+    for (i, (&g, (want, bound))) in r0.iter().zip(reference.pairs()).enumerate() {
+        let got = g as f64;
         prop_assert!(
             (got - want).abs() <= bound,
             "{}: member 0 element {} of {}: got {} want {} (bound {:e}, f16 wire {})",
             what,
             i,
             n,
-            r0[i],
+            g,
             want,
             bound,
             f16_wire

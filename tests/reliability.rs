@@ -85,20 +85,17 @@ fn upload(group: &DeviceGroup, parts: &[Vec<f32>]) -> Vec<Tensor> {
 }
 
 /// Checks `results` (one per member) against the f64 sum of `parts` (f32 wire unless
-/// `f16_wire`): |got - want| ≤ (N-1)·2^-24·Σ|x_j|, and every member bitwise equal to member 0.
+/// `f16_wire`; `reference::all_reduce`): |got - want| ≤ (N-1)·2^-24·Σ|x_j|, and every member
+/// bitwise equal to member 0.
 fn check(what: &str, parts: &[Vec<f32>], results: &[Vec<f32>], f16_wire: bool) {
-    let wire = |v: f32| if f16_wire { crossgpu::f16_saturating(v).to_f64() } else { v as f64 };
     let n = parts[0].len();
-    let nm = parts.len() as f64;
+    let reference = common::reference::all_reduce(parts, &[], f16_wire);
     for (j, r) in results.iter().enumerate() {
         assert_eq!(r.len(), n, "{what}: member {j} length");
-        for i in 0..n {
-            let want: f64 = parts.iter().map(|p| wire(p[i])).sum();
-            let bound = (nm - 1.0) * 2f64.powi(-24) * parts.iter().map(|p| wire(p[i]).abs()).sum::<f64>();
+        for (i, (&g, (want, bound))) in r.iter().zip(reference.pairs()).enumerate() {
             assert!(
-                (r[i] as f64 - want).abs() <= bound,
-                "{what}: member {j} element {i} of {n}: got {} want {want} (bound {bound:e})",
-                r[i]
+                (g as f64 - want).abs() <= bound,
+                "{what}: member {j} element {i} of {n}: got {g} want {want} (bound {bound:e})"
             );
         }
         assert!(

@@ -28,8 +28,12 @@
 //!   Σ|W| ≈ 16–20 at every product of this model and no longer says anything after a layer.)
 //! - single roundings U·|result|; the built-ins at their Vulkan precision taken as the worst
 //!   case (`/` 2.5 ULP, inverseSqrt 2 ULP, exp (3 + 2|x|) ULP, one ULP ≤ 2U relative), and
-//!   RoPE's sin/cos/pow at the bound derived in tests/tp.rs (2^-11 absolute for sin/cos), added
-//!   linearly as a systematic error.
+//!   RoPE's sin/cos/pow at the worst-case bound (2^-11 absolute for sin/cos), added linearly
+//!   as a systematic error.
+//!
+//! The propagation is each kernel's CPU twin in `tests/common/reference.rs`
+//! (`ErrorModel::StdDev`), where every kernel's error terms are derived; the worst-case bounds
+//! the kernel tests check come from the same functions.
 //!
 //! A check passes when `|got - want| <= LAMBDA·e` with LAMBDA = 10: ten standard deviations (a
 //! Gaussian tail of 1.5e-23), the room beyond a few covering the model's approximations.
@@ -46,15 +50,13 @@
 
 mod common;
 
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::OnceLock;
 
+use common::reference::{self, ErrorModel, Ev};
+use common::serial;
 use crossgpu::tp::{init, Decoder, DecoderConfig, SplitSpec};
-use crossgpu::{Comm, CommOptions, Member, ModeRequest};
+use crossgpu::{AttentionShape, Comm, CommOptions, Member, ModeRequest};
 
-/// Unit roundoff of f32.
-const U: f64 = 1.0 / (1u64 << 24) as f64;
-/// sin/cos absolute error: the Vulkan bound, assumed after range reduction for |θ| ≤ 40.
-const TRIG_ABS: f64 = 1.0 / 2048.0;
 /// Tolerance in standard deviations of the modelled rounding error.
 const LAMBDA: f64 = 10.0;
 /// Steps of the step-by-step test (2 layers).
@@ -63,18 +65,6 @@ const STEPWISE_STEPS: usize = 12;
 const STEPS: usize = 32;
 /// The first token fed to every run.
 const FIRST: u32 = 1;
-
-/// The tests of this file run one at a time (validation messages are process-wide, and
-/// lavapipe has only the machine's cores).
-fn serial() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn gamma(k: usize) -> f64 {
-    let ku = k as f64 * U;
-    ku / (1.0 - ku)
-}
 
 /// The model under test (see the file comment) with `layers` layers (1 or 2).
 fn config(layers: usize) -> DecoderConfig {
@@ -85,34 +75,10 @@ fn config(layers: usize) -> DecoderConfig {
 // CPU reference with error estimates
 // ---------------------------------------------------------------------------------------------
 
-/// Values computed in f64, each with the standard deviation of the GPU's deviation from it.
-#[derive(Clone, Debug)]
-struct Ev {
-    v: Vec<f64>,
-    e: Vec<f64>,
-}
-
-impl Ev {
-    fn exact(v: Vec<f64>) -> Self {
-        let e = vec![0.0; v.len()];
-        Self { v, e }
-    }
-}
-
-/// Which deviation is propagated (see the file comment).
-#[derive(Clone, Copy, Debug)]
-struct Mode {
-    /// Independently rounded runs covered, as a factor on rounding std: 1 (vs exact) or
-    /// sqrt(2) (one run vs another).
-    r: f64,
-    /// Include RoPE's sin/cos/pow error (only vs exact: both runs share it otherwise).
-    trig: bool,
-    /// N - 1, the additions an all-reduce over N members adds to a K-term sum (N ≤ 3 here).
-    extra: usize,
-}
-
-const VS_EXACT: Mode = Mode { r: 1.0, trig: true, extra: 2 };
-const ONE_VS_N: Mode = Mode { r: std::f64::consts::SQRT_2, trig: false, extra: 2 };
+/// The two deviations propagated (see the file comment), with `extra = 2`: the all-reduce over
+/// N ≤ 3 members adds N - 1 additions to a K-term sum.
+const VS_EXACT: ErrorModel = ErrorModel::StdDev { r: 1.0, trig: true, extra: 2 };
+const ONE_VS_N: ErrorModel = ErrorModel::StdDev { r: std::f64::consts::SQRT_2, trig: false, extra: 2 };
 
 /// A weight matrix, exactly as the device holds it (values k·2^-shift are exact in f16).
 struct Mat {
@@ -123,32 +89,14 @@ struct Mat {
 
 impl Mat {
     fn new(seed: u32, rows: usize, cols: usize, shift: u32) -> Self {
-        let w = (0..rows * cols).map(|i| init::weight(seed, i as u32, shift) as f64).collect();
-        Self { rows, cols, w }
+        Self { rows, cols, w: reference::init_matrix(seed, rows, cols, shift) }
     }
 
-    fn row(&self, r: usize) -> &[f64] {
-        &self.w[r * self.cols..(r + 1) * self.cols]
-    }
-
-    /// `y = W x`: `e_y[r]² = Σ_k W_rk² e_k² + r²U²(2K + 2(N-1)) Σ_k (W_rk x_k)²` (the column-
-    /// parallel products get the all-reduce's additions too, conservatively).
-    fn apply(&self, x: &Ev, m: Mode) -> Ev {
+    /// `y = W x` (`reference::matvec`; the column-parallel products get the all-reduce's
+    /// additions too, conservatively).
+    fn apply(&self, x: &Ev, m: ErrorModel) -> Ev {
         assert_eq!(x.v.len(), self.cols);
-        let round = (m.r * U).powi(2) * (2 * self.cols + 2 * m.extra) as f64;
-        let (mut v, mut e) = (vec![0.0; self.rows], vec![0.0; self.rows]);
-        for r in 0..self.rows {
-            let (mut s, mut sq, mut p) = (0.0, 0.0, 0.0);
-            for ((&w, &xv), &xe) in self.row(r).iter().zip(&x.v).zip(&x.e) {
-                let t = w * xv;
-                s += t;
-                sq += t * t;
-                p += (w * xe).powi(2);
-            }
-            v[r] = s;
-            e[r] = (p + round * sq).sqrt();
-        }
-        Ev { v, e }
+        reference::matvec(&self.w, self.rows, x, m)
     }
 }
 
@@ -200,149 +148,17 @@ fn weights() -> &'static Weights {
     })
 }
 
-/// RMSNorm with unit weights: `y = x·s`, `s = (Σx²/n + eps)^-1/2`. Through the derivative
-/// (`∂s/∂x_j = -s³x_j/n`): `(s e_i)² + (x_i·(s³/n)·sqrt(Σ_j x_j² e_j²))²`. Rounding, worst case
-/// (it is tiny): the sum of squares gamma_n relative (positive terms), `/n` and `+eps` U each,
-/// inverseSqrt halves that and adds 2 ULP ≤ 4U, `x·s` U (`·1.0` is exact):
-/// `|y|(gamma_{n+1}/2 + 6U)`.
-fn rmsnorm(x: &Ev, eps: f64, m: Mode) -> Ev {
-    let n = x.v.len();
-    let ss: f64 = x.v.iter().map(|v| v * v).sum();
-    let s = 1.0 / (ss / n as f64 + eps).sqrt();
-    let ds = s * s * s / n as f64 * x.v.iter().zip(&x.e).map(|(v, e)| (v * e).powi(2)).sum::<f64>().sqrt();
-    let rel = m.r * (gamma(n + 1) / 2.0 + 6.0 * U);
-    let v: Vec<f64> = x.v.iter().map(|xv| xv * s).collect();
-    let e = (0..n)
-        .map(|i| ((s * x.e[i]).powi(2) + (x.v[i] * ds).powi(2) + (rel * v[i]).powi(2)).sqrt())
-        .collect();
-    Ev { v, e }
-}
-
-/// RoPE on `heads` heads of `d` (pairs i, i + d/2, angle θ_i = pos·base^(-2i/d)): `a' = a·c -
-/// b·s`, `b' = a·s + b·c`. Through the rotation `(c e_a)² + (s e_b)²`; three roundings
-/// `3U²(|a| + |b|)²`; vs exact also the angle and function error `(|a| + |b|)(θ·ε_θ + 2^-11)`
-/// (ε_θ as in tests/tp.rs: pow through exp2/log2, the exponent's rounding, `pos·pow`), added
-/// linearly. At θ = 0 the GPU's rotation is the identity, bit for bit (tests/tp.rs).
-fn rope(x: &mut Ev, heads: usize, d: usize, pos: usize, base: f64, m: Mode) {
-    let half = d / 2;
-    for h in 0..heads {
-        for i in 0..half {
-            let (ia, ib) = (h * d + i, h * d + i + half);
-            let (a, b, ea, eb) = (x.v[ia], x.v[ib], x.e[ia], x.e[ib]);
-            let theta = pos as f64 * base.powf(-2.0 * i as f64 / d as f64);
-            let (s, c) = theta.sin_cos();
-            let mag = a.abs() + b.abs();
-            let round = (m.r * U * mag).powi(2) * 3.0;
-            let mut fun = 0.0;
-            if m.trig && pos > 0 {
-                let xe = (2.0 * i as f64 / d as f64) * base.log2();
-                let eps_theta = 2.0 * (3.0 + 2.0 * xe) * U + std::f64::consts::LN_2 * xe * 8.0 * U + U;
-                fun = mag * (theta * eps_theta + TRIG_ABS);
-            }
-            x.v[ia] = a * c - b * s;
-            x.v[ib] = a * s + b * c;
-            x.e[ia] = ((c * ea).powi(2) + (s * eb).powi(2) + round).sqrt() + fun;
-            x.e[ib] = ((s * ea).powi(2) + (c * eb).powi(2) + round).sqrt() + fun;
-        }
-    }
-}
-
-/// Decode attention of `q` ([q_heads, d]) over caches [kv_heads, max_seq, d], positions
-/// 0..=pos, σ = 1/sqrt(d).
-/// - Scores `s_t = σ q·k_t`: through the inputs `σ²Σ_j(q_j² e_kj² + k_j² e_qj²)`; rounding
-///   `σU sqrt(2d)||q∘k_t||_2 + 3U|s_t|` (the dot, σ's two host roundings, the product).
-/// - `out_d = Σ_t p_t v_td` with softmax weights p: a score error δs_t moves the output by
-///   `p_t δs_t (v_td - v̄_d)` (v̄ = Σ_t p_t v_t; exactly zero for a single position); each
-///   exponential's own error `ε_t = U|x_t| + 2(3 + 2|x_t|)U` (x_t = s_t - max) acts the same
-///   way; the normalising sum rounds within `U sqrt(2 len)||p||_2` relative, the reciprocal
-///   2.5 ULP, the last product U; the weighted sum of V within `U sqrt(2 len)||p∘v_d||_2`.
-fn attention(q: &Ev, kc: &Ev, vc: &Ev, c: &DecoderConfig, pos: usize, m: Mode) -> Ev {
-    let (d, len, group) = (c.head_dim, pos + 1, c.q_heads / c.kv_heads);
-    let sigma = 1.0 / (d as f64).sqrt();
-    let mut out = Ev::exact(vec![0.0; c.q_heads * d]);
-    for h in 0..c.q_heads {
-        let base = (h / group) * c.max_seq * d;
-        let qb = h * d;
-        let (mut s, mut es) = (vec![0.0; len], vec![0.0; len]);
-        for t in 0..len {
-            let kb = base + t * d;
-            let (mut dot, mut sq, mut ein) = (0.0, 0.0, 0.0);
-            for j in 0..d {
-                let (qv, kv) = (q.v[qb + j], kc.v[kb + j]);
-                dot += qv * kv;
-                sq += (qv * kv).powi(2);
-                ein += (qv * kc.e[kb + j]).powi(2) + (kv * q.e[qb + j]).powi(2);
-            }
-            s[t] = sigma * dot;
-            let round = m.r * (sigma * U * ((2 * d) as f64 * sq).sqrt() + 3.0 * U * s[t].abs());
-            es[t] = (sigma * sigma * ein + round * round).sqrt();
-        }
-        let mx = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-        let ex: Vec<f64> = s.iter().map(|st| (st - mx).exp()).collect();
-        let sum: f64 = ex.iter().sum();
-        let p: Vec<f64> = ex.iter().map(|v| v / sum).collect();
-        let eps: Vec<f64> = s
-            .iter()
-            .map(|st| {
-                let x = (st - mx).abs();
-                m.r * (U * x + 2.0 * (3.0 + 2.0 * x) * U)
-            })
-            .collect();
-        let p2: f64 = p.iter().map(|v| v * v).sum();
-        let norm_rel = m.r * (U * ((2 * len) as f64 * p2).sqrt() + 6.0 * U);
-        for j in 0..d {
-            let vj = |t: usize| vc.v[base + t * d + j];
-            let vbar: f64 = (0..len).map(|t| p[t] * vj(t)).sum();
-            let (mut var, mut pv2) = (0.0, 0.0);
-            for t in 0..len {
-                let (v, ev) = (vj(t), vc.e[base + t * d + j]);
-                var += (p[t] * ev).powi(2) + (p[t] * (v - vbar)).powi(2) * (es[t].powi(2) + eps[t].powi(2));
-                pv2 += (p[t] * v).powi(2);
-            }
-            var += (norm_rel * vbar).powi(2) + (m.r * U).powi(2) * (2 * len) as f64 * pv2;
-            out.v[qb + j] = vbar;
-            out.e[qb + j] = var.sqrt();
-        }
-    }
-    out
-}
-
-/// `x + y`: deviations in quadrature, plus one rounding.
-fn add(x: &Ev, y: &Ev, m: Mode) -> Ev {
-    let v: Vec<f64> = x.v.iter().zip(&y.v).map(|(a, b)| a + b).collect();
-    let e =
-        (0..v.len()).map(|i| (x.e[i].powi(2) + y.e[i].powi(2) + (m.r * U * v[i]).powi(2)).sqrt()).collect();
-    Ev { v, e }
-}
-
-/// `silu(g)·u`, silu(g) = g·σ(g): through the derivative `σ(1 + g(1 - σ))·u·e_g` and
-/// `silu(g)·e_u`; rounding `|a|(2(3 + 2|g|)U + 7U)` (exp, `1 + ·`, the division, the product).
-fn silu_mul(g: &Ev, u: &Ev, m: Mode) -> Ev {
-    let n = g.v.len();
-    let (mut v, mut e) = (vec![0.0; n], vec![0.0; n]);
-    for i in 0..n {
-        let (gv, uv) = (g.v[i], u.v[i]);
-        let sig = 1.0 / (1.0 + (-gv).exp());
-        let silu = gv * sig;
-        let dsilu = sig * (1.0 + gv * (1.0 - sig));
-        v[i] = silu * uv;
-        let round = m.r * v[i].abs() * (2.0 * (3.0 + 2.0 * gv.abs()) * U + 7.0 * U);
-        e[i] = ((dsilu * uv * g.e[i]).powi(2) + (silu * u.e[i]).powi(2) + round * round).sqrt();
-    }
-    Ev { v, e }
-}
-
 /// The decoder on the CPU, one deviation mode.
 struct CpuDecoder {
     cfg: DecoderConfig,
-    mode: Mode,
+    mode: ErrorModel,
     k_cache: Vec<Ev>,
     v_cache: Vec<Ev>,
     pos: usize,
 }
 
 impl CpuDecoder {
-    fn new(cfg: DecoderConfig, mode: Mode) -> Self {
+    fn new(cfg: DecoderConfig, mode: ErrorModel) -> Self {
         let n = cfg.kv_heads * cfg.max_seq * cfg.head_dim;
         let caches = || (0..cfg.layers).map(|_| Ev::exact(vec![0.0; n])).collect::<Vec<_>>();
         Self { k_cache: caches(), v_cache: caches(), cfg, mode, pos: 0 }
@@ -353,28 +169,32 @@ impl CpuDecoder {
     fn step(&mut self, token: u32) -> (Ev, Ev) {
         let (w, c, m, pos) = (weights(), self.cfg.clone(), self.mode, self.pos);
         let (d, eps, base) = (c.head_dim, c.eps as f64, c.rope_base as f64);
-        let mut x = Ev::exact(w.embed.row(token as usize).to_vec());
+        let mut x = Ev::exact(reference::embed(&w.embed.w, c.hidden, token).to_vec());
+        let shape = AttentionShape {
+            q_heads: c.q_heads,
+            group: c.q_heads / c.kv_heads,
+            head_dim: d,
+            pos,
+            max_seq: c.max_seq,
+        };
         for (l, lw) in w.layers.iter().take(c.layers).enumerate() {
-            let h = rmsnorm(&x, eps, m);
+            let h = reference::rmsnorm(&x, None, eps, m);
             let mut q = lw.q.apply(&h, m);
             let mut k = lw.k.apply(&h, m);
             let v = lw.v.apply(&h, m);
-            rope(&mut q, c.q_heads, d, pos, base, m);
-            rope(&mut k, c.kv_heads, d, pos, base, m);
-            for j in 0..c.kv_heads {
-                let at = (j * c.max_seq + pos) * d;
-                self.k_cache[l].v[at..at + d].copy_from_slice(&k.v[j * d..(j + 1) * d]);
-                self.k_cache[l].e[at..at + d].copy_from_slice(&k.e[j * d..(j + 1) * d]);
-                self.v_cache[l].v[at..at + d].copy_from_slice(&v.v[j * d..(j + 1) * d]);
-                self.v_cache[l].e[at..at + d].copy_from_slice(&v.e[j * d..(j + 1) * d]);
+            reference::rope(&mut q, c.q_heads, d, pos, base, m);
+            reference::rope(&mut k, c.kv_heads, d, pos, base, m);
+            let (kc, vc) = (&mut self.k_cache[l], &mut self.v_cache[l]);
+            for (new, cache) in [(&k.v, &mut kc.v), (&k.e, &mut kc.e), (&v.v, &mut vc.v), (&v.e, &mut vc.e)] {
+                reference::kv_store(new, cache, c.kv_heads, d, pos, c.max_seq);
             }
-            let attn = attention(&q, &self.k_cache[l], &self.v_cache[l], &c, pos, m);
-            x = add(&x, &lw.o.apply(&attn, m), m);
-            let h = rmsnorm(&x, eps, m);
-            let a = silu_mul(&lw.gate.apply(&h, m), &lw.up.apply(&h, m), m);
-            x = add(&x, &lw.down.apply(&a, m), m);
+            let attn = reference::attention(&q, &self.k_cache[l], &self.v_cache[l], shape, m);
+            x = reference::add(&x, &lw.o.apply(&attn, m), m);
+            let h = reference::rmsnorm(&x, None, eps, m);
+            let a = reference::silu_mul(&lw.gate.apply(&h, m), &lw.up.apply(&h, m), m);
+            x = reference::add(&x, &lw.down.apply(&a, m), m);
         }
-        let logits = w.vocab.apply(&rmsnorm(&x, eps, m), m);
+        let logits = w.vocab.apply(&reference::rmsnorm(&x, None, eps, m), m);
         self.pos += 1;
         let tolerance = |mut t: Ev| {
             t.e.iter_mut().for_each(|e| *e *= LAMBDA);
@@ -390,13 +210,7 @@ impl CpuDecoder {
 
 /// The greedy choice: largest value, lowest index among equals (as the kernels choose).
 fn argmax(v: &[f32]) -> u32 {
-    let mut best = 0;
-    for i in 1..v.len() {
-        if v[i] > v[best] {
-            best = i;
-        }
-    }
-    best as u32
+    reference::argmax(v).expect("logits") as u32
 }
 
 /// Asserts `|got - want.v| <= want.e` (the tolerance) elementwise; returns (max |error|, max
@@ -454,19 +268,19 @@ fn check_pair(what: &str, a: &[f32], b: &[f32], bound: &[f64]) -> (f64, f64) {
 /// The GPU's greedy token must be one the reference allows: its reference logit is within the
 /// two tolerances of the reference maximum (otherwise the device picked a token it cannot have
 /// computed as the largest).
-fn check_token(what: &str, token: u32, reference: &Ev) {
-    let top = (0..reference.v.len()).fold(0, |b, i| if reference.v[i] > reference.v[b] { i } else { b });
+fn check_token(what: &str, token: u32, want: &Ev) {
+    let top = reference::argmax(&want.v).expect("logits");
     let t = token as usize;
-    assert!(t < reference.v.len(), "{what}: token {t} past the vocabulary");
-    let gap = reference.v[top] - reference.v[t];
+    assert!(t < want.v.len(), "{what}: token {t} past the vocabulary");
+    let gap = want.v[top] - want.v[t];
     assert!(
-        gap <= reference.e[top] + reference.e[t],
+        gap <= want.e[top] + want.e[t],
         "{what}: the GPU chose {t} (reference logit {}) but the reference's best is {top} ({}), \
          {gap:e} higher, beyond the tolerances {:e} + {:e}",
-        reference.v[t],
-        reference.v[top],
-        reference.e[top],
-        reference.e[t]
+        want.v[t],
+        want.v[top],
+        want.e[top],
+        want.e[t]
     );
 }
 

@@ -290,14 +290,13 @@ fn interleaved_rounds_on_two_devices_of_one_adapter() {
             app.consume(n);
         }
         let parts: Vec<Vec<f32>> = seeds.iter().map(|&s| cpu_fill(s, n)).collect();
+        let reference = common::reference::all_reduce(&parts, &[], false);
         let mut sums = Vec::new();
         for (m, app) in apps.iter().enumerate() {
             let a = app.read(&app.read_a, n);
             let b = app.read(&app.read_b, n);
             for i in 0..n {
-                let exact: f64 = parts.iter().map(|p| f64::from(p[i])).sum();
-                let abs: f64 = parts.iter().map(|p| f64::from(p[i]).abs()).sum();
-                let tol = (members as f64 - 1.0) * 2f64.powi(-24) * abs;
+                let (exact, tol) = (reference.v[i], reference.e[i]);
                 assert!(
                     (f64::from(a[i]) - exact).abs() <= tol,
                     "round {round} member {m} element {i}: {} vs {exact} (tol {tol})",
@@ -428,6 +427,7 @@ fn pipelined_rounds_never_read_a_slot_the_next_round_wrote() {
     }
     comm.synchronize().expect("synchronize");
     for (round, (parts, bufs)) in rounds.iter().enumerate() {
+        let reference = common::reference::all_reduce(parts, &[], false);
         let mut sums: Vec<Vec<u32>> = Vec::new();
         for (m, ((d, q), b)) in devices.iter().zip(bufs).enumerate() {
             let read = d.create_buffer(&wgpu::BufferDescriptor {
@@ -444,9 +444,7 @@ fn pipelined_rounds_never_read_a_slot_the_next_round_wrote() {
             d.poll(wgpu::PollType::wait_indefinitely()).expect("poll");
             let got: Vec<f32> = bytemuck::cast_slice(&slice.get_mapped_range().expect("mapped")).to_vec();
             for (i, &g) in got.iter().enumerate() {
-                let exact: f64 = parts.iter().map(|p| f64::from(p[i])).sum();
-                let abs: f64 = parts.iter().map(|p| f64::from(p[i]).abs()).sum();
-                let tol = (parts.len() as f64 - 1.0) * 2f64.powi(-24) * abs;
+                let (exact, tol) = (reference.v[i], reference.e[i]);
                 assert!(
                     (f64::from(g) - exact).abs() <= tol,
                     "round {round} member {m} element {i}: {g} vs {exact}"

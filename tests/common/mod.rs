@@ -1,12 +1,26 @@
 //! Shared test harness: one instance with the Khronos validation layer on (synchronization
-//! validation included) whenever the layer is installed, random inputs, f64 references, and a
-//! check that fails the test on any validation error.
+//! validation included) whenever the layer is installed, random inputs, the checks (a failed
+//! test on any validation error, bitwise and bounded comparisons), and in `reference` the CPU
+//! twin of every kernel, computed in f64 with its error bound.
+//!
+//! Every test binary compiles this module (`mod common;`), and uses only part of it.
 #![allow(dead_code)]
 
-use std::sync::OnceLock;
+pub mod reference;
+
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use crossgpu::{DeviceGroup, GroupSpec, Instance};
 use rand::{Rng, SeedableRng};
+
+/// The tests of a binary that take this run one at a time, so that a validation error is
+/// reported by the test that caused it (the layer's messages are collected process-wide), and
+/// lavapipe has the machine's cores to itself. A panicking test does not poison it for the
+/// others.
+pub fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 /// Whether the Khronos layer is installed (the tests then run with it on).
 pub fn layer_installed() -> bool {
@@ -125,9 +139,74 @@ pub fn random(rng: &mut impl Rng, n: usize) -> Vec<f32> {
         .collect()
 }
 
+/// `random` scaled by `s`.
+pub fn scaled(rng: &mut impl Rng, n: usize, s: f32) -> Vec<f32> {
+    random(rng, n).into_iter().map(|v| v * s).collect()
+}
+
 /// f32 → f16 → f64, as the GPU sees an f16 value.
 pub fn f16(v: f32) -> f64 {
     half::f16::from_f32(v).to_f64()
+}
+
+/// The f16 value nearest to `v` (round to nearest even), widened to f32, as the CPU computes it.
+pub fn to_f16(v: f32) -> f32 {
+    half::f16::from_f32(v).to_f32()
+}
+
+/// Asserts `got == want` bit for bit.
+pub fn assert_bits(what: &str, got: &[f32], want: &[f32]) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    if let Some(i) = (0..got.len()).find(|&i| got[i].to_bits() != want[i].to_bits()) {
+        panic!(
+            "{what}: element {i} of {}: got {:e} ({:#010x}) want {:e} ({:#010x})",
+            got.len(),
+            got[i],
+            got[i].to_bits(),
+            want[i],
+            want[i].to_bits()
+        );
+    }
+}
+
+/// Asserts `|got[i] - want[i]| <= bound[i]` for every i, naming the worst element (largest
+/// error / bound); returns the largest error / bound ratio seen.
+pub fn assert_within(what: &str, got: &[f32], want: &[f64], bound: &[f64]) -> f64 {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    let mut worst = (0usize, 0.0f64);
+    for i in 0..got.len() {
+        let err = (got[i] as f64 - want[i]).abs();
+        let ratio = if got[i].is_nan() { f64::INFINITY } else { err / bound[i].max(f64::MIN_POSITIVE) };
+        if ratio > worst.1 {
+            worst = (i, ratio);
+        }
+    }
+    let i = worst.0;
+    assert!(
+        worst.1 <= 1.0,
+        "{what}: element {i} of {}: got {:e} want {:e} (error {:e} > bound {:e})",
+        got.len(),
+        got[i],
+        want[i],
+        (got[i] as f64 - want[i]).abs(),
+        bound[i]
+    );
+    worst.1
+}
+
+/// `assert_within` against a reference's values and bounds (`reference::ErrorModel::Bound`).
+pub fn assert_within_ev(what: &str, got: &[f32], want: &reference::Ev) -> f64 {
+    assert_within(what, got, &want.v, &want.e)
+}
+
+/// Runs `f`, turning a panic into `Err(its message)`.
+pub fn no_panic<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|e| {
+        e.downcast_ref::<String>()
+            .cloned()
+            .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default()
+    })
 }
 
 /// Asserts |got - want| <= atol + rtol * |want| elementwise, reporting the worst element.
