@@ -7,7 +7,7 @@
 // each workgroup of 256 computes two pairs as four dot products of 64 threads, with exactly the
 // loads, additions and tree reduction of matvec_f16_vec8_rows4, then rotates each pair with the
 // expressions of rope.wgsl and stores it where kv_store would: bitwise the six dispatches it
-// replaces (three products, two ropes, kv_store; tests/tp.rs checks it).
+// replaces (three products, two ropes, kv_store; tests/tp_kernels.rs checks it).
 
 struct Params {
     q_rows: u32,
