@@ -51,7 +51,7 @@ use vk_native::{BindRange, Buffer, DeviceType, GpuBuffer, HostAllocation, Import
 use super::faults::FaultHooks;
 use super::relay::{flag, Relay, Words, ARRIVAL_STRIDE};
 use super::slots::{HostSlots, SlotLayout};
-use super::two_phase::{record_phase_a, record_reduce};
+use super::two_phase::{forget_slots, record_phase_a, record_reduce};
 use super::{CommOptions, SPIN_GPUS, SPIN_WITH_CPU_DEVICE};
 use crate::error::{Error, Result};
 use crate::group::{CompletionCheck, GroupId, Member};
@@ -292,16 +292,7 @@ impl DevicePoll {
 
     /// Drops the slots and scratch buffers and every cached bind group over them.
     pub(super) fn forget(&mut self, members: &[Member]) {
-        if let Some(old) = self.slots.take() {
-            for (m, b) in members.iter().zip(&old.imports) {
-                m.shared.forget_buffer(b.id());
-            }
-        }
-        for (m, b) in members.iter().zip(self.scratch.iter_mut()) {
-            if let Some(b) = b.take() {
-                m.shared.forget_buffer(b.id());
-            }
-        }
+        forget_slots(members, &mut self.slots, &mut self.scratch);
     }
 
     /// Unlinks the members' streams and checks from this transport (when dropped).
@@ -348,10 +339,7 @@ impl DevicePoll {
             return Err(e);
         }
         for (i, m) in members.iter().enumerate() {
-            let submits = m.submit_count();
-            if self.open[i].0 != submits {
-                self.open[i] = (submits, 0);
-            }
+            restart_if_submitted(&mut self.open[i], m);
             m.shared.barrier_to_host()?;
             // On a GPU the reader waits itself (`inline_wait`); a CPU device's wait is a chain.
             if cuts_loops(m) {
@@ -446,10 +434,7 @@ impl DevicePoll {
         for (i, (m, t)) in members.iter().zip(tensors.iter()).enumerate() {
             let sh = &m.shared;
             let t = t.borrow();
-            let submits = m.submit_count();
-            if self.open[i].0 != submits {
-                self.open[i] = (submits, 0);
-            }
+            restart_if_submitted(&mut self.open[i], m);
             record_phase_a(m, i, t, slots, e, &mut self.scratch[i], opts, c0, n, f16_wire)?;
             sh.barrier_to_host()?;
             self.record_wait(m, i, round)?;
@@ -468,6 +453,15 @@ impl DevicePoll {
         }
         self.flush_if_ring_full(members)?;
         Ok(())
+    }
+}
+
+/// Restarts a member's count of rounds since its last submit (`open`: its submit count then,
+/// and the rounds) if it submitted since.
+fn restart_if_submitted(open: &mut (u64, u64), m: &Member) {
+    let submits = m.submit_count();
+    if open.0 != submits {
+        *open = (submits, 0);
     }
 }
 

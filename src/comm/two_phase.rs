@@ -119,16 +119,7 @@ impl TwoPhase {
 
     /// Drops the slots and scratch buffers and every cached bind group over them.
     pub(super) fn forget(&mut self, members: &[Member]) {
-        if let Some(old) = self.slots.take() {
-            for (m, b) in members.iter().zip(&old.imports) {
-                m.shared.forget_buffer(b.id());
-            }
-        }
-        for (m, b) in members.iter().zip(self.scratch.iter_mut()) {
-            if let Some(b) = b.take() {
-                m.shared.forget_buffer(b.id());
-            }
-        }
+        forget_slots(members, &mut self.slots, &mut self.scratch);
     }
 
     /// Round `*round + 1` over elements `c0..c0 + n` of every tensor; `*round` advances once
@@ -203,6 +194,25 @@ impl TwoPhase {
             return Err(e);
         }
         Ok(())
+    }
+}
+
+/// Drops `slots` and every member's `scratch` buffer, and every cached bind group over them:
+/// what both two-phase transports (semaphore-released and DevicePoll) do before new slots.
+pub(super) fn forget_slots(
+    members: &[Member],
+    slots: &mut Option<HostSlots>,
+    scratch: &mut [Option<Buffer>],
+) {
+    if let Some(old) = slots.take() {
+        for (m, b) in members.iter().zip(&old.imports) {
+            m.shared.forget_buffer(b.id());
+        }
+    }
+    for (m, b) in members.iter().zip(scratch.iter_mut()) {
+        if let Some(b) = b.take() {
+            m.shared.forget_buffer(b.id());
+        }
     }
 }
 
