@@ -8,14 +8,14 @@
 //! get none. The sets persist across submits, because a barrier's first scope covers every
 //! earlier command on the queue, while consecutive submits on one queue are otherwise unordered.
 
-use std::collections::HashSet;
-
 use vk_native::{Access, BufferId, Recorder, SubmitInfo, SyncFdSemaphore, TimelineSemaphore};
 
 pub(crate) struct Stream {
     pub(crate) rec: Recorder,
-    written: HashSet<BufferId>,
-    read: HashSet<BufferId>,
+    // Buffers written and read since the last barrier: a handful between barriers, so vectors
+    // searched linearly (no hashing or allocation per command once they have grown).
+    written: Vec<BufferId>,
+    read: Vec<BufferId>,
     waits: Vec<(TimelineSemaphore, u64)>,
     binary_waits: Vec<SyncFdSemaphore>,
     /// Submits made so far (one counts per vkQueueSubmit).
@@ -29,8 +29,8 @@ impl Stream {
     pub(crate) fn new(rec: Recorder) -> Self {
         Self {
             rec,
-            written: HashSet::new(),
-            read: HashSet::new(),
+            written: Vec::new(),
+            read: Vec::new(),
             waits: Vec::new(),
             binary_waits: Vec::new(),
             submits: 0,
@@ -48,8 +48,16 @@ impl Stream {
             self.written.clear();
             self.read.clear();
         }
-        self.read.extend(reads.iter().copied());
-        self.written.extend(writes.iter().copied());
+        for &b in reads {
+            if !self.read.contains(&b) {
+                self.read.push(b);
+            }
+        }
+        for &b in writes {
+            if !self.written.contains(&b) {
+                self.written.push(b);
+            }
+        }
         Ok(())
     }
 

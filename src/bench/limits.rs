@@ -57,6 +57,15 @@ pub struct Limits {
     pub poll_wake_step_us: Summary,
     /// CPU time of one vkQueueSubmit with one signal and no command buffer: µs.
     pub empty_submit_us: Summary,
+    /// CPU time to record one dispatch (pipeline, bind group, immediates, dispatch) of a
+    /// bound kernel through the recorder, over [`RECORDED`] in one command buffer: µs.
+    pub record_dispatch_us: Summary,
+    /// CPU time to record one global memory barrier, the same way: µs.
+    pub record_barrier_us: Summary,
+    /// CPU time to record one dispatch through the member (bind group looked up in its cache,
+    /// hazard tracking, then the recorder), as the all-reduce and the kernels do, each
+    /// dependent on the one before (so with the barrier hazard tracking places): µs.
+    pub record_member_dispatch_us: Summary,
     /// GPU time per step of [`CHAIN`] steps queued behind a gate the host then opens, each step
     /// in its own submit that waits on the gate and signals a timeline semaphore (as a
     /// member's all-reduce submit does); a step is a 32 KiB `copy_vec4` from device memory into
@@ -77,7 +86,7 @@ pub struct Limits {
 impl Limits {
     /// Every figure with what it measures and its unit (`GB/s` or `us`), in a readable order:
     /// what `crossgpu bench limits` prints as a table.
-    pub fn rows(&self) -> [(&'static str, &Summary, &'static str); 15] {
+    pub fn rows(&self) -> [(&'static str, &Summary, &'static str); 18] {
         [
             ("device -> host memory, vkCmdCopyBuffer", &self.device_to_host_gbps, "GB/s"),
             ("host memory -> device, vkCmdCopyBuffer", &self.host_to_device_gbps, "GB/s"),
@@ -90,6 +99,13 @@ impl Limits {
             ("host-signalled timeline round trip", &self.timeline_round_trip_us, "us"),
             ("DevicePoll wake: host -> polling kernel -> host, a step", &self.poll_wake_step_us, "us"),
             ("CPU time of an empty vkQueueSubmit", &self.empty_submit_us, "us"),
+            ("CPU time to record a dispatch", &self.record_dispatch_us, "us"),
+            ("CPU time to record a barrier", &self.record_barrier_us, "us"),
+            (
+                "CPU time to record a dependent dispatch through a member",
+                &self.record_member_dispatch_us,
+                "us",
+            ),
             ("GPU time per step, a submit each", &self.gpu_submit_step_us, "us"),
             ("GPU time per step, all in one submit", &self.gpu_dispatch_step_us, "us"),
             ("GPU time per step, plain submits", &self.gpu_submit_plain_step_us, "us"),
@@ -97,6 +113,9 @@ impl Limits {
         ]
     }
 }
+
+/// Commands recorded per sample of the recording costs.
+pub const RECORDED: usize = 2000;
 
 /// Steps in the gated chains (below the recorder's in-flight limit: nothing may wait for the
 /// GPU while the gate is closed).
@@ -372,7 +391,7 @@ pub fn measure(m: &Member, bytes: u64, reps: usize) -> Result<Limits> {
     }
     let timeline_round_trip_us = summarize(&samples);
     let poll_wake_step_us = if caps.device_local_host_visible {
-        poll_wake(m, &mut rec, align, reps, timeout)?
+        poll_steps(&[m], &mut [&mut rec], reps, timeout)?
     } else {
         summarize(&[])
     };
@@ -385,6 +404,49 @@ pub fn measure(m: &Member, bytes: u64, reps: usize) -> Result<Limits> {
     }
     let last = rec.submitted();
     rec.wait(last, timeout).map_err(&e)?;
+    let empty_submit_us = summarize(&samples);
+
+    // Recording costs: RECORDED commands into one command buffer, then submitted and waited
+    // for (outside the timing). A 4-word copy, so the GPU's part is negligible.
+    let tiny = kernel.bind_ranges(&[range(&a, 0, 1), range(&b, 0, 1)]).map_err(&e)?;
+    let mut recording = |what: &mut dyn FnMut(&mut Recorder) -> Result<()>| -> Result<Summary> {
+        let mut samples = Vec::new();
+        for rep in 0..=reps.max(3) {
+            let t = Instant::now();
+            for _ in 0..RECORDED {
+                what(&mut rec)?;
+            }
+            let took = t.elapsed();
+            let v = rec.submit(&SubmitInfo::default()).map_err(&e)?;
+            rec.wait(v, timeout).map_err(&e)?;
+            if rep > 0 {
+                samples.push(took.as_secs_f64() * 1e6 / RECORDED as f64);
+            }
+        }
+        Ok(summarize(&samples))
+    };
+    let record_dispatch_us = recording(&mut |r| r.dispatch(&tiny, &[4, 0, 0, 0], [1, 1, 1]).map_err(&e))?;
+    let record_barrier_us = recording(&mut |r| {
+        r.barrier(Access::COMPUTE_WRITE, Access::COMPUTE_WRITE | Access::COMPUTE_READ).map_err(&e)
+    })?;
+    let mut samples = Vec::new();
+    let ranges = [range(&a, 0, 1), range(&b, 0, 1)];
+    for rep in 0..=reps.max(3) {
+        let t = Instant::now();
+        for k in 0..RECORDED {
+            // Alternating direction: every dispatch conflicts with the one before, as in a
+            // chain of dependent kernels, so hazard tracking places a barrier each time.
+            let (src, dst) = if k % 2 == 0 { (a.id(), b.id()) } else { (b.id(), a.id()) };
+            m.shared.dispatch_ranges("copy_vec4", &ranges, &[src], &[dst], &[4, 0, 0, 0], [1, 1, 1])?;
+        }
+        let took = t.elapsed();
+        m.flush()?;
+        m.synchronize()?;
+        if rep > 0 {
+            samples.push(took.as_secs_f64() * 1e6 / RECORDED as f64);
+        }
+    }
+    let record_member_dispatch_us = summarize(&samples);
 
     // Submit boundaries on the GPU: 32 KiB steps into host memory, a submit each or one in all.
     let step_words = 32768 / 16;
@@ -427,7 +489,10 @@ pub fn measure(m: &Member, bytes: u64, reps: usize) -> Result<Limits> {
         device_copy_command_gbps,
         timeline_round_trip_us,
         poll_wake_step_us,
-        empty_submit_us: summarize(&samples),
+        empty_submit_us,
+        record_dispatch_us,
+        record_barrier_us,
+        record_member_dispatch_us,
         gpu_submit_step_us: summarize(&per_submit),
         gpu_dispatch_step_us: summarize(&one_submit),
         gpu_submit_plain_step_us: summarize(&plain),
@@ -435,62 +500,140 @@ pub fn measure(m: &Member, bytes: u64, reps: usize) -> Result<Limits> {
     })
 }
 
-/// [`Limits::poll_wake_step_us`]: chains of [`CHAIN`] `poll_wait` steps, `reps` times.
-fn poll_wake(m: &Member, rec: &mut Recorder, align: u64, reps: usize, timeout_ns: u64) -> Result<Summary> {
-    let e = err(m);
-    let dev = m.device();
-    // llvmpipe ends loops after 65,535 trips: its 256-wide variant polls longer per dispatch.
-    let cpu = dev.info().device_type == DeviceType::Cpu && dev.info().is_mesa();
-    let (entry, trips) = if cpu { ("poll_wait_cpu", 60_000) } else { ("poll_wait", u32::MAX) };
-    let flags = MappedWords::new(dev, 64).map_err(&e)?;
-    let host = Arc::new(HostAllocation::new(align, align).map_err(&e)?);
-    let arrival = ImportedBuffer::new(dev, &host).map_err(&e)?;
-    let word = host.word(0).expect("the allocation holds a word");
-    let kernel = m.shared.kernels.get(entry).map_err(&e)?;
-    let bind = kernel
-        .bind_ranges(&[BindRange::whole(&flags), BindRange { buffer: &arrival, offset: 0, size: 256 }])
-        .map_err(&e)?;
+/// One device's side of a chain of `poll_wait` steps: its `go`/`abort`/`expired` words in mapped
+/// device-local memory, its arrival word in imported host memory, the bound kernel.
+struct PollChain {
+    flags: MappedWords,
+    host: Arc<HostAllocation>,
+    // Kept alive for `bind`.
+    _arrival: ImportedBuffer,
+    bind: vk_native::BindGroup,
+    trips: u32,
+    label: String,
+}
+
+impl PollChain {
+    fn new(m: &Member) -> Result<Self> {
+        let e = err(m);
+        let dev = m.device();
+        let align = dev.info().caps.min_imported_host_pointer_alignment.max(4096);
+        // llvmpipe ends loops after 65,535 trips: its 256-wide variant polls longer per dispatch.
+        let cpu = dev.info().device_type == DeviceType::Cpu && dev.info().is_mesa();
+        let (entry, trips) = if cpu { ("poll_wait_cpu", 60_000) } else { ("poll_wait", u32::MAX) };
+        let flags = MappedWords::new(dev, 64).map_err(&e)?;
+        let host = Arc::new(HostAllocation::new(align, align).map_err(&e)?);
+        let arrival = ImportedBuffer::new(dev, &host).map_err(&e)?;
+        let kernel = m.shared.kernels.get(entry).map_err(&e)?;
+        let bind = kernel
+            .bind_ranges(&[BindRange::whole(&flags), BindRange { buffer: &arrival, offset: 0, size: 256 }])
+            .map_err(&e)?;
+        Ok(Self { flags, host, _arrival: arrival, bind, trips, label: m.label().to_string() })
+    }
+
+    /// Records the step of `round`: store it as the arrival, wait for `go` to reach it.
+    fn record(&self, rec: &mut Recorder, round: u32) -> vk_native::Result<()> {
+        rec.dispatch(&self.bind, &[round, self.trips, 1, 1], [1, 1, 1])?;
+        rec.barrier(Access::COMPUTE_WRITE, Access::COMPUTE_WRITE | Access::COMPUTE_READ)
+    }
+
+    /// Whether the step of `round` arrived (modulo 2^32).
+    fn arrived(&self, round: u32) -> bool {
+        let word = self.host.word(0).expect("the allocation holds a word");
+        (word.load(std::sync::atomic::Ordering::Acquire).wrapping_sub(round) as i32) >= 0
+    }
+
+    fn release(&self, round: u32) {
+        self.flags.publish(0, round);
+    }
+
+    /// Ends every wait (so the queue drains before an error is returned).
+    fn abort(&self) {
+        self.flags.publish(1, 1);
+    }
+
+    /// Whether a wait ran out since the last call (and clears it).
+    fn expired(&self) -> bool {
+        let expired = self.flags.word(3).expect("64 words");
+        expired.swap(0, std::sync::atomic::Ordering::AcqRel) != 0
+    }
+}
+
+/// Chains of [`CHAIN`] `poll_wait` steps on every device of `members` at once, `reps` times
+/// after a warm-up: the host waits until every device arrived at a step, then releases all of
+/// them (one device: [`Limits::poll_wake_step_us`]; several: a DevicePoll round's relay
+/// without its copies). µs per step, timed from the first step's last arrival to the last.
+fn poll_steps(
+    members: &[&Member],
+    recs: &mut [&mut Recorder],
+    reps: usize,
+    timeout_ns: u64,
+) -> Result<Summary> {
+    let chains = members.iter().map(|m| PollChain::new(m)).collect::<Result<Vec<_>>>()?;
     let mut samples = Vec::new();
     let mut round = 0u32;
     for rep in 0..=reps {
-        for _ in 0..CHAIN {
-            round += 1;
-            rec.dispatch(&bind, &[round, trips, 1, 1], [1, 1, 1]).map_err(&e)?;
-            rec.barrier(Access::COMPUTE_WRITE, Access::COMPUTE_WRITE | Access::COMPUTE_READ).map_err(&e)?;
+        let first = round + 1;
+        let mut values = Vec::new();
+        for ((m, c), rec) in members.iter().zip(&chains).zip(recs.iter_mut()) {
+            for r in first..first + CHAIN as u32 {
+                c.record(rec, r).map_err(err(m))?;
+            }
+            values.push(rec.submit(&SubmitInfo::default()).map_err(err(m))?);
         }
-        let value = rec.submit(&SubmitInfo::default()).map_err(&e)?;
-        let first = round - CHAIN as u32 + 1;
+        round = first + CHAIN as u32 - 1;
         let deadline = Instant::now() + std::time::Duration::from_nanos(timeout_ns);
         let mut t = Instant::now();
-        let expired = flags.word(3).expect("64 words");
         for r in first..=round {
-            // Modulo 2^32: a wait that ran out (the host was too slow: a busy CPU device) lets
-            // the chain run past this step; that repetition is then dropped.
-            while (word.load(std::sync::atomic::Ordering::Acquire).wrapping_sub(r) as i32) < 0 {
-                if Instant::now() > deadline {
-                    // End every wait, so the queue drains before the error is returned.
-                    flags.publish(1, 1);
-                    let _ = rec.wait(value, timeout_ns);
-                    return Err(Error::Timeout {
-                        what: format!("DevicePoll wake step {r} on {}", m.label()),
-                        ms: timeout_ns / 1_000_000,
-                    });
+            for c in &chains {
+                // A wait that ran out (the host was too slow: a busy CPU device) lets the chain
+                // run past this step; that repetition is then dropped.
+                while !c.arrived(r) {
+                    if Instant::now() > deadline {
+                        chains.iter().for_each(PollChain::abort);
+                        for ((m, rec), v) in members.iter().zip(recs.iter_mut()).zip(&values) {
+                            let _ = rec.wait(*v, timeout_ns).map_err(err(m));
+                        }
+                        return Err(Error::Timeout {
+                            what: format!("DevicePoll step {r} on {}", c.label),
+                            ms: timeout_ns / 1_000_000,
+                        });
+                    }
+                    std::hint::spin_loop();
                 }
-                std::hint::spin_loop();
             }
             if r == first {
-                // Timing starts at the first arrival: the submit's own latency is not a step.
+                // Timing starts at the first release: the submits' own latency is not a step.
                 t = Instant::now();
             }
-            flags.publish(0, r);
+            chains.iter().for_each(|c| c.release(r));
         }
         let took = t.elapsed();
-        rec.wait(value, timeout_ns).map_err(&e)?;
-        if expired.swap(0, std::sync::atomic::Ordering::AcqRel) != 0 {
-            log::warn!("DevicePoll wake: a wait on {} ran out; repetition {rep} dropped", m.label());
+        let mut expired = false;
+        for (((m, rec), v), c) in members.iter().zip(recs.iter_mut()).zip(&values).zip(&chains) {
+            rec.wait(*v, timeout_ns).map_err(err(m))?;
+            expired |= c.expired();
+        }
+        if expired {
+            log::warn!("DevicePoll steps: a wait ran out; repetition {rep} dropped");
         } else if rep > 0 {
             samples.push(took.as_secs_f64() * 1e6 / (CHAIN - 1) as f64);
         }
     }
     Ok(summarize(&samples))
+}
+
+/// The relay across the members of a group, each on its own device (where DevicePoll may run):
+/// chains of `poll_wait` steps on all of them, the host releasing a step once all arrived, as
+/// DevicePoll's relay does. µs per step: a DevicePoll round's cost without its copies.
+pub fn relay_step(members: &[Member], reps: usize) -> Result<Summary> {
+    if let Some(why) = crate::comm::poll_blocker(members) {
+        return Err(Error::Unsupported(format!("relay step: {why}")));
+    }
+    let timeout = members.iter().map(|m| m.shared.timeout_ms).max().unwrap_or(0) * 1_000_000;
+    let mut recs = members
+        .iter()
+        .map(|m| Recorder::new(m.device(), m.shared.queue_index).map_err(err(m)))
+        .collect::<Result<Vec<_>>>()?;
+    let refs: Vec<&Member> = members.iter().collect();
+    poll_steps(&refs, &mut recs.iter_mut().collect::<Vec<_>>(), reps, timeout)
 }

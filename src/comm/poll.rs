@@ -95,7 +95,7 @@ impl CompletionCheck for ExpiryCheck {
 }
 
 /// Why DevicePoll cannot run on `members`, or `None` if it can.
-pub(super) fn blocker(members: &[Member]) -> Option<String> {
+pub(crate) fn blocker(members: &[Member]) -> Option<String> {
     if members.len() < 2 {
         return Some("DevicePoll needs at least two members".into());
     }
@@ -136,7 +136,9 @@ pub(super) fn blocker(members: &[Member]) -> Option<String> {
         let on_it = members.iter().filter(|p| p.adapter().index == m.adapter().index).count();
         if on_it > threads {
             return Some(format!(
-                "{on_it} members on {} (llvmpipe), which runs kernels on {threads} threads                  (LP_NUM_THREADS, else the CPU count): a polling kernel holds a thread, so at most                  {threads} members may poll there",
+                "{on_it} members on {} (llvmpipe), which runs kernels on {threads} threads \
+                 (LP_NUM_THREADS, else the CPU count): a polling kernel holds a thread, so at most \
+                 {threads} members may poll there",
                 m.adapter().name
             ));
         }
@@ -277,6 +279,13 @@ impl DevicePoll {
         self.relay.error().or_else(|| (0..self.plans.len()).find_map(|i| self.words.expired(i)))
     }
 
+    /// What [`Self::error`] finds without reading device memory (the relay's own finding, an
+    /// atomic load): checked before every round, where a bus read per member would cost more
+    /// than recording the round.
+    pub(super) fn relay_error(&self) -> Option<Error> {
+        self.relay.error()
+    }
+
     /// Test hook: `member`'s later rounds never store their arrival (a member that never
     /// arrives).
     #[cfg(feature = "test-hooks")]
@@ -335,7 +344,7 @@ impl DevicePoll {
                 *round_counter + 1
             )));
         }
-        if let Some(e) = self.error() {
+        if let Some(e) = self.relay_error() {
             return Err(e);
         }
         for (i, m) in members.iter().enumerate() {
@@ -424,7 +433,7 @@ impl DevicePoll {
         n: usize,
         f16_wire: bool,
     ) -> Result<()> {
-        if let Some(e) = self.error() {
+        if let Some(e) = self.relay_error() {
             return Err(e);
         }
         let round = *round_counter + 1;

@@ -6,11 +6,12 @@
 //! round, stores it into every member's `go` word in that member's mapped device-local memory,
 //! which the waiting kernel polls. It releases the highest round every member reached, so a
 //! late start catches up in one store. While rounds are outstanding it spins for the spin time,
-//! then naps, checking the members' `expired` words: a wait that ran out poisons the
+//! then naps, and checks the members' `expired` words every millisecond (they are in device
+//! memory, so the calling thread does not read them per round): a wait that ran out poisons the
 //! communicator with an error naming the members that did not arrive, and `abort` ends every
 //! other wait at once. With no round outstanding it sleeps on a condition variable.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -84,25 +85,30 @@ impl Words {
     }
 }
 
-#[derive(Default)]
-struct State {
-    /// Highest round recorded on every member.
-    announced: u64,
-    /// Highest round stored into every `go`.
-    released: u64,
-    stop: bool,
-    error: Option<Error>,
-}
-
+/// What the calling thread and the relay share. The per-round path is lock-free: the caller
+/// raises `announced` and takes the mutex only when the relay sleeps (a Dekker-style handshake
+/// on `sleeping` and `announced`, both sequentially consistent), so recording a round costs
+/// the caller no system call and never waits for the relay.
 struct Shared {
-    state: Mutex<State>,
-    wake: Condvar,
+    /// Highest round recorded on every member.
+    announced: AtomicU64,
+    /// The relay is about to sleep or sleeps on `wake`: an announcement must notify it.
+    sleeping: AtomicBool,
     stopping: AtomicBool,
+    /// `error` holds the reason the relay stopped.
+    failed: AtomicBool,
+    error: Mutex<Option<Error>>,
+    sleep: Mutex<()>,
+    wake: Condvar,
 }
 
 impl Shared {
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    /// Wakes the relay if it sleeps (after the caller stored what it should see).
+    fn notify(&self) {
+        if self.sleeping.load(Ordering::SeqCst) {
+            let _held = self.sleep.lock().unwrap_or_else(|p| p.into_inner());
+            self.wake.notify_all();
+        }
     }
 }
 
@@ -114,9 +120,13 @@ pub(crate) struct Relay {
 impl Relay {
     pub(crate) fn start(name: String, words: Arc<Words>, spin: Duration) -> std::io::Result<Self> {
         let shared = Arc::new(Shared {
-            state: Mutex::new(State::default()),
-            wake: Condvar::new(),
+            announced: AtomicU64::new(0),
+            sleeping: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
+            failed: AtomicBool::new(false),
+            error: Mutex::new(None),
+            sleep: Mutex::new(()),
+            wake: Condvar::new(),
         });
         let s = shared.clone();
         let thread = std::thread::Builder::new().name(name).spawn(move || run(&s, &words, spin))?;
@@ -125,21 +135,22 @@ impl Relay {
 
     /// Announces that every member recorded round `round`.
     pub(crate) fn announce(&self, round: u64) {
-        let mut st = self.shared.lock();
-        st.announced = st.announced.max(round);
-        self.shared.wake.notify_all();
+        self.shared.announced.fetch_max(round, Ordering::SeqCst);
+        self.shared.notify();
     }
 
-    /// Why the relay stopped, if a wait ran out.
+    /// Why the relay stopped, if a wait ran out (an atomic load unless one did).
     pub(crate) fn error(&self) -> Option<Error> {
-        self.shared.lock().error.clone()
+        if !self.shared.failed.load(Ordering::Acquire) {
+            return None;
+        }
+        self.shared.error.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Stops the thread and joins it.
     pub(crate) fn stop(&mut self) {
-        self.shared.lock().stop = true;
-        self.shared.stopping.store(true, Ordering::Release);
-        self.shared.wake.notify_all();
+        self.shared.stopping.store(true, Ordering::SeqCst);
+        self.shared.notify();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -157,20 +168,31 @@ const CHECK_EVERY: Duration = Duration::from_millis(1);
 
 fn run(shared: &Shared, words: &Words, spin: Duration) {
     let n = words.flags.len();
+    let mut released = 0u64;
     loop {
-        let (released, announced) = {
-            let mut st = shared.lock();
-            while !st.stop && st.announced <= st.released {
-                st = shared.wake.wait(st).unwrap_or_else(|p| p.into_inner());
-            }
-            if st.stop {
+        // Sleep until a round is outstanding or the relay stops.
+        loop {
+            if shared.stopping.load(Ordering::SeqCst) {
                 return;
             }
-            (st.released, st.announced)
-        };
-        let start = Instant::now();
+            if shared.announced.load(Ordering::SeqCst) > released {
+                break;
+            }
+            let held = shared.sleep.lock().unwrap_or_else(|p| p.into_inner());
+            shared.sleeping.store(true, Ordering::SeqCst);
+            if shared.announced.load(Ordering::SeqCst) <= released && !shared.stopping.load(Ordering::SeqCst)
+            {
+                drop(shared.wake.wait(held).unwrap_or_else(|p| p.into_inner()));
+            }
+            shared.sleeping.store(false, Ordering::SeqCst);
+        }
+        let mut start = Instant::now();
         let mut last_check = start;
         loop {
+            let announced = shared.announced.load(Ordering::Acquire);
+            if announced <= released {
+                break;
+            }
             // The highest round every member reached, lifted from 32 bits next to `released`.
             let reached = (0..n)
                 .map(|j| {
@@ -184,27 +206,31 @@ fn run(shared: &Shared, words: &Words, spin: Duration) {
                 for f in &words.flags {
                     f.publish(flag::GO, reached as u32);
                 }
-                shared.lock().released = reached;
-                break;
+                released = reached;
+                start = Instant::now();
+                continue;
             }
             if shared.stopping.load(Ordering::Acquire) {
                 return;
             }
             let now = Instant::now();
-            if now - start < spin {
-                std::hint::spin_loop();
-                continue;
-            }
+            // The `expired` words live in device memory (a read crosses the bus): checked every
+            // CHECK_EVERY, spinning or napping.
             if now - last_check >= CHECK_EVERY {
                 last_check = now;
                 if let Some(e) = (0..n).find_map(|i| words.expired(i)) {
                     log::error!("all-reduce relay: {e}");
                     words.abort();
-                    shared.lock().error = Some(e);
+                    *shared.error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                    shared.failed.store(true, Ordering::Release);
                     return;
                 }
             }
-            std::thread::sleep(Duration::from_micros(20));
+            if now - start < spin {
+                std::hint::spin_loop();
+            } else {
+                std::thread::sleep(Duration::from_micros(20));
+            }
         }
     }
 }

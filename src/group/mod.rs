@@ -3,9 +3,9 @@
 //! its stream and its bind groups; members that share a VkDevice (queue stand-ins) share only
 //! the pipelines.
 
+mod binds;
 mod selection;
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
@@ -74,8 +74,6 @@ impl GroupOptions {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct GroupId(pub u64);
 
-type BindKey = (&'static str, Vec<(BufferId, u64, u64)>);
-
 pub(crate) struct MemberShared {
     pub(crate) index: usize,
     pub(crate) group: GroupId,
@@ -84,7 +82,7 @@ pub(crate) struct MemberShared {
     pub(crate) label: String,
     pub(crate) kernels: Arc<KernelSet>,
     pub(crate) stream: Mutex<Stream>,
-    pub(crate) binds: Mutex<HashMap<BindKey, BindGroup>>,
+    pub(crate) binds: Mutex<binds::BindCache>,
     pub(crate) timeout_ms: u64,
     /// Members whose streams are submitted whenever this one is while its stream is `linked`
     /// (it holds DevicePoll rounds: a submitted wait needs its peers' phase A submitted too,
@@ -112,20 +110,22 @@ impl MemberShared {
 
     /// The bind group of `entry` over buffer ranges, made once and cached.
     pub(crate) fn bind_ranges(&self, entry: &'static str, ranges: &[BindRange<'_>]) -> Result<BindGroup> {
-        let key = (entry, ranges.iter().map(|r| (r.buffer.id(), r.offset, r.size)).collect::<Vec<_>>());
+        let key = binds::BindKey::new(entry, ranges);
         let mut binds = self.binds.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(g) = binds.get(&key) {
+        if let Some(g) = key.as_ref().and_then(|k| binds.get(k)) {
             return Ok(g.clone());
         }
         let kernel = self.kernels.get(entry).map_err(|e| self.err(e))?;
         let g = kernel.bind_ranges(ranges).map_err(|e| self.err(e))?;
-        binds.insert(key, g.clone());
+        if let Some(k) = key {
+            binds.insert(k, g.clone());
+        }
         Ok(g)
     }
 
     /// Drops every cached bind group that holds `id`, so the buffer can be freed.
     pub(crate) fn forget_buffer(&self, id: BufferId) {
-        self.binds.lock().unwrap_or_else(|p| p.into_inner()).retain(|k, _| !k.1.iter().any(|r| r.0 == id));
+        self.binds.lock().unwrap_or_else(|p| p.into_inner()).retain(|k, _| !k.holds(id));
     }
 
     /// Records a dispatch of `entry`: `reads` and `writes` are for hazard tracking.
@@ -357,6 +357,20 @@ impl Member {
         self.shared.stream().rec.dispatch_count()
     }
 
+    /// Starts a GPU profile of this member's work (timestamp queries): from its next command
+    /// buffer on, the GPU time of each dispatch and copy, up to `capacity` per window. Call it
+    /// after [`Member::synchronize`].
+    pub fn start_profile(&self, capacity: u32) -> Result<()> {
+        self.shared.stream().rec.start_profile(capacity).map_err(|e| self.shared.err(e))
+    }
+
+    /// The profile window's commands with the GPU time each added to the queue's timeline (ns),
+    /// in recording order, named by kernel entry point (or "copy"); starts a new window. Call it
+    /// after [`Member::synchronize`].
+    pub fn take_profile(&self) -> Result<Vec<(std::sync::Arc<str>, f64)>> {
+        self.shared.stream().rec.take_profile().map_err(|e| self.shared.err(e))
+    }
+
     pub(crate) fn device(&self) -> &Device {
         &self.shared.device
     }
@@ -457,7 +471,7 @@ impl DeviceGroup {
                         label,
                         kernels: kernels.clone(),
                         stream: Mutex::new(Stream::new(rec)),
-                        binds: Mutex::new(HashMap::new()),
+                        binds: Mutex::new(binds::BindCache::default()),
                         timeout_ms,
                         flush_with: Mutex::new(Vec::new()),
                         after_wait: Mutex::new(Vec::new()),

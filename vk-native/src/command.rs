@@ -19,6 +19,7 @@ use crate::access::Access;
 use crate::device::Device;
 use crate::error::{map_hal_device, map_vk, NativeError, Result};
 use crate::kernel::BindGroup;
+use crate::profile::Profile;
 use crate::semaphore::{SyncFdSemaphore, TimelineSemaphore};
 use crate::GpuBuffer;
 
@@ -84,6 +85,8 @@ pub struct Recorder {
     queue_submit_time: Duration,
     /// Dispatches recorded so far (all command buffers).
     dispatches: u64,
+    /// Timestamps after every dispatch and copy, while profiling.
+    profile: Option<Profile>,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -128,6 +131,7 @@ impl Recorder {
             queue_submits: 0,
             queue_submit_time: Duration::ZERO,
             dispatches: 0,
+            profile: None,
         })
     }
 
@@ -235,9 +239,72 @@ impl Recorder {
             // SAFETY: the encoder is idle (new or recycled after its work completed).
             unsafe { encoder.begin_encoding(Some("crossgpu stream")) }
                 .map_err(map_hal_device("vkBeginCommandBuffer"))?;
-            self.active = Some(Active { encoder, keep: Vec::new() });
+            let mut keep: Vec<KeepAlive> = Vec::new();
+            if let Some(p) = self.profile.as_mut().filter(|p| p.used == 0) {
+                // A new profile window: reset the pool and stamp its start.
+                // SAFETY: the command buffer is recording, outside any pass; the pool is of
+                // this device and kept alive with the command buffer.
+                unsafe {
+                    let cb = encoder.raw_handle();
+                    let raw = self.device.raw();
+                    raw.cmd_reset_query_pool(cb, p.pool.raw, 0, p.pool.capacity);
+                    raw.cmd_write_timestamp(cb, vk::PipelineStageFlags::BOTTOM_OF_PIPE, p.pool.raw, 0);
+                }
+                p.used = 1;
+                keep.push(p.pool.clone());
+            }
+            self.active = Some(Active { encoder, keep });
         }
         Ok(self.active.as_mut().expect("opened above"))
+    }
+
+    /// While profiling, stamps the end of the command just recorded (named `name`) into the
+    /// open command buffer.
+    fn stamp(&mut self, name: impl FnOnce() -> Arc<str>) {
+        let (Some(p), Some(a)) = (self.profile.as_mut(), self.active.as_mut()) else { return };
+        if p.used == 0 || p.used >= p.pool.capacity {
+            // The window began before this command buffer (not profiled), or is full.
+            return;
+        }
+        // SAFETY: the command buffer is recording, outside any pass; the query was reset at the
+        // window's start and is written once; the pool is kept alive with the command buffer.
+        unsafe {
+            self.device.raw().cmd_write_timestamp(
+                a.encoder.raw_handle(),
+                vk::PipelineStageFlags::BOTTOM_OF_PIPE,
+                p.pool.raw,
+                p.used,
+            )
+        };
+        p.used += 1;
+        p.names.push(name());
+        a.keep.push(p.pool.clone());
+    }
+
+    /// Starts profiling: from the next command buffer on, a timestamp after every dispatch and
+    /// copy, up to `capacity` stamps per window (commands past that are not profiled). Only
+    /// between command buffers (nothing recorded and not submitted), so a window starts with
+    /// a command buffer.
+    pub fn start_profile(&mut self, capacity: u32) -> Result<()> {
+        if self.active.is_some() {
+            return Err(NativeError::Unsupported(
+                "start_profile with commands recorded: submit them first".into(),
+            ));
+        }
+        self.profile = Some(Profile::new(&self.device, capacity)?);
+        Ok(())
+    }
+
+    /// The GPU time (ns) each command of the window added, in recording order, with its name
+    /// (the kernel's entry point, or "copy"); then a new window starts. Call it once the
+    /// window's submits completed and nothing is recorded since; empty when not profiling.
+    pub fn take_profile(&mut self) -> Result<Vec<(Arc<str>, f64)>> {
+        if self.active.is_some() || self.progress.value()? < self.submitted {
+            return Err(NativeError::Unsupported(
+                "take_profile before the profiled work was submitted and completed".into(),
+            ));
+        }
+        self.profile.as_mut().map_or(Ok(Vec::new()), Profile::take)
     }
 
     /// Records a dispatch of `group`'s kernel with `immediates` (as many words as the kernel's
@@ -275,6 +342,7 @@ impl Recorder {
         a.keep.push(group.keep_alive());
         self.commands += 1;
         self.dispatches += 1;
+        self.stamp(|| Arc::from(k.name()));
         Ok(())
     }
 
@@ -317,6 +385,7 @@ impl Recorder {
         a.keep.push(src.keep_alive());
         a.keep.push(dst.keep_alive());
         self.commands += 1;
+        self.stamp(|| Arc::from("copy"));
         Ok(())
     }
 
@@ -348,13 +417,14 @@ impl Recorder {
         let (dst_stage, dst_access) = crate::conv::access_to_vk(dst);
         let src_stage = if src_stage.is_empty() { vk::PipelineStageFlags::TOP_OF_PIPE } else { src_stage };
         let dst_stage = if dst_stage.is_empty() { vk::PipelineStageFlags::BOTTOM_OF_PIPE } else { dst_stage };
-        let raw = self.device.raw().clone();
         let a = self.open()?;
+        // SAFETY: the handle is only used below, while the command buffer is recording.
+        let cb = unsafe { a.encoder.raw_handle() };
         let mb = [vk::MemoryBarrier::default().src_access_mask(src_access).dst_access_mask(dst_access)];
         // SAFETY: recording state; a plain memory barrier outside any render pass.
         unsafe {
-            raw.cmd_pipeline_barrier(
-                a.encoder.raw_handle(),
+            self.device.raw().cmd_pipeline_barrier(
+                cb,
                 src_stage,
                 dst_stage,
                 vk::DependencyFlags::empty(),

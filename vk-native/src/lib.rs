@@ -31,6 +31,7 @@ mod instance;
 mod kernel;
 mod live;
 mod mapped;
+mod profile;
 mod semaphore;
 mod validation;
 

@@ -122,10 +122,18 @@ struct Report {
     /// The sizes this run used, given or picked for the device.
     settings: Settings,
     limits: Vec<Limits>,
+    /// DevicePoll's relay without copies, across `--adapter` and `--pair`.
+    relay_steps: Vec<RelayStep>,
     allreduce: Vec<AllReducePoint>,
     skipped: Vec<String>,
     matvec: Vec<MatvecPoint>,
     decode: Vec<DecodePoint>,
+}
+
+#[derive(Serialize)]
+struct RelayStep {
+    layout: String,
+    step_us: crossgpu::bench::Summary,
 }
 
 #[derive(Serialize)]
@@ -511,6 +519,24 @@ impl Run<'_> {
             println!("  {what:<52} {:>9} {unit:<4}  ({}, {})", sig3(s.median), sig3(s.p10), sig3(s.p90));
         }
         self.r.limits.push(l);
+        self.save()?;
+        if self.c.pair.is_empty() {
+            let why = "relay step across two devices: no --pair (a second device) given";
+            println!("  skipped: {why}");
+            self.r.skipped.push(why.into());
+            return self.save();
+        }
+        let layout = format!("{},{}", self.a, self.c.pair);
+        let g = open(self.instance, &layout)?;
+        let relay = limits::relay_step(g.members(), 5)?;
+        println!(
+            "  {:<52} {:>9} us    ({}, {})  [{layout}]",
+            "DevicePoll relay: all arrive, host releases, a step",
+            sig3(relay.median),
+            sig3(relay.p10),
+            sig3(relay.p90)
+        );
+        self.r.relay_steps.push(RelayStep { layout, step_us: relay });
         self.save()
     }
 
@@ -727,6 +753,7 @@ impl Run<'_> {
             split: None,
             check: false,
             warmup: 2,
+            profile: 0,
         };
         let mut decode_layouts: Vec<(String, usize)> = Vec::new();
         for n in decode_counts(&self.s.members) {

@@ -39,6 +39,10 @@ pub struct DecodeArgs {
     /// Decode this many tokens first, untimed.
     #[arg(long, default_value_t = 2)]
     pub warmup: usize,
+    /// After the timed run, decode this many more tokens one at a time with GPU timestamps
+    /// after every command, and print each member's GPU time per token by kernel.
+    #[arg(long, default_value_t = 0)]
+    pub profile: usize,
 }
 
 /// What one run measured.
@@ -95,7 +99,9 @@ pub fn run_decode(
         .map(|m| {
             let bytes =
                 if m.adapter().device_type == crossgpu::DeviceType::Cpu { 16 << 20 } else { 256 << 20 };
-            crossgpu::bench::limits::copy_kernel_gbps(m, bytes, 8).map(|s| s.median)
+            // Twice, the best median: the first runs on a GPU still clocking up.
+            let first = crossgpu::bench::limits::copy_kernel_gbps(m, bytes, 8)?.median;
+            crossgpu::bench::limits::copy_kernel_gbps(m, bytes, 8).map(|s| s.median.max(first))
         })
         .collect::<crossgpu::Result<Vec<_>>>()?;
     let t0 = Instant::now();
@@ -241,7 +247,62 @@ pub fn run_decode(
         }
         println!("tokens: {:?}", report.tokens);
     }
+    if args.profile > 0 {
+        profile(group, &mut dec, args.profile)?;
+    }
     Ok(report)
+}
+
+/// Decodes `tokens` more tokens one at a time with a timestamp after every command and prints,
+/// per member, the GPU time per token by kernel: what a token's time is made of.
+fn profile(group: &DeviceGroup, dec: &mut Decoder, tokens: usize) -> CliResult {
+    let members = group.members();
+    group.synchronize()?;
+    for m in members {
+        m.start_profile(16_384)?;
+    }
+    // Per member: kernel name -> (commands, ns), over all profiled tokens.
+    let mut by_kernel: Vec<std::collections::BTreeMap<String, (usize, f64)>> =
+        vec![Default::default(); members.len()];
+    let mut walls = Vec::new();
+    for _ in 0..tokens {
+        let t = Instant::now();
+        dec.step()?;
+        for m in members {
+            m.flush()?;
+        }
+        group.synchronize()?;
+        walls.push(t.elapsed().as_secs_f64() * 1e6);
+        for (m, map) in members.iter().zip(&mut by_kernel) {
+            for (name, ns) in m.take_profile()? {
+                let e = map.entry(name.to_string()).or_default();
+                e.0 += 1;
+                e.1 += ns;
+            }
+        }
+    }
+    let n = tokens as f64;
+    println!(
+        "GPU profile, {} one at a time (timestamps after every command; a command's time includes the barrier and any wait before it); host wall time per token {:.0} us",
+        plural(tokens, "token", "tokens"),
+        walls.iter().sum::<f64>() / n
+    );
+    for (m, map) in members.iter().zip(&by_kernel) {
+        let total: f64 = map.values().map(|v| v.1).sum();
+        println!("  {}: {:.0} us of GPU timeline per token", m.label(), total / 1e3 / n);
+        let mut rows: Vec<_> = map.iter().collect();
+        rows.sort_by(|a, b| b.1 .1.total_cmp(&a.1 .1));
+        for (name, (count, ns)) in rows {
+            println!(
+                "    {name:<28} {:>6.1} per token {:>9.1} us per token {:>7.2} us each {:>5.1}%",
+                *count as f64 / n,
+                ns / 1e3 / n,
+                ns / 1e3 / *count as f64,
+                100.0 * ns / total.max(1.0)
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Bytes with a decimal unit and three significant digits: `42.6 GB`, `2.35 TB`, `811 kB`.
@@ -307,8 +368,8 @@ pub fn decode(args: &DecodeArgs) -> CliResult {
     if let Some(s) = args.seed {
         cfg.seed = s;
     }
-    if args.tokens + args.warmup > cfg.max_seq {
-        cfg.max_seq = args.tokens + args.warmup;
+    if args.tokens + args.warmup + args.profile > cfg.max_seq {
+        cfg.max_seq = args.tokens + args.warmup + args.profile;
     }
     let split = match &args.split {
         Some(s) => SplitSpec::parse(s).map_err(|e| e.for_setting("--split"))?,
