@@ -14,9 +14,16 @@ const STEPS: usize = 12;
 /// A run's tokens, logits, every member's residual stream, and dispatches per layer and member.
 type Run = (Vec<u32>, Vec<f32>, Vec<Vec<f32>>, f64);
 
-fn decode(members: usize, split: &SplitSpec, mode: Mode) -> Option<Run> {
+/// The small model, and one whose hidden size passes the norms' 4096-element batch (so their
+/// batched loops take a second, partial batch) with as little else as possible.
+fn configs() -> [DecoderConfig; 2] {
+    let small = DecoderConfig { layers: 2, vocab: 500, max_seq: 20, ..DecoderConfig::small() };
+    let wide = DecoderConfig { hidden: 4100, ffn: 96, layers: 1, vocab: 300, ..small.clone() };
+    [small, wide]
+}
+
+fn decode(cfg: &DecoderConfig, members: usize, split: &SplitSpec, mode: Mode) -> Option<Run> {
     let g = common::logical(members);
-    let cfg = DecoderConfig { layers: 2, vocab: 500, max_seq: 20, ..DecoderConfig::small() };
     let opts = CommOptions { mode: ModeRequest::Forced(mode), ..CommOptions::from_env().unwrap() };
     let comm = match Comm::with_options(&g, opts) {
         Ok(c) => c,
@@ -39,27 +46,33 @@ fn decode(members: usize, split: &SplitSpec, mode: Mode) -> Option<Run> {
 
 #[test]
 fn fused_device_poll_gives_the_bits_of_host_bridge_and_generic() {
-    let one = {
-        let g = common::logical(1);
-        let cfg = DecoderConfig { layers: 2, vocab: 500, max_seq: 20, ..DecoderConfig::small() };
-        Decoder::new(&g, cfg, &SplitSpec::Even).unwrap().generate(7, STEPS, |_| {}).unwrap()
-    };
-    for (members, split) in [(2, SplitSpec::Even), (3, SplitSpec::parse("1:2:1").unwrap())] {
-        let Some(bridge) = decode(members, &split, Mode::HostBridge) else { continue };
-        let Some(generic) = decode(members, &split, Mode::Generic) else { continue };
-        let Some(poll) = decode(members, &split, Mode::DevicePoll) else { continue };
-        eprintln!(
-            "{members} members: dispatches per layer per member (embed, head and token included): \
-             HostBridge {:.2}, Generic {:.2}, DevicePoll {:.2}",
-            bridge.3, generic.3, poll.3
-        );
-        assert_eq!(bridge.0, one, "{members} members: HostBridge tokens vs one member's");
-        for (name, run) in [("Generic", &generic), ("DevicePoll", &poll)] {
-            assert_eq!(run.0, bridge.0, "{members} members, {name}: tokens");
-            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-            assert_eq!(bits(&run.1), bits(&bridge.1), "{members} members, {name}: logits bitwise");
-            for (i, (a, b)) in run.2.iter().zip(&bridge.2).enumerate() {
-                assert_eq!(bits(a), bits(b), "{members} members, {name}: member {i}'s residual bitwise");
+    for cfg in configs() {
+        let one = {
+            let g = common::logical(1);
+            Decoder::new(&g, cfg.clone(), &SplitSpec::Even).unwrap().generate(7, STEPS, |_| {}).unwrap()
+        };
+        let splits = if cfg.hidden > 4096 {
+            vec![(2, SplitSpec::Even)]
+        } else {
+            vec![(2, SplitSpec::Even), (3, SplitSpec::parse("1:2:1").unwrap())]
+        };
+        for (members, split) in splits {
+            let Some(bridge) = decode(&cfg, members, &split, Mode::HostBridge) else { continue };
+            let Some(generic) = decode(&cfg, members, &split, Mode::Generic) else { continue };
+            let Some(poll) = decode(&cfg, members, &split, Mode::DevicePoll) else { continue };
+            eprintln!(
+                "hidden {}, {members} members: dispatches per layer per member (embed, head and token \
+             included): HostBridge {:.2}, Generic {:.2}, DevicePoll {:.2}",
+                cfg.hidden, bridge.3, generic.3, poll.3
+            );
+            assert_eq!(bridge.0, one, "{members} members: HostBridge tokens vs one member's");
+            for (name, run) in [("Generic", &generic), ("DevicePoll", &poll)] {
+                assert_eq!(run.0, bridge.0, "{members} members, {name}: tokens");
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&run.1), bits(&bridge.1), "{members} members, {name}: logits bitwise");
+                for (i, (a, b)) in run.2.iter().zip(&bridge.2).enumerate() {
+                    assert_eq!(bits(a), bits(b), "{members} members, {name}: member {i}'s residual bitwise");
+                }
             }
         }
     }

@@ -2,6 +2,13 @@
 // residual add and the next norm of the decoder in one dispatch. One workgroup; each thread
 // adds and squares the same elements it would in `add_f32` then `rmsnorm`, and the sum of
 // squares uses rmsnorm's fixed-order tree, so the bits equal those two kernels' bits.
+//
+// Each thread handles elements lid, lid + 256, lid + 512, ... in that order, eight at a time in
+// scalar registers: every load of a batch is issued before the first store or sum. A loop that
+// loads, computes and stores one element at a time waits a whole memory latency per element (a
+// bus round trip where the partials are in host memory), which made these single-workgroup
+// kernels the decoder's slowest per byte (docs/BENCHMARKS.md, "The norms"). Elements past n
+// contribute +0.0 to the sum of squares, which leaves its bits as they are.
 
 struct Params {
     n: u32,
@@ -18,13 +25,58 @@ var<immediate> p: Params;
 
 var<workgroup> partial: array<f32, 256>;
 
+// x[i] + r[i], or 0 past n.
+fn sum_xr(i: u32) -> f32 {
+    if (i < p.n) {
+        return x[i] + r[i];
+    }
+    return 0.0;
+}
+
+// Stores v as x[i] and returns its square, or 0 past n.
+fn keep_x(i: u32, v: f32) -> f32 {
+    if (i < p.n) {
+        x[i] = v;
+        return v * v;
+    }
+    return 0.0;
+}
+
+// x[i] * scale * w[i], or 0 past n.
+fn scaled(i: u32, scale: f32) -> f32 {
+    if (i < p.n) {
+        return x[i] * scale * w[i];
+    }
+    return 0.0;
+}
+
+// Stores v as y[i] (nothing past n).
+fn put_y(i: u32, v: f32) {
+    if (i < p.n) {
+        y[i] = v;
+    }
+}
+
 @compute @workgroup_size(256)
 fn add_rmsnorm(@builtin(local_invocation_index) lid: u32) {
     var acc = 0.0;
-    for (var i = lid; i < p.n; i += 256u) {
-        let v = x[i] + r[i];
-        x[i] = v;
-        acc += v * v;
+    for (var base = lid; base < p.n; base += 2048u) {
+        let v0 = sum_xr(base);
+        let v1 = sum_xr(base + 256u);
+        let v2 = sum_xr(base + 512u);
+        let v3 = sum_xr(base + 768u);
+        let v4 = sum_xr(base + 1024u);
+        let v5 = sum_xr(base + 1280u);
+        let v6 = sum_xr(base + 1536u);
+        let v7 = sum_xr(base + 1792u);
+        acc += keep_x(base, v0);
+        acc += keep_x(base + 256u, v1);
+        acc += keep_x(base + 512u, v2);
+        acc += keep_x(base + 768u, v3);
+        acc += keep_x(base + 1024u, v4);
+        acc += keep_x(base + 1280u, v5);
+        acc += keep_x(base + 1536u, v6);
+        acc += keep_x(base + 1792u, v7);
     }
     partial[lid] = acc;
     workgroupBarrier();
@@ -35,7 +87,22 @@ fn add_rmsnorm(@builtin(local_invocation_index) lid: u32) {
         workgroupBarrier();
     }
     let scale = inverseSqrt(partial[0] / f32(p.n) + p.eps);
-    for (var i = lid; i < p.n; i += 256u) {
-        y[i] = x[i] * scale * w[i];
+    for (var base = lid; base < p.n; base += 2048u) {
+        let y0 = scaled(base, scale);
+        let y1 = scaled(base + 256u, scale);
+        let y2 = scaled(base + 512u, scale);
+        let y3 = scaled(base + 768u, scale);
+        let y4 = scaled(base + 1024u, scale);
+        let y5 = scaled(base + 1280u, scale);
+        let y6 = scaled(base + 1536u, scale);
+        let y7 = scaled(base + 1792u, scale);
+        put_y(base, y0);
+        put_y(base + 256u, y1);
+        put_y(base + 512u, y2);
+        put_y(base + 768u, y3);
+        put_y(base + 1024u, y4);
+        put_y(base + 1280u, y5);
+        put_y(base + 1536u, y6);
+        put_y(base + 1792u, y7);
     }
 }

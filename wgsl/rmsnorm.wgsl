@@ -1,6 +1,13 @@
 // rmsnorm: y = x / sqrt(mean(x^2) + eps) * w, over one vector of n f32 (w is f32). One
 // workgroup; the sum of squares uses a fixed-order tree reduction, so every member computing
 // the same norm of the same (bitwise equal) x gets the same bits.
+//
+// Each thread handles elements lid, lid + 256, lid + 512, ... in that order, eight at a time in
+// scalar registers: every load of a batch is issued before the first store or sum. A loop that
+// loads, computes and stores one element at a time waits a whole memory latency per element (a
+// bus round trip where the partials are in host memory), which made these single-workgroup
+// kernels the decoder's slowest per byte (docs/BENCHMARKS.md, "The norms"). Elements past n
+// contribute +0.0 to the sum of squares, which leaves its bits as they are.
 
 struct Params {
     n: u32,
@@ -16,11 +23,49 @@ var<immediate> p: Params;
 
 var<workgroup> partial: array<f32, 256>;
 
+// x[i], or 0 past n.
+fn get_x(i: u32) -> f32 {
+    if (i < p.n) {
+        return x[i];
+    }
+    return 0.0;
+}
+
+// x[i] * scale * w[i], or 0 past n.
+fn scaled(i: u32, scale: f32) -> f32 {
+    if (i < p.n) {
+        return x[i] * scale * w[i];
+    }
+    return 0.0;
+}
+
+// Stores v as y[i] (nothing past n).
+fn put_y(i: u32, v: f32) {
+    if (i < p.n) {
+        y[i] = v;
+    }
+}
+
 @compute @workgroup_size(256)
 fn rmsnorm(@builtin(local_invocation_index) lid: u32) {
     var acc = 0.0;
-    for (var i = lid; i < p.n; i += 256u) {
-        acc += x[i] * x[i];
+    for (var base = lid; base < p.n; base += 2048u) {
+        let x0 = get_x(base);
+        let x1 = get_x(base + 256u);
+        let x2 = get_x(base + 512u);
+        let x3 = get_x(base + 768u);
+        let x4 = get_x(base + 1024u);
+        let x5 = get_x(base + 1280u);
+        let x6 = get_x(base + 1536u);
+        let x7 = get_x(base + 1792u);
+        acc += x0 * x0;
+        acc += x1 * x1;
+        acc += x2 * x2;
+        acc += x3 * x3;
+        acc += x4 * x4;
+        acc += x5 * x5;
+        acc += x6 * x6;
+        acc += x7 * x7;
     }
     partial[lid] = acc;
     workgroupBarrier();
@@ -31,7 +76,22 @@ fn rmsnorm(@builtin(local_invocation_index) lid: u32) {
         workgroupBarrier();
     }
     let scale = inverseSqrt(partial[0] / f32(p.n) + p.eps);
-    for (var i = lid; i < p.n; i += 256u) {
-        y[i] = x[i] * scale * w[i];
+    for (var base = lid; base < p.n; base += 2048u) {
+        let y0 = scaled(base, scale);
+        let y1 = scaled(base + 256u, scale);
+        let y2 = scaled(base + 512u, scale);
+        let y3 = scaled(base + 768u, scale);
+        let y4 = scaled(base + 1024u, scale);
+        let y5 = scaled(base + 1280u, scale);
+        let y6 = scaled(base + 1536u, scale);
+        let y7 = scaled(base + 1792u, scale);
+        put_y(base, y0);
+        put_y(base + 256u, y1);
+        put_y(base + 512u, y2);
+        put_y(base + 768u, y3);
+        put_y(base + 1024u, y4);
+        put_y(base + 1280u, y5);
+        put_y(base + 1536u, y6);
+        put_y(base + 1792u, y7);
     }
 }
