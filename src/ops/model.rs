@@ -629,7 +629,7 @@ impl Member {
     /// Fills f16 `t` (`[rows, cols]`) with the slice at (`row_offset`, `col_offset`) of the
     /// logical `[*, full_cols]` matrix of deterministic values `k·2^-shift`, `k` in
     /// [-1024, 1023], drawn from `seed` (see `wgsl/init_weights.wgsl`; CPU twin
-    /// [`crate::tp::init::weight`]).
+    /// `tp::init::weight`).
     pub fn init_weights(
         &self,
         t: &Tensor,

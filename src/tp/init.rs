@@ -10,6 +10,7 @@ pub fn pcg(x: u32) -> u32 {
 
 /// Element `index` (row * full_cols + col) of the matrix drawn from `seed`: `k·2^-shift`, `k`
 /// an integer in [-1024, 1023], exactly representable in f16.
+#[cfg_attr(not(feature = "test-hooks"), allow(dead_code))]
 pub fn weight(seed: u32, index: u32, shift: u32) -> f32 {
     let h = pcg(index ^ pcg(seed));
     let k = (h >> 21) as i32 - 1024;

@@ -7,14 +7,19 @@
 //! - [`Sharded`]: an activation held across the members as one value.
 //! - `block`: the decoder block's attention and MLP halves as tensor-parallel layers.
 //! - [`model`]: a decoder-only transformer built from them, for greedy decoding.
-//! - [`init`]: deterministic weights generated on the device, and their CPU twin.
+//! - `init`: deterministic weights generated on the device, and their CPU twin (public with
+//!   the `test-hooks` feature, for the tests' references).
 //!
 //! What it must never do: let replicated activations drift apart. Every replicated tensor is
 //! produced by the same kernels from bitwise-equal inputs, and the all-reduce returns bitwise
 //! equal sums, so every member's copy stays identical.
 
 mod block;
+// The weights' CPU twin is for the tests' references (feature `test-hooks`), not the API.
+#[cfg(feature = "test-hooks")]
 pub mod init;
+#[cfg(not(feature = "test-hooks"))]
+mod init;
 pub mod linear;
 pub mod model;
 mod sharded;
