@@ -272,7 +272,9 @@ fn all_reduces_larger_than_one_binding_run_in_chunks() {
     // so an f32-wire all-reduce of more than limit / 16 bytes per member runs in chunks.
     let group = common::logical(4);
     let mut comm = Comm::with_options(&group, options(ModeRequest::Forced(Mode::HostBridge))).unwrap();
-    let limit = group.members()[0].adapter().caps.max_storage_buffer_range as usize;
+    // The smallest member's limit (members may be on different adapters).
+    let limit =
+        group.members().iter().map(|m| m.adapter().caps.max_storage_buffer_range).min().unwrap() as usize;
     let n = limit / 16 + 12_345; // words per member region: limit / 4 bytes / 4 members
     let mut rng = common::rng(10);
     let parts: Vec<Vec<f32>> = (0..4).map(|_| common::random(&mut rng, n)).collect();

@@ -13,6 +13,11 @@
 //! 4. Phase B (`reduce_slots`), after a barrier on the wait, sums every member's wire values in
 //!    member order: bitwise the same as HostBridge for the same wire.
 //!
+//! On a GPU, rounds of the f32 wire up to [`FUSED_WAIT_MAX_WORDS`] elements do 3 and 4 in one
+//! dispatch (`reduce_slots_f32_poll`: thread 0 of every workgroup stores the arrival and waits,
+//! then the workgroup sums), which saves each member a dispatch and a barrier per round, on the
+//! GPU and in the host's recording. The decoder's fused rounds do the same in their norm.
+//!
 //! The relay thread (`relay.rs`) stores k into every `go` once every member's arrival reached
 //! k. Nothing is submitted: the rounds go out with the member's next submit, and submitting a
 //! member that holds rounds submits its peers too (`MemberShared::flush_linked`), since a
@@ -67,6 +72,10 @@ const LLVMPIPE_TRIPS: u32 = 60_000;
 const MAX_CHAIN: u32 = 8;
 /// How many times the bound a CPU device's wait polls for at full speed (see `calibrate`).
 const CPU_MARGIN: f64 = 4.0;
+/// Largest round (f32 elements) whose wait the phase-B kernel does itself: up to 64 workgroups
+/// poll the `go` word; above, the round's bytes dominate and the separate one-invocation wait
+/// costs little.
+const FUSED_WAIT_MAX_WORDS: usize = 64 * 256 * 4;
 
 /// How one member's wait is recorded: `dispatches` of `poll_wait`, each polling up to `trips`
 /// loop trips; together they last about `bound`.
@@ -405,6 +414,53 @@ impl DevicePoll {
         Ok(())
     }
 
+    /// Records member `i`'s arrival, wait and phase B of `round` as one dispatch
+    /// (`reduce_slots_f32_poll`): f32 wire, a GPU, at most [`FUSED_WAIT_MAX_WORDS`] elements.
+    #[allow(clippy::too_many_arguments)]
+    fn record_wait_and_reduce(
+        &self,
+        m: &Member,
+        i: usize,
+        nm: usize,
+        t: &Tensor,
+        e: u64,
+        c0: usize,
+        n: usize,
+        round: u64,
+    ) -> Result<()> {
+        let slots = self.slots.as_ref().expect("slots exist while the transport runs");
+        let (flags, arrival) = (&self.words.flags[i], &self.arrival_imports[i]);
+        let (binding, at) = slots.entry(i, e);
+        let arrive = u32::from(self.withheld != Some(i));
+        let stride = slots.layout.stride as u32;
+        m.shared.dispatch_ranges(
+            "reduce_slots_f32_poll",
+            &[
+                binding,
+                BindRange::whole(&t.buffer),
+                BindRange::whole(flags),
+                BindRange { buffer: arrival, offset: i as u64 * ARRIVAL_STRIDE, size: ARRIVAL_STRIDE },
+            ],
+            &[slots.imports[i].id(), t.id(), flags.id()],
+            &[t.id(), flags.id(), arrival.id()],
+            &[
+                n as u32,
+                nm as u32,
+                stride,
+                at as u32,
+                c0 as u32,
+                i as u32,
+                round as u32,
+                self.plans[i].trips,
+                arrive,
+                0,
+                0,
+                0,
+            ],
+            crate::kernels::elementwise_groups(n.div_ceil(4)),
+        )
+    }
+
     /// Submits every member once one holds a ring's worth of rounds since its last submit, so
     /// no entry is read twice in one submission.
     fn flush_if_ring_full(&mut self, members: &[Member]) -> Result<()> {
@@ -446,8 +502,12 @@ impl DevicePoll {
             restart_if_submitted(&mut self.open[i], m);
             record_phase_a(m, i, t, slots, e, &mut self.scratch[i], opts, c0, n, f16_wire)?;
             sh.barrier_to_host()?;
-            self.record_wait(m, i, round)?;
-            record_reduce(m, i, nm, t, slots, e, c0, n, f16_wire, &[self.words.flags[i].id()])?;
+            if !cuts_loops(m) && !f16_wire && n <= FUSED_WAIT_MAX_WORDS {
+                self.record_wait_and_reduce(m, i, nm, t, e, c0, n, round)?;
+            } else {
+                self.record_wait(m, i, round)?;
+                record_reduce(m, i, nm, t, slots, e, c0, n, f16_wire, &[self.words.flags[i].id()])?;
+            }
             sh.stream().linked = true;
             self.open[i].1 += 1;
         }
