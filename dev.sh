@@ -35,7 +35,8 @@ commands:
   demo      run every kernel on every member of a group and check it against the CPU
             (cargo run -p crossgpu-cli -- demo ARGS; e.g. ./dev.sh demo --len 1000)
   test      run the test suite with the Khronos validation layer on
-            (cargo test --workspace ARGS; e.g. ./dev.sh test -- --nocapture)
+            (cargo test --workspace ARGS; e.g. ./dev.sh test -- --nocapture), then the
+            library's tests again on Mesa 26's lavapipe (scripts/newer-lavapipe.sh)
   devices   list the Vulkan adapters and the capabilities crossgpu uses
             (cargo run -p crossgpu-cli -- devices)
 
@@ -145,6 +146,19 @@ case "$cmd" in
             say "LP_NUM_THREADS=$LP_NUM_THREADS (DevicePoll tests poll from up to 4 lavapipe devices)"
         fi
         run cargo test --workspace "$@"
+        # A second lavapipe generation (Mesa 26 from trixie-backports, unpacked into the
+        # git-ignored .newer-lavapipe/; the system is not touched): its SYNC_FD semaphores run
+        # the SyncFd mode, which Debian 12's lavapipe lacks, and the library's whole suite runs
+        # on it once more. CROSSGPU_NEWER_LAVAPIPE=0 skips this.
+        if [ "${CROSSGPU_NEWER_LAVAPIPE:-1}" = 0 ]; then
+            say "SKIPPED: the tests on Mesa 26's lavapipe (CROSSGPU_NEWER_LAVAPIPE=0)"
+        elif scripts/newer-lavapipe.sh fetch; then
+            say "the library's tests again on Mesa 26's lavapipe (scripts/newer-lavapipe.sh)"
+            CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="$PWD/scripts/newer-lavapipe.sh run" \
+                run cargo test -p crossgpu "$@"
+        else
+            say "SKIPPED: the tests on Mesa 26's lavapipe, which could not be fetched (above); the SyncFd mode did not run"
+        fi
         ;;
     devices)
         setup

@@ -112,8 +112,17 @@ fn read_all(tensors: &[Tensor]) -> Vec<Vec<f32>> {
 /// Runs the ignored helper test `name` of this binary in a child process with `env` set (and
 /// every other crossgpu configuration variable removed), returns its exit status and output.
 fn child(name: &str, env: &[(&str, &str)]) -> (bool, String) {
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let mut cmd = Command::new(exe);
+    // Under scripts/newer-lavapipe.sh the child starts through the same wrapper (its driver
+    // needs trixie's loader and libraries); there the process's executable is that loader, and
+    // argv[0] the test binary.
+    let mut cmd = match std::env::var_os("CROSSGPU_TEST_WRAPPER") {
+        Some(wrapper) => {
+            let mut c = Command::new(wrapper);
+            c.arg("run").arg(std::env::args_os().next().expect("argv[0], the test binary"));
+            c
+        }
+        None => Command::new(std::env::current_exe().expect("the test binary's path")),
+    };
     cmd.args([name, "--exact", "--ignored", "--nocapture", "--test-threads=1"]);
     for v in [
         "CROSSGPU_DEVICES",

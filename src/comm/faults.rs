@@ -1,6 +1,7 @@
 //! Fault injection for the reliability tests: failures of the host-slot allocation and of the
 //! host-pointer import, armed before creation ([`super::Comm::with_faults`]) or before a growth
-//! ([`super::Comm::inject_growth_failure`]). No effect unless armed.
+//! ([`super::Comm::inject_growth_failure`]), and of a SYNC_FD import
+//! ([`super::Comm::inject_sync_fd_import_failure`]). No effect unless armed.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -10,6 +11,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub(crate) struct FaultHooks {
     pub(super) alloc: AtomicBool,
     pub(super) import: AtomicBool,
+    /// The next SYNC_FD import into a peer's semaphore fails (SyncFd transport).
+    pub(super) sync_fd_import: AtomicBool,
 }
 
 impl FaultHooks {
@@ -24,5 +27,8 @@ impl FaultHooks {
     }
     pub(super) fn take_import_failure(&self) -> bool {
         self.import.swap(false, Ordering::Relaxed)
+    }
+    pub(super) fn take_sync_fd_import_failure(&self) -> bool {
+        self.sync_fd_import.swap(false, Ordering::Relaxed)
     }
 }

@@ -388,6 +388,13 @@ impl Comm {
         }
     }
 
+    /// Test hook (feature `test-hooks`): the next SYNC_FD import into a peer's semaphore fails
+    /// (SyncFd mode), as a driver's refusal would.
+    #[cfg(feature = "test-hooks")]
+    pub fn inject_sync_fd_import_failure(&self) {
+        self.hooks.sync_fd_import.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Test hook (feature `test-hooks`): the next slot growth fails to allocate (`alloc`) or to import (`import`).
     #[cfg(feature = "test-hooks")]
     pub fn inject_growth_failure(&self, alloc: bool, import: bool) {

@@ -4,6 +4,7 @@
 //! protocol and why no member overwrites a half a peer still reads; this file records it.
 
 use std::borrow::Borrow;
+use std::sync::Arc;
 
 use vk_native::{BindRange, Buffer, BufferId, BufferUsage, DeviceType, GpuBuffer, TimelineSemaphore};
 
@@ -45,7 +46,7 @@ impl TwoPhase {
         mode: Mode,
         opts: &CommOptions,
         group: GroupId,
-        hooks: &FaultHooks,
+        hooks: &Arc<FaultHooks>,
         capacity: u64,
     ) -> Result<Self> {
         let sem = |m: &Member| TimelineSemaphore::new(m.device(), 0).map_err(|e| m.shared.err(e));
@@ -75,7 +76,7 @@ impl TwoPhase {
                     })?,
                 )
             }
-            Mode::SyncFd => Release::SyncFd(SyncFdExchange::new(members)?),
+            Mode::SyncFd => Release::SyncFd(SyncFdExchange::new(members, hooks.clone())?),
             Mode::Generic | Mode::DevicePoll => {
                 return Err(Error::InvalidArgument(format!("{mode} is not a semaphore-released transport")))
             }
