@@ -237,6 +237,7 @@ impl DevicePoll {
             flags,
             labels: members.iter().map(|m| m.label().to_string()).collect(),
             bound: plans.iter().map(|p| p.bound).min().unwrap_or(bound),
+            expiry_seen: AtomicBool::new(false),
         });
         let spin = opts.spin.unwrap_or_else(|| {
             if members.iter().any(|m| m.adapter().device_type == DeviceType::Cpu) {
@@ -288,10 +289,13 @@ impl DevicePoll {
         self.relay.error().or_else(|| (0..self.plans.len()).find_map(|i| self.words.expired(i)))
     }
 
-    /// What [`Self::error`] finds without reading device memory (the relay's own finding, an
-    /// atomic load): checked before every round, where a bus read per member would cost more
-    /// than recording the round.
+    /// [`Self::error`] once the relay or a member's completion check saw a wait run out (an
+    /// atomic load until then): checked before every round, where a bus read per member would
+    /// cost more than recording the round.
     pub(super) fn relay_error(&self) -> Option<Error> {
+        if self.words.expiry_seen.load(Ordering::Acquire) {
+            return self.error();
+        }
         self.relay.error()
     }
 

@@ -41,6 +41,9 @@ pub(crate) struct Words {
     pub(crate) labels: Vec<String>,
     /// The bound a wait was calibrated to, for messages.
     pub(crate) bound: Duration,
+    /// Set once anyone (the relay, a member's completion check) saw a wait that ran out: the
+    /// calling thread checks this per round instead of reading the words across the bus.
+    pub(crate) expiry_seen: AtomicBool,
 }
 
 impl Words {
@@ -66,6 +69,7 @@ impl Words {
         if self.flag(i, flag::EXPIRED) == 0 {
             return None;
         }
+        self.expiry_seen.store(true, Ordering::Release);
         let round = self.flag(i, flag::EXPIRED_ROUND);
         let late: Vec<&str> = (0..self.flags.len())
             .filter(|&j| (self.arrival(j).wrapping_sub(round) as i32) < 0)
