@@ -3,6 +3,10 @@
 //! `kernels.rs` with the SPIR-V and each file's resource interface read from the module itself,
 //! so the pipeline layouts can never disagree with the shaders. A WGSL error fails the build
 //! with naga's message naming the file and line.
+//!
+//! WGSL has no includes; a line `// #include "NAME.wgsl"` is replaced by `wgsl/include/NAME.wgsl`
+//! before parsing (once per file, not recursively), so kernels share code (the DevicePoll wait,
+//! the all-reduce sums) instead of copying it. Files in `wgsl/include/` are not kernels.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -10,6 +14,7 @@ use std::path::Path;
 fn main() {
     let dir = Path::new("wgsl");
     println!("cargo:rerun-if-changed=wgsl");
+    println!("cargo:rerun-if-changed=wgsl/include");
     let out = std::env::var("OUT_DIR").expect("OUT_DIR");
     let mut files: Vec<_> = std::fs::read_dir(dir)
         .expect("wgsl/ exists")
@@ -25,8 +30,15 @@ fn main() {
     let mut entries: std::collections::HashMap<String, String> = std::collections::HashMap::new();
     for (i, path) in files.iter().enumerate() {
         println!("cargo:rerun-if-changed={}", path.display());
-        let src = std::fs::read_to_string(path).expect("readable kernel");
         let shown = path.display().to_string();
+        let src = match expand_includes(&std::fs::read_to_string(path).expect("readable kernel"), dir) {
+            Ok(src) => src,
+            Err(e) => {
+                eprintln!("{shown}: {e}");
+                failed = true;
+                continue;
+            }
+        };
         let module = match naga::front::wgsl::parse_str(&src) {
             Ok(m) => m,
             Err(e) => {
@@ -127,4 +139,28 @@ fn main() {
     writeln!(gen, "\n/// Every compute entry point of `wgsl/`, with its resource interface.").unwrap();
     writeln!(gen, "pub static KERNELS: &[KernelSpec] = &[\n{specs}];").unwrap();
     std::fs::write(Path::new(&out).join("kernels.rs"), gen).expect("write kernels.rs");
+}
+
+/// `src` with every line `// #include "NAME.wgsl"` replaced by `dir/include/NAME.wgsl` (between
+/// comments naming it, so naga's messages can be traced back).
+fn expand_includes(src: &str, dir: &Path) -> Result<String, String> {
+    let mut out = String::with_capacity(src.len());
+    for line in src.lines() {
+        let Some(rest) = line.trim().strip_prefix("// #include ") else {
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        };
+        let name = rest.trim().trim_matches('"');
+        if name.contains('/') || !name.ends_with(".wgsl") {
+            return Err(format!("#include {rest}: name a file of wgsl/include/, e.g. \"poll_wait_fn.wgsl\""));
+        }
+        let path = dir.join("include").join(name);
+        println!("cargo:rerun-if-changed={}", path.display());
+        let text = std::fs::read_to_string(&path).map_err(|e| format!("#include {}: {e}", path.display()))?;
+        writeln!(out, "// ---- begin {} ----", path.display()).unwrap();
+        out.push_str(&text);
+        writeln!(out, "// ---- end {} ----", path.display()).unwrap();
+    }
+    Ok(out)
 }

@@ -155,7 +155,7 @@ impl Member {
                     &bindings,
                     &[slots, w.id(), x.id()],
                     &[x.id(), y.id(), flags, arrival],
-                    &[n as u32, eps.to_bits(), members, stride, offset, wait.round, wait.trips, 0],
+                    &[n as u32, eps.to_bits(), members, stride, offset, wait.round, wait.trips, 1],
                     [1, 1, 1],
                 )
             }
