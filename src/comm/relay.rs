@@ -173,6 +173,9 @@ const CHECK_EVERY: Duration = Duration::from_millis(1);
 fn run(shared: &Shared, words: &Words, spin: Duration) {
     let n = words.flags.len();
     let mut released = 0u64;
+    // Kept across wake-ups: when rounds are released faster than CHECK_EVERY, the relay still
+    // reads the expired words once per CHECK_EVERY while rounds are outstanding.
+    let mut last_check = Instant::now();
     loop {
         // Sleep until a round is outstanding or the relay stops.
         loop {
@@ -191,7 +194,6 @@ fn run(shared: &Shared, words: &Words, spin: Duration) {
             shared.sleeping.store(false, Ordering::SeqCst);
         }
         let mut start = Instant::now();
-        let mut last_check = start;
         loop {
             let announced = shared.announced.load(Ordering::Acquire);
             if announced <= released {

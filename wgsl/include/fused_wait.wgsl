@@ -51,5 +51,8 @@ fn workgroup_released(lid: u32) -> bool {
     if (lid == 0u) {
         released = arrive_and_wait();
     }
+    // Thread 0's wait happens-before every thread's reads of the slots (storage memory), not
+    // only of `released` (workgroup memory): a compiler may not move those loads above it.
+    storageBarrier();
     return workgroupUniformLoad(&released) != 0u;
 }
