@@ -6,7 +6,7 @@
 //!
 //! WGSL has no includes; a line `// #include "NAME.wgsl"` is replaced by `wgsl/include/NAME.wgsl`
 //! before parsing (once per file, not recursively), so kernels share code (the DevicePoll wait,
-//! the all-reduce sums) instead of copying it. Files in `wgsl/include/` are not kernels.
+//! the all-reduce sums, the norms' end) instead of copying it. Files in `wgsl/include/` are not kernels.
 
 use std::fmt::Write as _;
 use std::path::Path;

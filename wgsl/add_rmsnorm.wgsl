@@ -23,7 +23,8 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 var<immediate> p: Params;
 
-var<workgroup> partial: array<f32, 256>;
+// #include "keep_x.wgsl"
+// #include "norm_tail.wgsl"
 
 // x[i] + r[i], or 0 past n.
 fn sum_xr(i: u32) -> f32 {
@@ -31,30 +32,6 @@ fn sum_xr(i: u32) -> f32 {
         return x[i] + r[i];
     }
     return 0.0;
-}
-
-// Stores v as x[i] and returns its square, or 0 past n.
-fn keep_x(i: u32, v: f32) -> f32 {
-    if (i < p.n) {
-        x[i] = v;
-        return v * v;
-    }
-    return 0.0;
-}
-
-// x[i] * scale * w[i], or 0 past n.
-fn scaled(i: u32, scale: f32) -> f32 {
-    if (i < p.n) {
-        return x[i] * scale * w[i];
-    }
-    return 0.0;
-}
-
-// Stores v as y[i] (nothing past n).
-fn put_y(i: u32, v: f32) {
-    if (i < p.n) {
-        y[i] = v;
-    }
 }
 
 @compute @workgroup_size(256)
@@ -78,31 +55,5 @@ fn add_rmsnorm(@builtin(local_invocation_index) lid: u32) {
         acc += keep_x(base + 1536u, v6);
         acc += keep_x(base + 1792u, v7);
     }
-    partial[lid] = acc;
-    workgroupBarrier();
-    for (var s = 128u; s > 0u; s >>= 1u) {
-        if (lid < s) {
-            partial[lid] += partial[lid + s];
-        }
-        workgroupBarrier();
-    }
-    let scale = inverseSqrt(partial[0] / f32(p.n) + p.eps);
-    for (var base = lid; base < p.n; base += 2048u) {
-        let y0 = scaled(base, scale);
-        let y1 = scaled(base + 256u, scale);
-        let y2 = scaled(base + 512u, scale);
-        let y3 = scaled(base + 768u, scale);
-        let y4 = scaled(base + 1024u, scale);
-        let y5 = scaled(base + 1280u, scale);
-        let y6 = scaled(base + 1536u, scale);
-        let y7 = scaled(base + 1792u, scale);
-        put_y(base, y0);
-        put_y(base + 256u, y1);
-        put_y(base + 512u, y2);
-        put_y(base + 768u, y3);
-        put_y(base + 1024u, y4);
-        put_y(base + 1280u, y5);
-        put_y(base + 1536u, y6);
-        put_y(base + 1792u, y7);
-    }
+    norm_tail(lid, acc);
 }

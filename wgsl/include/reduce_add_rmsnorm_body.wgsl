@@ -1,12 +1,11 @@
 // The sum of the members' partials, the residual add and the norm of `reduce_add_rmsnorm`
 // (included by it and by `reduce_add_rmsnorm_poll`, which waits first), for one workgroup of
 // 256 threads. The includer declares `p` (n, eps, members, stride, offset) and the bindings
-// `slots`, `w`, `x` and `y`. Each thread handles elements lid, lid + 256, lid + 512, ... in that
+// `slots`, `w`, `x` and `y`, and includes keep_x.wgsl and norm_tail.wgsl before this file
+// (includes do not nest). Each thread handles elements lid, lid + 256, lid + 512, ... in that
 // order, eight at a time in scalar registers: every load of a batch is issued before the first
 // store or sum (docs/BENCHMARKS.md, "The norms"). Elements past n contribute +0.0 to the sum of
 // squares, which leaves its bits as they are.
-
-var<workgroup> partial: array<f32, 256>;
 
 // slots[at + i], or 0 past n.
 fn slot(at: u32, i: u32) -> f32 {
@@ -22,30 +21,6 @@ fn get_x(i: u32) -> f32 {
         return x[i];
     }
     return 0.0;
-}
-
-// Stores v as x[i] and returns its square, or 0 past n.
-fn keep_x(i: u32, v: f32) -> f32 {
-    if (i < p.n) {
-        x[i] = v;
-        return v * v;
-    }
-    return 0.0;
-}
-
-// x[i] * scale * w[i], or 0 past n.
-fn scaled(i: u32, scale: f32) -> f32 {
-    if (i < p.n) {
-        return x[i] * scale * w[i];
-    }
-    return 0.0;
-}
-
-// Stores v as y[i] (nothing past n).
-fn put_y(i: u32, v: f32) {
-    if (i < p.n) {
-        y[i] = v;
-    }
 }
 
 fn reduce_add_rmsnorm_body(lid: u32) {
@@ -88,31 +63,5 @@ fn reduce_add_rmsnorm_body(lid: u32) {
         acc += keep_x(base + 1536u, v6);
         acc += keep_x(base + 1792u, v7);
     }
-    partial[lid] = acc;
-    workgroupBarrier();
-    for (var s = 128u; s > 0u; s >>= 1u) {
-        if (lid < s) {
-            partial[lid] += partial[lid + s];
-        }
-        workgroupBarrier();
-    }
-    let scale = inverseSqrt(partial[0] / f32(p.n) + p.eps);
-    for (var base = lid; base < p.n; base += 2048u) {
-        let y0 = scaled(base, scale);
-        let y1 = scaled(base + 256u, scale);
-        let y2 = scaled(base + 512u, scale);
-        let y3 = scaled(base + 768u, scale);
-        let y4 = scaled(base + 1024u, scale);
-        let y5 = scaled(base + 1280u, scale);
-        let y6 = scaled(base + 1536u, scale);
-        let y7 = scaled(base + 1792u, scale);
-        put_y(base, y0);
-        put_y(base + 256u, y1);
-        put_y(base + 512u, y2);
-        put_y(base + 768u, y3);
-        put_y(base + 1024u, y4);
-        put_y(base + 1280u, y5);
-        put_y(base + 1536u, y6);
-        put_y(base + 1792u, y7);
-    }
+    norm_tail(lid, acc);
 }
