@@ -14,12 +14,14 @@ const STEPS: usize = 12;
 /// A run's tokens, logits, every member's residual stream, and dispatches per layer and member.
 type Run = (Vec<u32>, Vec<f32>, Vec<Vec<f32>>, f64);
 
-/// The small model, and one whose hidden size passes the norms' 4096-element batch (so their
-/// batched loops take a second, partial batch) with as little else as possible.
-fn configs() -> [DecoderConfig; 2] {
+/// The small model, and two whose hidden sizes take the norms past their first batch of 2048
+/// elements per workgroup (4100: held in registers between the passes) and past the 8192 they
+/// hold (8200: read back), with as little else as possible.
+fn configs() -> [DecoderConfig; 3] {
     let small = DecoderConfig { layers: 2, vocab: 500, max_seq: 20, ..DecoderConfig::small() };
     let wide = DecoderConfig { hidden: 4100, ffn: 96, layers: 1, vocab: 300, ..small.clone() };
-    [small, wide]
+    let wider = DecoderConfig { hidden: 8200, ..wide.clone() };
+    [small, wide, wider]
 }
 
 fn decode(cfg: &DecoderConfig, members: usize, split: &SplitSpec, mode: Mode) -> Option<Run> {

@@ -33,7 +33,9 @@ fn rmsnorm_matches_f64_reference() {
     let eps = 1e-5f32;
     // 1, odd, exactly one workgroup, and > 256 so each thread's strided loop iterates; scales
     // from where eps matters to large.
-    for (n, scale) in [(1, 1.0f32), (7, 3.0), (256, 0.01), (1001, 1.0), (4099, 20.0)] {
+    for (n, scale) in
+        [(1, 1.0f32), (7, 3.0), (256, 0.01), (1001, 1.0), (4099, 20.0), (8192, 1.0), (8193, 4.0)]
+    {
         let x = scaled(&mut rng, n, scale);
         let w = scaled(&mut rng, n, 2.0);
         let (xt, wt) = (m.upload_f32(&x).unwrap(), m.upload_f32(&w).unwrap());
@@ -64,7 +66,8 @@ fn add_rmsnorm_equals_add_then_rmsnorm() {
     let m = g.member(0).unwrap();
     let mut rng = common::rng(110);
     let eps = 1e-5f32;
-    for (n, scale) in [(1, 1.0f32), (7, 3.0), (255, 0.01), (256, 1.0), (257, 5.0), (5120, 1.0), (10007, 20.0)]
+    for (n, scale) in
+        [(1, 1.0f32), (7, 3.0), (255, 0.01), (256, 1.0), (257, 5.0), (5120, 1.0), (8192, 2.0), (10007, 20.0)]
     {
         let (x, r, w) = (scaled(&mut rng, n, scale), scaled(&mut rng, n, scale), scaled(&mut rng, n, 2.0));
         let (xt, rt, wt) = (m.upload_f32(&x).unwrap(), m.upload_f32(&r).unwrap(), m.upload_f32(&w).unwrap());
@@ -373,8 +376,9 @@ fn rope_matches_f64_reference() {
 type AttentionCase = (usize, usize, usize, usize, &'static [usize], f32);
 
 /// Grouped-query decode attention against `reference::attention` (the bound is derived there)
-/// at positions 0, 1, 20 and past 256 (the score loop iterates), a head dimension past 256 (the
-/// output loop iterates), over a KV cache of random values (the unused positions must be
+/// at positions 0, 1, 20 and past 256 (the score loop iterates), around the tiles the keys
+/// pass through, a head dimension past 256 (the output loop iterates, the keys are read
+/// directly), over a KV cache of random values (the unused positions must be
 /// ignored).
 #[test]
 fn attention_matches_f64_reference() {
@@ -383,13 +387,17 @@ fn attention_matches_f64_reference() {
     let m = g.member(0).unwrap();
     let mut rng = common::rng(105);
     // (q_heads, group, head_dim, max_seq, positions, q scale)
-    let cases: [AttentionCase; 6] = [
+    let cases: [AttentionCase; 8] = [
         (8, 4, 32, 24, &[0, 1, 20, 23], 1.0),
         (6, 3, 16, 300, &[0, 5, 299], 1.0),
         (4, 1, 8, 40, &[0, 1, 37], 6.0),
         (2, 2, 260, 5, &[0, 4], 0.25),
         (1, 1, 2, 1, &[0], 1.0),
         (3, 3, 1, 9, &[8], 3.0),
+        // Keys pass through workgroup memory in tiles: of at most one position per thread
+        // (head_dim 2: 256 positions a tile, three tiles), and of 17 positions (head_dim 128).
+        (2, 1, 2, 700, &[255, 256, 600], 1.0),
+        (2, 2, 128, 40, &[15, 16, 17, 39], 0.5),
     ];
     for (q_heads, group, d, max_seq, positions, qs) in cases {
         let kv = q_heads / group;

@@ -3,12 +3,7 @@
 // adds and squares the same elements it would in `add_f32` then `rmsnorm`, and the sum of
 // squares uses rmsnorm's fixed-order tree, so the bits equal those two kernels' bits.
 //
-// Each thread handles elements lid, lid + 256, lid + 512, ... in that order, eight at a time in
-// scalar registers: every load of a batch is issued before the first store or sum. A loop that
-// loads, computes and stores one element at a time waits a whole memory latency per element (a
-// bus round trip where the partials are in host memory), which made these single-workgroup
-// kernels the decoder's slowest per byte (docs/BENCHMARKS.md, "The norms"). Elements past n
-// contribute +0.0 to the sum of squares, which leaves its bits as they are.
+// How a thread walks the vector, and why: wgsl/include/norm_tail.wgsl.
 
 struct Params {
     n: u32,
@@ -23,13 +18,20 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 var<immediate> p: Params;
 
-// #include "keep_x.wgsl"
 // #include "norm_tail.wgsl"
+// #include "keep_x.wgsl"
 
-// x[i] + r[i], or 0 past n.
-fn sum_xr(i: u32) -> f32 {
+// x + r for the eight elements from base (0 past n).
+fn xr8(base: u32) -> Eight {
+    let r = Eight(get_r(base), get_r(base + 256u), get_r(base + 512u), get_r(base + 768u),
+        get_r(base + 1024u), get_r(base + 1280u), get_r(base + 1536u), get_r(base + 1792u));
+    return add8(x8(base), r);
+}
+
+// r[i], or 0 past n.
+fn get_r(i: u32) -> f32 {
     if (i < p.n) {
-        return x[i] + r[i];
+        return r[i];
     }
     return 0.0;
 }
@@ -37,23 +39,20 @@ fn sum_xr(i: u32) -> f32 {
 @compute @workgroup_size(256)
 fn add_rmsnorm(@builtin(local_invocation_index) lid: u32) {
     var acc = 0.0;
+    if (p.n <= HELD) {
+        let v0 = xr8(lid);
+        let v1 = xr8(lid + 2048u);
+        let v2 = xr8(lid + 4096u);
+        let v3 = xr8(lid + 6144u);
+        acc = keep8(acc, lid, v0);
+        acc = keep8(acc, lid + 2048u, v1);
+        acc = keep8(acc, lid + 4096u, v2);
+        acc = keep8(acc, lid + 6144u, v3);
+        norm_tail_held(lid, acc, v0, v1, v2, v3);
+        return;
+    }
     for (var base = lid; base < p.n; base += 2048u) {
-        let v0 = sum_xr(base);
-        let v1 = sum_xr(base + 256u);
-        let v2 = sum_xr(base + 512u);
-        let v3 = sum_xr(base + 768u);
-        let v4 = sum_xr(base + 1024u);
-        let v5 = sum_xr(base + 1280u);
-        let v6 = sum_xr(base + 1536u);
-        let v7 = sum_xr(base + 1792u);
-        acc += keep_x(base, v0);
-        acc += keep_x(base + 256u, v1);
-        acc += keep_x(base + 512u, v2);
-        acc += keep_x(base + 768u, v3);
-        acc += keep_x(base + 1024u, v4);
-        acc += keep_x(base + 1280u, v5);
-        acc += keep_x(base + 1536u, v6);
-        acc += keep_x(base + 1792u, v7);
+        acc = keep8(acc, base, xr8(base));
     }
     norm_tail(lid, acc);
 }

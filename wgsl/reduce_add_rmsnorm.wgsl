@@ -23,8 +23,8 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 var<immediate> p: Params;
 
-// #include "keep_x.wgsl"
 // #include "norm_tail.wgsl"
+// #include "keep_x.wgsl"
 // #include "reduce_add_rmsnorm_body.wgsl"
 
 @compute @workgroup_size(256)

@@ -28,8 +28,8 @@ struct Params {
 @group(0) @binding(5) var<storage, read_write> arrival: array<atomic<u32>>;
 var<immediate> p: Params;
 
-// #include "keep_x.wgsl"
 // #include "norm_tail.wgsl"
+// #include "keep_x.wgsl"
 // #include "fused_wait.wgsl"
 // #include "reduce_add_rmsnorm_body.wgsl"
 

@@ -2,12 +2,7 @@
 // workgroup; the sum of squares uses a fixed-order tree reduction, so every member computing
 // the same norm of the same (bitwise equal) x gets the same bits.
 //
-// Each thread handles elements lid, lid + 256, lid + 512, ... in that order, eight at a time in
-// scalar registers: every load of a batch is issued before the first store or sum. A loop that
-// loads, computes and stores one element at a time waits a whole memory latency per element (a
-// bus round trip where the partials are in host memory), which made these single-workgroup
-// kernels the decoder's slowest per byte (docs/BENCHMARKS.md, "The norms"). Elements past n
-// contribute +0.0 to the sum of squares, which leaves its bits as they are.
+// How a thread walks the vector, and why: wgsl/include/norm_tail.wgsl.
 
 struct Params {
     n: u32,
@@ -23,34 +18,37 @@ var<immediate> p: Params;
 
 // #include "norm_tail.wgsl"
 
-// x[i], or 0 past n.
-fn get_x(i: u32) -> f32 {
-    if (i < p.n) {
-        return x[i];
-    }
-    return 0.0;
+// acc plus the squares of v, added in element order.
+fn squares(acc: f32, v: Eight) -> f32 {
+    var s = acc;
+    s += v.e0 * v.e0;
+    s += v.e1 * v.e1;
+    s += v.e2 * v.e2;
+    s += v.e3 * v.e3;
+    s += v.e4 * v.e4;
+    s += v.e5 * v.e5;
+    s += v.e6 * v.e6;
+    s += v.e7 * v.e7;
+    return s;
 }
 
 @compute @workgroup_size(256)
 fn rmsnorm(@builtin(local_invocation_index) lid: u32) {
     var acc = 0.0;
+    if (p.n <= HELD) {
+        let v0 = x8(lid);
+        let v1 = x8(lid + 2048u);
+        let v2 = x8(lid + 4096u);
+        let v3 = x8(lid + 6144u);
+        acc = squares(acc, v0);
+        acc = squares(acc, v1);
+        acc = squares(acc, v2);
+        acc = squares(acc, v3);
+        norm_tail_held(lid, acc, v0, v1, v2, v3);
+        return;
+    }
     for (var base = lid; base < p.n; base += 2048u) {
-        let x0 = get_x(base);
-        let x1 = get_x(base + 256u);
-        let x2 = get_x(base + 512u);
-        let x3 = get_x(base + 768u);
-        let x4 = get_x(base + 1024u);
-        let x5 = get_x(base + 1280u);
-        let x6 = get_x(base + 1536u);
-        let x7 = get_x(base + 1792u);
-        acc += x0 * x0;
-        acc += x1 * x1;
-        acc += x2 * x2;
-        acc += x3 * x3;
-        acc += x4 * x4;
-        acc += x5 * x5;
-        acc += x6 * x6;
-        acc += x7 * x7;
+        acc = squares(acc, x8(base));
     }
     norm_tail(lid, acc);
 }
