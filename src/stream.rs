@@ -8,7 +8,7 @@
 //! get none. The sets persist across submits, because a barrier's first scope covers every
 //! earlier command on the queue, while consecutive submits on one queue are otherwise unordered.
 
-use vk_native::{Access, BufferId, Recorder, SubmitInfo, SyncFdSemaphore, TimelineSemaphore};
+use vk_native::{Access, BufferId, Recorder, Replay, SubmitInfo, SyncFdSemaphore, TimelineSemaphore};
 
 pub(crate) struct Stream {
     pub(crate) rec: Recorder,
@@ -23,6 +23,10 @@ pub(crate) struct Stream {
     /// The open command buffer holds DevicePoll rounds: submitting it submits the peers'
     /// streams too (`MemberShared::flush_linked`).
     pub(crate) linked: bool,
+    /// A recording the next submit runs after the open command buffer.
+    replay_next: Option<Replay>,
+    /// The hazard sets of the open command buffer while a recording is in progress.
+    saved: Option<(Vec<BufferId>, Vec<BufferId>)>,
 }
 
 impl Stream {
@@ -35,7 +39,62 @@ impl Stream {
             binary_waits: Vec::new(),
             submits: 0,
             linked: false,
+            replay_next: None,
+            saved: None,
         }
+    }
+
+    /// Starts a recording for replay (`Recorder::begin_capture`): it begins with a barrier
+    /// after every earlier write, since each submission of it follows whatever was submitted
+    /// before; hazards inside it are tracked as usual.
+    pub(crate) fn begin_capture(&mut self) -> vk_native::Result<()> {
+        self.rec.begin_capture()?;
+        if let Err(e) = self.rec.barrier(Access::COMPUTE_WRITE | Access::TRANSFER_WRITE, Access::DEVICE_ALL) {
+            self.rec.cancel_capture();
+            return Err(e);
+        }
+        self.saved = Some((std::mem::take(&mut self.written), std::mem::take(&mut self.read)));
+        Ok(())
+    }
+
+    /// Ends the recording with a barrier before anything after it and visibility to the host,
+    /// and returns to the open command buffer's hazards.
+    pub(crate) fn end_capture(&mut self) -> vk_native::Result<Replay> {
+        let r = self
+            .rec
+            .barrier(Access::COMPUTE_WRITE | Access::TRANSFER_WRITE, Access::HOST_READ | Access::DEVICE_ALL)
+            .and_then(|()| self.rec.end_capture());
+        if r.is_err() {
+            self.rec.cancel_capture();
+        }
+        self.restore();
+        r
+    }
+
+    /// Drops a recording in progress after an error while recording it.
+    pub(crate) fn cancel_capture(&mut self) {
+        self.rec.cancel_capture();
+        self.restore();
+    }
+
+    fn restore(&mut self) {
+        if let Some((w, r)) = self.saved.take() {
+            self.written = w;
+            self.read = r;
+        }
+    }
+
+    /// Submits the open command buffer, then `replay` in the same submission. The recording
+    /// ends with a barrier after all its writes, so nothing recorded after needs another.
+    pub(crate) fn submit_replay(&mut self, replay: &Replay) -> vk_native::Result<u64> {
+        self.replay_next = Some(replay.clone());
+        let r = self.submit(&[], &[]);
+        self.replay_next = None;
+        if r.is_ok() {
+            self.written.clear();
+            self.read.clear();
+        }
+        r
     }
 
     /// Places a barrier if the next command, reading `reads` and writing `writes`, conflicts
@@ -59,6 +118,13 @@ impl Stream {
             }
         }
         Ok(())
+    }
+
+    /// Notes a write recorded straight into the recorder (a fill), so its readers get a barrier.
+    pub(crate) fn note_write(&mut self, id: BufferId) {
+        if !self.written.contains(&id) {
+            self.written.push(id);
+        }
     }
 
     /// Records a barrier that makes every device write so far visible to the host, and clears
@@ -92,7 +158,10 @@ impl Stream {
 
     /// Whether a submit would do anything.
     pub(crate) fn has_work(&self) -> bool {
-        self.rec.recorded_commands() > 0 || !self.waits.is_empty() || !self.binary_waits.is_empty()
+        self.rec.recorded_commands() > 0
+            || !self.waits.is_empty()
+            || !self.binary_waits.is_empty()
+            || self.replay_next.is_some()
     }
 
     /// Submits the open command buffer with pending waits and `signals`.
@@ -116,11 +185,13 @@ impl Stream {
         let mut recs = Vec::with_capacity(streams.len());
         let mut waits = Vec::with_capacity(streams.len());
         let mut binary_waits = Vec::with_capacity(streams.len());
+        let mut replays = Vec::with_capacity(streams.len());
         for s in streams.iter_mut() {
-            let Stream { rec, waits: w, binary_waits: b, .. } = &mut **s;
+            let Stream { rec, waits: w, binary_waits: b, replay_next, .. } = &mut **s;
             recs.push(rec);
             waits.push(w.iter().map(|(s, v)| (s, *v)).collect::<Vec<_>>());
             binary_waits.push(b.iter().collect::<Vec<_>>());
+            replays.push(replay_next.as_ref());
         }
         let infos: Vec<SubmitInfo<'_>> = (0..recs.len())
             .map(|k| SubmitInfo {
@@ -128,6 +199,7 @@ impl Stream {
                 signal_timeline: signals[k],
                 wait_binary: &binary_waits[k],
                 signal_binary: binary_signals[k],
+                replay: replays[k],
             })
             .collect();
         let values = vk_native::Recorder::submit_together(&mut recs, &infos)?;

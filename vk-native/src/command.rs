@@ -1,11 +1,16 @@
 //! Recording many dispatches and copies into one command buffer and submitting it raw on one
 //! queue of the device, with timeline and binary semaphore waits and signals.
 //!
-//! Command buffers are recorded through wgpu-hal command encoders (one encoder per command
-//! buffer in flight, since wgpu-hal resets a whole pool at once) and submitted with
-//! `vkQueueSubmit` on the recorder's own queue, which wgpu-hal's single-queue API cannot do.
-//! Each submit signals the recorder's `progress` timeline semaphore; a command buffer and every
-//! resource it used (kept alive by `Arc`s) are released once `progress` passes its value.
+//! Command buffers come from wgpu-hal command encoders (one encoder per command buffer in
+//! flight, since wgpu-hal resets a whole pool at once); commands are recorded into them with
+//! ash, and they are submitted with `vkQueueSubmit` on the recorder's own queue, which
+//! wgpu-hal's single-queue API cannot do. Each submit signals the recorder's `progress`
+//! timeline semaphore; a command buffer and every resource it used (kept alive by `Arc`s) are
+//! released once `progress` passes its value.
+//!
+//! A [`Replay`] is work recorded once into a command buffer of its own
+//! ([`Recorder::begin_capture`] .. [`Recorder::end_capture`]) and submitted any number of times
+//! ([`SubmitInfo::replay`]): the host pays for recording it once.
 
 use std::collections::VecDeque;
 use std::num::NonZeroU64;
@@ -34,6 +39,63 @@ pub struct SubmitInfo<'a> {
     pub wait_binary: &'a [&'a SyncFdSemaphore],
     /// Binary (SYNC_FD-capable) semaphores to signal once the submission completes.
     pub signal_binary: &'a [&'a SyncFdSemaphore],
+    /// A recording of this recorder's to run after its open command buffer, in the same
+    /// submission.
+    pub replay: Option<&'a Replay>,
+}
+
+/// Work recorded once by a [`Recorder`] ([`Recorder::begin_capture`]), submitted again with
+/// every [`SubmitInfo::replay`] that names it. Its commands, their resources and their order
+/// are fixed at recording: whatever should change between submissions must be read by the
+/// kernels from buffers (a counter the GPU advances, say). Clones share the recording.
+#[derive(Clone)]
+pub struct Replay(Arc<ReplayInner>);
+
+struct ReplayInner {
+    device: Device,
+    queue_index: u32,
+    pool: vk::CommandPool,
+    cmd: vk::CommandBuffer,
+    dispatches: u64,
+    commands: usize,
+    _keep: Vec<KeepAlive>,
+}
+
+impl Drop for ReplayInner {
+    fn drop(&mut self) {
+        crate::live::dec(&crate::live::RECORDINGS);
+        // SAFETY: every submission of the command buffer holds this value alive until it
+        // completed, so nothing pending uses it; destroying the pool frees the buffer.
+        unsafe { self.device.raw().destroy_command_pool(self.pool, None) };
+    }
+}
+
+impl Replay {
+    /// Compute dispatches in the recording.
+    pub fn dispatches(&self) -> u64 {
+        self.0.dispatches
+    }
+
+    /// Commands (dispatches, copies, fills) in the recording.
+    pub fn commands(&self) -> usize {
+        self.0.commands
+    }
+}
+
+impl std::fmt::Debug for Replay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Replay").field("dispatches", &self.0.dispatches).finish()
+    }
+}
+
+/// A recording in progress: a command buffer of its own pool, begun for simultaneous use (a
+/// replay may be submitted again while an earlier submission of it still runs).
+struct Capture {
+    pool: vk::CommandPool,
+    cmd: vk::CommandBuffer,
+    keep: Vec<KeepAlive>,
+    dispatches: u64,
+    commands: usize,
 }
 
 type KeepAlive = Arc<dyn std::any::Any + Send + Sync>;
@@ -87,6 +149,8 @@ pub struct Recorder {
     dispatches: u64,
     /// Timestamps after every dispatch and copy, while profiling.
     profile: Option<Profile>,
+    /// The recording in progress, which every command goes to instead of the open buffer.
+    capture: Option<Capture>,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -132,6 +196,7 @@ impl Recorder {
             queue_submit_time: Duration::ZERO,
             dispatches: 0,
             profile: None,
+            capture: None,
         })
     }
 
@@ -205,6 +270,24 @@ impl Recorder {
         Ok(())
     }
 
+    /// Releases completed submits, and waits for the oldest while `max_pending` are in
+    /// flight: a host running far ahead of the GPU would hold a command pool and the resources
+    /// of every pending submit.
+    fn make_room(&mut self) -> Result<()> {
+        self.recycle()?;
+        if self.pending.len() >= self.max_pending {
+            let oldest = self.pending.front().map_or(0, |p| p.value);
+            let t = Instant::now();
+            let done = self.progress.wait(oldest, BACKPRESSURE_TIMEOUT_NS)?;
+            self.backpressure_wait += t.elapsed();
+            if !done {
+                return Err(NativeError::Timeout(BACKPRESSURE_TIMEOUT_NS / 1_000_000));
+            }
+            self.recycle()?;
+        }
+        Ok(())
+    }
+
     /// An idle command encoder, or a new one.
     fn take_encoder(&mut self) -> Result<wgpu_hal::vulkan::CommandEncoder> {
         if let Some(e) = self.idle.pop() {
@@ -222,19 +305,7 @@ impl Recorder {
     fn open(&mut self) -> Result<&mut Active> {
         self.check_lost()?;
         if self.active.is_none() {
-            self.recycle()?;
-            // Back-pressure: a host running far ahead of the GPU would hold a command pool and
-            // the resources of every pending submit; wait for the oldest instead.
-            if self.pending.len() >= self.max_pending {
-                let oldest = self.pending.front().map_or(0, |p| p.value);
-                let t = Instant::now();
-                let done = self.progress.wait(oldest, BACKPRESSURE_TIMEOUT_NS)?;
-                self.backpressure_wait += t.elapsed();
-                if !done {
-                    return Err(NativeError::Timeout(BACKPRESSURE_TIMEOUT_NS / 1_000_000));
-                }
-                self.recycle()?;
-            }
+            self.make_room()?;
             let mut encoder = self.take_encoder()?;
             // SAFETY: the encoder is idle (new or recycled after its work completed).
             unsafe { encoder.begin_encoding(Some("crossgpu stream")) }
@@ -261,6 +332,10 @@ impl Recorder {
     /// While profiling, stamps the end of the command just recorded (named `name`) into the
     /// open command buffer.
     fn stamp(&mut self, name: impl FnOnce() -> Arc<str>) {
+        if self.capture.is_some() {
+            // A recording runs many times; a profile window covers one.
+            return;
+        }
         let (Some(p), Some(a)) = (self.profile.as_mut(), self.active.as_mut()) else { return };
         if p.used == 0 || p.used >= p.pool.capacity {
             // The window began before this command buffer (not profiled), or is full.
@@ -279,6 +354,108 @@ impl Recorder {
         p.used += 1;
         p.names.push(name());
         a.keep.push(p.pool.clone());
+    }
+
+    /// The command buffer commands go to: the recording in progress, or the open one.
+    fn target(&mut self) -> Result<vk::CommandBuffer> {
+        if let Some(c) = &self.capture {
+            return Ok(c.cmd);
+        }
+        // SAFETY: the handle is only used while the encoder records (until `close`).
+        Ok(unsafe { self.open()?.encoder.raw_handle() })
+    }
+
+    /// Keeps `k` alive as long as the command buffer commands go to now.
+    fn keep(&mut self, k: KeepAlive) {
+        if let Some(c) = self.capture.as_mut() {
+            c.keep.push(k);
+        } else if let Some(a) = self.active.as_mut() {
+            a.keep.push(k);
+        }
+    }
+
+    /// Counts a command (a dispatch if `dispatch`) recorded where commands go now.
+    fn count(&mut self, dispatch: bool) {
+        if let Some(c) = self.capture.as_mut() {
+            c.commands += 1;
+            c.dispatches += dispatch as u64;
+        } else {
+            self.commands += 1;
+            self.dispatches += dispatch as u64;
+        }
+    }
+
+    /// Starts a recording: every command from now until [`Recorder::end_capture`] goes into a
+    /// command buffer of its own, which runs only when a submit names it
+    /// ([`SubmitInfo::replay`]), as many times as it is named. Nothing recorded before stays
+    /// in the open command buffer.
+    pub fn begin_capture(&mut self) -> Result<()> {
+        if self.capture.is_some() {
+            return Err(NativeError::Unsupported("begin_capture while a recording is in progress".into()));
+        }
+        self.check_lost()?;
+        let d = self.device.raw();
+        let info = vk::CommandPoolCreateInfo::default().queue_family_index(0);
+        // SAFETY: a new pool of this device, for family 0 (every queue of a Device).
+        let pool = unsafe { d.create_command_pool(&info, None) }.map_err(map_vk("vkCreateCommandPool"))?;
+        let alloc = vk::CommandBufferAllocateInfo::default()
+            .command_pool(pool)
+            .level(vk::CommandBufferLevel::PRIMARY)
+            .command_buffer_count(1);
+        let begin =
+            vk::CommandBufferBeginInfo::default().flags(vk::CommandBufferUsageFlags::SIMULTANEOUS_USE);
+        // SAFETY: the buffer is allocated from the new pool and begun once; on failure the
+        // pool (and the buffer with it) is destroyed unused.
+        let cmd = unsafe {
+            d.allocate_command_buffers(&alloc)
+                .and_then(|c| d.begin_command_buffer(c[0], &begin).map(|()| c[0]))
+        };
+        match cmd {
+            Ok(cmd) => {
+                crate::live::inc(&crate::live::RECORDINGS);
+                self.capture = Some(Capture { pool, cmd, keep: Vec::new(), dispatches: 0, commands: 0 });
+                Ok(())
+            }
+            Err(e) => {
+                // SAFETY: nothing of the pool is in use.
+                unsafe { d.destroy_command_pool(pool, None) };
+                Err(map_vk("vkAllocateCommandBuffers/vkBeginCommandBuffer")(e))
+            }
+        }
+    }
+
+    /// Ends the recording begun by [`Recorder::begin_capture`].
+    pub fn end_capture(&mut self) -> Result<Replay> {
+        let Some(c) = self.capture.take() else {
+            return Err(NativeError::Unsupported("end_capture without begin_capture".into()));
+        };
+        let inner = ReplayInner {
+            device: self.device.clone(),
+            queue_index: self.queue_index,
+            pool: c.pool,
+            cmd: c.cmd,
+            dispatches: c.dispatches,
+            commands: c.commands,
+            _keep: c.keep,
+        };
+        // SAFETY: the buffer is recording (begun in begin_capture); if ending fails, dropping
+        // `inner` destroys the pool, and nothing was submitted.
+        unsafe { self.device.raw().end_command_buffer(inner.cmd) }.map_err(map_vk("vkEndCommandBuffer"))?;
+        Ok(Replay(Arc::new(inner)))
+    }
+
+    /// Drops a recording in progress (after an error while recording it), if any.
+    pub fn cancel_capture(&mut self) {
+        if let Some(c) = self.capture.take() {
+            crate::live::dec(&crate::live::RECORDINGS);
+            // SAFETY: never submitted; destroying the pool frees the recording buffer.
+            unsafe { self.device.raw().destroy_command_pool(c.pool, None) };
+        }
+    }
+
+    /// Whether a recording is in progress.
+    pub fn capturing(&self) -> bool {
+        self.capture.is_some()
     }
 
     /// Starts profiling: from the next command buffer on, a timestamp after every dispatch and
@@ -325,23 +502,30 @@ impl Recorder {
         if workgroups.contains(&0) {
             return Ok(());
         }
-        let a = self.open()?;
-        // SAFETY: pipeline, layout and bind group are of this device and kept alive with the
-        // command buffer; the immediates match the layout's size (checked above).
+        let cb = self.target()?;
+        let d = self.device.raw();
+        // SAFETY: the command buffer is recording, outside any pass; pipeline, layout and
+        // descriptor set are of this device and kept alive with the command buffer (below); the
+        // immediates match the layout's size (checked above).
         unsafe {
-            a.encoder
-                .begin_compute_pass(&wgpu_hal::ComputePassDescriptor { label: None, timestamp_writes: None });
-            a.encoder.set_compute_pipeline(k.hal_pipeline());
-            a.encoder.set_bind_group(k.hal_layout(), 0, group.hal(), &[]);
+            d.cmd_bind_pipeline(cb, vk::PipelineBindPoint::COMPUTE, k.raw_pipeline());
+            d.cmd_bind_descriptor_sets(
+                cb,
+                vk::PipelineBindPoint::COMPUTE,
+                k.raw_layout(),
+                0,
+                &[group.raw_set()],
+                &[],
+            );
             if !immediates.is_empty() {
-                a.encoder.set_immediates(k.hal_layout(), 0, immediates);
+                let bytes =
+                    std::slice::from_raw_parts(immediates.as_ptr().cast::<u8>(), immediates.len() * 4);
+                d.cmd_push_constants(cb, k.raw_layout(), vk::ShaderStageFlags::COMPUTE, 0, bytes);
             }
-            a.encoder.dispatch_workgroups(workgroups);
-            a.encoder.end_compute_pass();
+            d.cmd_dispatch(cb, workgroups[0], workgroups[1], workgroups[2]);
         }
-        a.keep.push(group.keep_alive());
-        self.commands += 1;
-        self.dispatches += 1;
+        self.keep(group.keep_alive());
+        self.count(true);
         self.stamp(|| Arc::from(k.name()));
         Ok(())
     }
@@ -378,13 +562,16 @@ impl Recorder {
         let Some(size) = NonZeroU64::new(size) else {
             return Ok(());
         };
-        let a = self.open()?;
-        let region = wgpu_hal::BufferCopy { src_offset, dst_offset, size };
-        // SAFETY: both buffers are of this device, alive (kept below), and the range is checked.
-        unsafe { a.encoder.copy_buffer_to_buffer(src.hal(), dst.hal(), std::iter::once(region)) };
-        a.keep.push(src.keep_alive());
-        a.keep.push(dst.keep_alive());
-        self.commands += 1;
+        let cb = self.target()?;
+        let region = vk::BufferCopy { src_offset, dst_offset, size: size.get() };
+        // SAFETY: recording, outside any pass; both buffers are of this device, alive (kept
+        // below), and the ranges are checked.
+        unsafe {
+            self.device.raw().cmd_copy_buffer(cb, src.hal().raw_handle(), dst.hal().raw_handle(), &[region])
+        };
+        self.keep(src.keep_alive());
+        self.keep(dst.keep_alive());
+        self.count(false);
         self.stamp(|| Arc::from("copy"));
         Ok(())
     }
@@ -401,12 +588,11 @@ impl Recorder {
         if size == 0 {
             return Ok(());
         }
-        let raw = self.device.raw().clone();
-        let a = self.open()?;
+        let cb = self.target()?;
         // SAFETY: recording state; the buffer is of this device, alive (kept), range checked.
-        unsafe { raw.cmd_fill_buffer(a.encoder.raw_handle(), dst.hal().raw_handle(), offset, size, value) };
-        a.keep.push(dst.keep_alive());
-        self.commands += 1;
+        unsafe { self.device.raw().cmd_fill_buffer(cb, dst.hal().raw_handle(), offset, size, value) };
+        self.keep(dst.keep_alive());
+        self.count(false);
         Ok(())
     }
 
@@ -417,9 +603,7 @@ impl Recorder {
         let (dst_stage, dst_access) = crate::conv::access_to_vk(dst);
         let src_stage = if src_stage.is_empty() { vk::PipelineStageFlags::TOP_OF_PIPE } else { src_stage };
         let dst_stage = if dst_stage.is_empty() { vk::PipelineStageFlags::BOTTOM_OF_PIPE } else { dst_stage };
-        let a = self.open()?;
-        // SAFETY: the handle is only used below, while the command buffer is recording.
-        let cb = unsafe { a.encoder.raw_handle() };
+        let cb = self.target()?;
         let mb = [vk::MemoryBarrier::default().src_access_mask(src_access).dst_access_mask(dst_access)];
         // SAFETY: recording state; a plain memory barrier outside any render pass.
         unsafe {
@@ -470,8 +654,20 @@ impl Recorder {
                 r.device.id()
             )));
         }
-        for r in recs.iter() {
+        for (r, info) in recs.iter_mut().zip(infos) {
             r.check_lost()?;
+            if info.replay.is_some() && r.active.is_none() {
+                // A replay opens no command buffer (where the back-pressure usually happens).
+                r.make_room()?;
+            }
+            if r.capture.is_some() {
+                return Err(NativeError::Unsupported("submit while a recording is in progress".into()));
+            }
+            if let Some(p) = info.replay {
+                if p.0.device.id() != r.device.id() || p.0.queue_index != r.queue_index {
+                    return Err(NativeError::Unsupported("a recording submitted on another queue".into()));
+                }
+            }
         }
         // Close every open command buffer first; a failure here leaves nothing submitted.
         let mut closed = Vec::with_capacity(recs.len());
@@ -497,6 +693,10 @@ impl Recorder {
         let mut sig_vals = Vec::new();
         for (k, ((r, c), info)) in recs.iter().zip(closed.iter_mut()).zip(infos).enumerate() {
             cmds.extend(c.raw);
+            if let Some(p) = info.replay {
+                cmds.push(p.0.cmd);
+                c.keep.push(p.0.clone());
+            }
             binary_uses.extend(info.wait_binary.iter().map(|s| (k, *s, false)));
             binary_uses.extend(info.signal_binary.iter().map(|s| (k, *s, true)));
             for (s, v) in info.wait_timeline {
@@ -561,6 +761,11 @@ impl Recorder {
                 r.discard(c);
             }
             return Err(e);
+        }
+        for (r, info) in recs.iter_mut().zip(infos) {
+            if let Some(p) = info.replay {
+                r.dispatches += p.0.dispatches;
+            }
         }
         Ok(recs.iter_mut().zip(closed).map(|(r, c)| r.commit(c)).collect())
     }
@@ -640,6 +845,7 @@ impl Drop for Recorder {
         } else if self.device.is_lost() {
             let _ = self.device.wait_idle_queues();
         }
+        self.cancel_capture();
         if let Some(mut a) = self.active.take() {
             // SAFETY: recording, never submitted; dropping the encoder destroys its pool.
             unsafe { a.encoder.discard_encoding() };

@@ -1,16 +1,23 @@
-//! Compute pipelines made by wgpu-hal from SPIR-V, and their bind groups.
+//! Compute pipelines made from SPIR-V, and their bind groups.
 //!
 //! Every kernel binds storage buffers at group 0, bindings 0..n, and takes its small parameters
 //! as immediates (push constants): a kernel's bind group is made once per buffer set and reused.
+//!
+//! crossgpu's own kernels ([`Kernel`]) are Vulkan objects made here with ash, so that a command
+//! buffer can bind them by handle and be recorded once and replayed
+//! ([`crate::Recorder::begin_capture`]): wgpu-hal keeps its pipeline and descriptor-set handles
+//! private and records one-time command buffers only. The wgpu embedding, which records into a
+//! borrowed wgpu device, keeps wgpu-hal's objects ([`PipelineObjects`]).
 
-use std::num::NonZeroU64;
-use std::sync::Arc;
+use std::ffi::CString;
+use std::sync::{Arc, Mutex};
 
+use ash::vk;
 use wgpu_hal::Device as _;
 
 use crate::buffer::BufferId;
 use crate::device::{Device, DeviceId};
-use crate::error::{map_hal_device, NativeError, Result};
+use crate::error::{map_hal_device, map_vk, NativeError, Result};
 use crate::GpuBuffer;
 
 /// A byte range of a buffer bound as one storage buffer.
@@ -192,11 +199,207 @@ impl PipelineObjects {
     }
 }
 
+/// Descriptor sets one pool holds; a kernel makes another pool when its pools are full.
+const SETS_PER_POOL: u32 = 64;
+
+/// The Vulkan objects of one of crossgpu's kernels, made with ash.
+struct RawPipeline {
+    module: vk::ShaderModule,
+    set_layout: vk::DescriptorSetLayout,
+    layout: vk::PipelineLayout,
+    pipeline: vk::Pipeline,
+    /// The pools bind groups are allocated from (externally synchronised, hence the lock).
+    pools: Mutex<Vec<vk::DescriptorPool>>,
+}
+
+impl RawPipeline {
+    /// Creates the pipeline for `entry` of `spirv` with storage bindings 0..`bindings` and
+    /// `immediate_bytes` of push constants. On error, what was made is destroyed again.
+    ///
+    /// # Safety
+    /// `spirv` must be valid SPIR-V (naga wrote and validated it at build time) whose interface
+    /// is `bindings` storage buffers of set 0 and `immediate_bytes` of push constants; the
+    /// objects must be destroyed with [`RawPipeline::destroy`] on the same device.
+    unsafe fn new(
+        d: &ash::Device,
+        name: &str,
+        spirv: &[u32],
+        entry: &str,
+        bindings: u32,
+        immediate_bytes: u32,
+    ) -> Result<Self> {
+        let mut o = Self {
+            module: vk::ShaderModule::null(),
+            set_layout: vk::DescriptorSetLayout::null(),
+            layout: vk::PipelineLayout::null(),
+            pipeline: vk::Pipeline::null(),
+            pools: Mutex::new(Vec::new()),
+        };
+        let entry_c = CString::new(entry).map_err(|_| {
+            NativeError::Unsupported(format!("kernel {name}: entry point {entry:?} has a NUL"))
+        })?;
+        // SAFETY: the caller vouches for the SPIR-V and the device; each object is made from the
+        // ones before it, on `d`, and the create infos outlive the calls.
+        let r: Result<()> = unsafe {
+            (|| {
+                o.module = d
+                    .create_shader_module(&vk::ShaderModuleCreateInfo::default().code(spirv), None)
+                    .map_err(map_vk("vkCreateShaderModule"))?;
+                let entries: Vec<_> = (0..bindings)
+                    .map(|i| {
+                        vk::DescriptorSetLayoutBinding::default()
+                            .binding(i)
+                            .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                            .descriptor_count(1)
+                            .stage_flags(vk::ShaderStageFlags::COMPUTE)
+                    })
+                    .collect();
+                o.set_layout = d
+                    .create_descriptor_set_layout(
+                        &vk::DescriptorSetLayoutCreateInfo::default().bindings(&entries),
+                        None,
+                    )
+                    .map_err(map_vk("vkCreateDescriptorSetLayout"))?;
+                let ranges = [vk::PushConstantRange::default()
+                    .stage_flags(vk::ShaderStageFlags::COMPUTE)
+                    .offset(0)
+                    .size(immediate_bytes)];
+                let set_layouts = [o.set_layout];
+                let mut info = vk::PipelineLayoutCreateInfo::default().set_layouts(&set_layouts);
+                if immediate_bytes > 0 {
+                    info = info.push_constant_ranges(&ranges);
+                }
+                o.layout = d.create_pipeline_layout(&info, None).map_err(map_vk("vkCreatePipelineLayout"))?;
+                let stage = vk::PipelineShaderStageCreateInfo::default()
+                    .stage(vk::ShaderStageFlags::COMPUTE)
+                    .module(o.module)
+                    .name(&entry_c);
+                let info = [vk::ComputePipelineCreateInfo::default().stage(stage).layout(o.layout)];
+                o.pipeline = d
+                    .create_compute_pipelines(vk::PipelineCache::null(), &info, None)
+                    .map_err(|(_, e)| map_vk("vkCreateComputePipelines")(e))?[0];
+                Ok(())
+            })()
+        };
+        match r {
+            Ok(()) => Ok(o),
+            Err(e) => {
+                // SAFETY: nothing made above has been used.
+                unsafe { o.destroy(d) };
+                Err(e)
+            }
+        }
+    }
+
+    /// A descriptor set of this pipeline's layout over `ranges` (bindings 0..n in order), and
+    /// the pool it came from.
+    ///
+    /// # Safety
+    /// `d` is the device the pipeline was made on; every range lies inside a live buffer of
+    /// that device, within its binding limits; the set is freed with [`RawPipeline::free`]
+    /// after the last submission that uses it completed.
+    unsafe fn allocate(
+        &self,
+        d: &ash::Device,
+        ranges: &[BindRange<'_>],
+    ) -> Result<(vk::DescriptorPool, vk::DescriptorSet)> {
+        let mut pools = self.pools.lock().unwrap_or_else(|p| p.into_inner());
+        let layouts = [self.set_layout];
+        let mut found = None;
+        for &pool in pools.iter().rev() {
+            let info = vk::DescriptorSetAllocateInfo::default().descriptor_pool(pool).set_layouts(&layouts);
+            // SAFETY: the pool is of this device and locked; the layout is alive.
+            match unsafe { d.allocate_descriptor_sets(&info) } {
+                Ok(sets) => {
+                    found = Some((pool, sets[0]));
+                    break;
+                }
+                Err(vk::Result::ERROR_OUT_OF_POOL_MEMORY | vk::Result::ERROR_FRAGMENTED_POOL) => continue,
+                Err(e) => return Err(map_vk("vkAllocateDescriptorSets")(e)),
+            }
+        }
+        let (pool, set) = match found {
+            Some(f) => f,
+            None => {
+                let sizes = [vk::DescriptorPoolSize::default()
+                    .ty(vk::DescriptorType::STORAGE_BUFFER)
+                    .descriptor_count(SETS_PER_POOL * (ranges.len() as u32).max(1))];
+                let info = vk::DescriptorPoolCreateInfo::default()
+                    .flags(vk::DescriptorPoolCreateFlags::FREE_DESCRIPTOR_SET)
+                    .max_sets(SETS_PER_POOL)
+                    .pool_sizes(&sizes);
+                // SAFETY: a new pool of this device.
+                let pool = unsafe { d.create_descriptor_pool(&info, None) }
+                    .map_err(map_vk("vkCreateDescriptorPool"))?;
+                pools.push(pool);
+                let info =
+                    vk::DescriptorSetAllocateInfo::default().descriptor_pool(pool).set_layouts(&layouts);
+                // SAFETY: as above, from the new, empty pool.
+                let sets = unsafe { d.allocate_descriptor_sets(&info) }
+                    .map_err(map_vk("vkAllocateDescriptorSets"))?;
+                (pool, sets[0])
+            }
+        };
+        // SAFETY: the caller vouches for the buffers (alive, of this device, in range).
+        let infos: Vec<_> = ranges
+            .iter()
+            .map(|r| {
+                vk::DescriptorBufferInfo::default()
+                    .buffer(unsafe { r.buffer.hal().raw_handle() })
+                    .offset(r.offset)
+                    .range(r.size)
+            })
+            .collect();
+        let writes: Vec<_> = infos
+            .iter()
+            .enumerate()
+            .map(|(i, info)| {
+                vk::WriteDescriptorSet::default()
+                    .dst_set(set)
+                    .dst_binding(i as u32)
+                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                    .buffer_info(std::slice::from_ref(info))
+            })
+            .collect();
+        // SAFETY: the set is new and unused; the infos outlive the call.
+        unsafe { d.update_descriptor_sets(&writes, &[]) };
+        Ok((pool, set))
+    }
+
+    /// Returns a set to its pool.
+    ///
+    /// # Safety
+    /// `set` came from [`RawPipeline::allocate`] with `pool`, and no pending work uses it.
+    unsafe fn free(&self, d: &ash::Device, pool: vk::DescriptorPool, set: vk::DescriptorSet) {
+        let _pools = self.pools.lock().unwrap_or_else(|p| p.into_inner());
+        // SAFETY: the caller's contract; the pool is locked. Freeing cannot fail in a way the
+        // caller could act on (the pool was made with FREE_DESCRIPTOR_SET).
+        let _ = unsafe { d.free_descriptor_sets(pool, &[set]) };
+    }
+
+    /// Destroys the objects (and every set of the pools), in reverse order of creation.
+    ///
+    /// # Safety
+    /// `d` is the device they were made on, and no pending work uses them.
+    unsafe fn destroy(&mut self, d: &ash::Device) {
+        // SAFETY: the caller's contract; destroying a null handle is a no-op.
+        unsafe {
+            for pool in self.pools.get_mut().unwrap_or_else(|p| p.into_inner()).drain(..) {
+                d.destroy_descriptor_pool(pool, None);
+            }
+            d.destroy_pipeline(self.pipeline, None);
+            d.destroy_pipeline_layout(self.layout, None);
+            d.destroy_descriptor_set_layout(self.set_layout, None);
+            d.destroy_shader_module(self.module, None);
+        }
+    }
+}
+
 struct KernelInner {
     device: Device,
     name: String,
     layout: KernelLayout,
-    objects: PipelineObjects,
+    objects: RawPipeline,
 }
 
 impl Drop for KernelInner {
@@ -204,7 +407,7 @@ impl Drop for KernelInner {
         crate::live::dec(&crate::live::KERNELS);
         // SAFETY: bind groups and pending command buffers that use the pipeline hold this value
         // alive, so nothing uses it now; it was made on this device.
-        unsafe { self.objects.destroy(&self.device.shared.hal) };
+        unsafe { self.objects.destroy(self.device.raw()) };
     }
 }
 
@@ -230,12 +433,12 @@ impl Kernel {
         // SAFETY: the SPIR-V comes from build.rs (naga-validated) and `layout` is the interface
         // build.rs read from the same module; KernelInner's Drop destroys it on this device.
         let objects = unsafe {
-            PipelineObjects::new(
-                &device.shared.hal,
+            RawPipeline::new(
+                device.raw(),
                 name,
                 spirv,
                 entry,
-                &layout.read_only,
+                layout.read_only.len() as u32,
                 layout.immediate_bytes,
             )?
         };
@@ -310,35 +513,32 @@ impl Kernel {
                 )));
             }
         }
-        let bindings: Vec<_> = ranges
-            .iter()
-            .map(|r| {
-                wgpu_hal::BufferBinding::new_unchecked(r.buffer.hal(), r.offset, NonZeroU64::new(r.size))
-            })
-            .collect();
         // SAFETY: the ranges are inside live buffers of this device and within the device's
-        // binding limits (checked above); the bind group keeps the buffers and the kernel alive.
-        let hal = unsafe { k.objects.bind(&k.device.shared.hal, &k.name, &bindings)? };
+        // binding limits (checked above); the bind group keeps the buffers and the kernel alive
+        // and frees the set when the last command buffer that uses it let go of it.
+        let (pool, set) = unsafe { k.objects.allocate(k.device.raw(), ranges)? };
         crate::live::inc(&crate::live::BIND_GROUPS);
         Ok(BindGroup(Arc::new(BindGroupInner {
-            hal: Some(hal),
+            pool,
+            set,
             kernel: self.clone(),
             buffers: ranges.iter().map(|r| r.buffer.keep_alive()).collect(),
             ids: ranges.iter().map(|r| r.buffer.id()).collect(),
         })))
     }
 
-    pub(crate) fn hal_pipeline(&self) -> &wgpu_hal::vulkan::ComputePipeline {
-        self.0.objects.pipeline.as_ref().expect("alive")
+    pub(crate) fn raw_pipeline(&self) -> vk::Pipeline {
+        self.0.objects.pipeline
     }
 
-    pub(crate) fn hal_layout(&self) -> &wgpu_hal::vulkan::PipelineLayout {
-        self.0.objects.layout.as_ref().expect("alive")
+    pub(crate) fn raw_layout(&self) -> vk::PipelineLayout {
+        self.0.objects.layout
     }
 }
 
 struct BindGroupInner {
-    hal: Option<wgpu_hal::vulkan::BindGroup>,
+    pool: vk::DescriptorPool,
+    set: vk::DescriptorSet,
     kernel: Kernel,
     buffers: Vec<Arc<dyn std::any::Any + Send + Sync>>,
     ids: Vec<BufferId>,
@@ -347,10 +547,10 @@ struct BindGroupInner {
 impl Drop for BindGroupInner {
     fn drop(&mut self) {
         crate::live::dec(&crate::live::BIND_GROUPS);
-        if let Some(g) = self.hal.take() {
-            // SAFETY: pending command buffers that use the group hold this value alive.
-            unsafe { self.kernel.0.device.shared.hal.destroy_bind_group(g) };
-        }
+        let k = &self.kernel.0;
+        // SAFETY: pending command buffers (and recordings) that use the group hold this value
+        // alive, so nothing uses the set now; it came from this pool of the kernel.
+        unsafe { k.objects.free(k.device.raw(), self.pool, self.set) };
         self.buffers.clear();
     }
 }
@@ -370,8 +570,8 @@ impl BindGroup {
         &self.0.ids
     }
 
-    pub(crate) fn hal(&self) -> &wgpu_hal::vulkan::BindGroup {
-        self.0.hal.as_ref().expect("alive")
+    pub(crate) fn raw_set(&self) -> vk::DescriptorSet {
+        self.0.set
     }
 
     pub(crate) fn keep_alive(&self) -> Arc<dyn std::any::Any + Send + Sync> {

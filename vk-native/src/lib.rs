@@ -39,7 +39,7 @@ pub use access::Access;
 /// Vulkan's result codes, as [`NativeError::Vulkan`] carries them.
 pub use ash::vk::Result as VkResult;
 pub use buffer::{Buffer, BufferId, BufferUsage, StagingBuffer};
-pub use command::{Recorder, SubmitInfo, DEFAULT_MAX_PENDING};
+pub use command::{Recorder, Replay, SubmitInfo, DEFAULT_MAX_PENDING};
 pub use device::{Device, DeviceId};
 pub use embed::{request_wgpu_device, EmbeddedMember, EmbeddedSlots};
 pub use error::{NativeError, Result};

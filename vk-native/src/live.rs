@@ -10,6 +10,7 @@ pub(crate) static SEMAPHORES: AtomicI64 = AtomicI64::new(0);
 pub(crate) static KERNELS: AtomicI64 = AtomicI64::new(0);
 pub(crate) static BIND_GROUPS: AtomicI64 = AtomicI64::new(0);
 pub(crate) static RECORDERS: AtomicI64 = AtomicI64::new(0);
+pub(crate) static RECORDINGS: AtomicI64 = AtomicI64::new(0);
 pub(crate) static DEVICES: AtomicI64 = AtomicI64::new(0);
 
 pub(crate) fn inc(c: &AtomicI64) {
@@ -39,6 +40,8 @@ pub struct LiveObjects {
     pub recorders: i64,
     /// Logical devices (VkDevice).
     pub devices: i64,
+    /// Recordings made for replay ([`crate::Replay`]), in progress or ended.
+    pub recordings: i64,
 }
 
 /// A snapshot of the live-object counters.
@@ -53,5 +56,6 @@ pub fn live_objects() -> LiveObjects {
         bind_groups: g(&BIND_GROUPS),
         recorders: g(&RECORDERS),
         devices: g(&DEVICES),
+        recordings: g(&RECORDINGS),
     }
 }
