@@ -20,7 +20,14 @@ struct Params {
 @group(0) @binding(2) var<storage, read> v_cache: array<f32>;
 @group(0) @binding(3) var<storage, read_write> scores: array<f32>;
 @group(0) @binding(4) var<storage, read_write> out: array<f32>;
+@group(0) @binding(5) var<storage, read> position: array<u32>;
 var<immediate> p: Params;
+
+// The step's position: `p.pos` plus the counter `position[0]`, which the decoder's GPU work
+// advances every token (so a recorded token can be replayed); 0 for a single call.
+fn step_pos() -> u32 {
+    return p.pos + position[0];
+}
 
 var<workgroup> red: array<f32, 256>;
 
@@ -65,7 +72,8 @@ fn attention_decode(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoca
         return;
     }
     let kv = h / p.group;
-    let len = p.pos + 1u;
+    // Positions 0..=pos, never past the cache (the host checks first).
+    let len = min(step_pos() + 1u, p.max_seq);
     let qb = h * p.dim;
     let cb = kv * p.max_seq * p.dim;
     let sb = h * p.max_seq;

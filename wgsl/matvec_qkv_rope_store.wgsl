@@ -27,7 +27,14 @@ struct Params {
 @group(0) @binding(4) var<storage, read_write> q: array<f32>;
 @group(0) @binding(5) var<storage, read_write> k_cache: array<f32>;
 @group(0) @binding(6) var<storage, read_write> v_cache: array<f32>;
+@group(0) @binding(7) var<storage, read> position: array<u32>;
 var<immediate> p: Params;
+
+// The step's position: `p.pos` plus the counter `position[0]`, which the decoder's GPU work
+// advances every token (so a recorded token can be replayed); 0 for a single call.
+fn step_pos() -> u32 {
+    return p.pos + position[0];
+}
 
 var<workgroup> partial: array<f32, 256>;
 
@@ -53,7 +60,7 @@ fn pair_row(j: u32, second: bool) -> u32 {
 
 // Where kv_store puts row `row` of k or v: [head, pos, i] of a [heads, max_seq, dim] cache.
 fn cache_at(row: u32) -> u32 {
-    return ((row / p.dim) * p.max_seq + p.pos) * p.dim + row % p.dim;
+    return ((row / p.dim) * p.max_seq + step_pos()) * p.dim + row % p.dim;
 }
 
 @compute @workgroup_size(256)
@@ -101,12 +108,14 @@ fn matvec_qkv_rope_store(
         let a = partial[lid];
         let b = partial[lid + 64u];
         let row_b = pair_row(at.y, true);
-        if (at.x == 2u) {
+        if (at.x != 0u && step_pos() >= p.max_seq) {
+            // A counter past the cache (the host checks first) stores nothing.
+        } else if (at.x == 2u) {
             v_cache[cache_at(row)] = a;
             v_cache[cache_at(row_b)] = b;
         } else {
             let i = row % p.dim;
-            let theta = f32(p.pos) * pow(p.base, -2.0 * f32(i) / f32(p.dim));
+            let theta = f32(step_pos()) * pow(p.base, -2.0 * f32(i) / f32(p.dim));
             let c = cos(theta);
             let s = sin(theta);
             let ra = a * c - b * s;

@@ -13,12 +13,16 @@
 // by the host when the communicator is poisoned, ends every wait at once (as expired).
 //
 // Rounds are the low 32 bits of the communicator's round counter; comparisons are modulo 2^32.
+// A round is `p.round` plus the member's `round_base` word, which a replayed recording of
+// rounds advances on the device (`advance_rounds`), so the same recorded rounds run again as
+// new ones.
 
 const GO: u32 = 0u;
 const ABORT: u32 = 1u;
 const SEEN: u32 = 2u;
 const EXPIRED: u32 = 3u;
 const EXPIRED_ROUND: u32 = 4u;
+const ROUND_BASE: u32 = 5u;
 
 struct Params {
     round: u32,
@@ -31,9 +35,20 @@ struct Params {
 @group(0) @binding(1) var<storage, read_write> arrival: array<atomic<u32>>;
 var<immediate> p: Params;
 
+// The round, read once per invocation (`start`): the base does not move during a round.
+var<private> round_now: u32;
+
+fn start() {
+    round_now = p.round + atomicLoad(&flags[ROUND_BASE]);
+}
+
+fn this_round() -> u32 {
+    return round_now;
+}
+
 // Whether `word` has reached the round (modulo 2^32).
 fn reached(word: u32) -> bool {
-    return bitcast<i32>(word - p.round) >= 0;
+    return bitcast<i32>(word - this_round()) >= 0;
 }
 
 fn released() -> bool {
@@ -48,7 +63,7 @@ fn wait() {
         // Eight loads per trip: fewer loop trips for the same wait on drivers that count them.
         if (released() || released() || released() || released()
             || released() || released() || released() || released()) {
-            atomicStore(&flags[SEEN], p.round);
+            atomicStore(&flags[SEEN], this_round());
             return;
         }
         if (atomicLoad(&flags[ABORT]) != 0u) {
@@ -56,15 +71,16 @@ fn wait() {
         }
     }
     if (p.last != 0u || atomicLoad(&flags[ABORT]) != 0u) {
-        atomicStore(&flags[EXPIRED_ROUND], p.round);
+        atomicStore(&flags[EXPIRED_ROUND], this_round());
         atomicStore(&flags[EXPIRED], 1u);
     }
 }
 
 @compute @workgroup_size(1)
 fn poll_wait() {
+    start();
     if (p.arrive != 0u) {
-        atomicStore(&arrival[0], p.round);
+        atomicStore(&arrival[0], this_round());
     }
     wait();
 }
@@ -78,16 +94,17 @@ fn poll_wait() {
 // the groups after it return at once.
 @compute @workgroup_size(256)
 fn poll_wait_cpu(@builtin(local_invocation_index) lid: u32) {
+    start();
     if (p.arrive != 0u && lid == 0u) {
-        atomicStore(&arrival[0], p.round);
+        atomicStore(&arrival[0], this_round());
     }
     if (atomicLoad(&flags[EXPIRED]) != 0u || reached(atomicLoad(&flags[SEEN]))) {
         return;
     }
-    var x = f32(p.round & 0xffu) * 0.001;
+    var x = f32(this_round() & 0xffu) * 0.001;
     for (var t = 0u; t < p.trips; t++) {
         if (released()) {
-            atomicStore(&flags[SEEN], p.round);
+            atomicStore(&flags[SEEN], this_round());
             return;
         }
         if (atomicLoad(&flags[ABORT]) != 0u) {
@@ -97,7 +114,7 @@ fn poll_wait_cpu(@builtin(local_invocation_index) lid: u32) {
     }
     // x stays in [0, 1): never negative, but the compiler cannot know, so `delay` stays.
     if (p.last != 0u || atomicLoad(&flags[ABORT]) != 0u || x < 0.0) {
-        atomicStore(&flags[EXPIRED_ROUND], p.round);
+        atomicStore(&flags[EXPIRED_ROUND], this_round());
         atomicStore(&flags[EXPIRED], 1u);
     }
 }

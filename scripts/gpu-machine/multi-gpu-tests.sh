@@ -16,7 +16,7 @@ else
     export CROSSGPU_TEST_ADAPTER="$N0" CROSSGPU_TEST_STANDINS=shared; WHERE="members sharing adapter $N0's queue"
 fi
 # The most telling binaries first; none starts after 480 s into the call (the call's limit is 600 s).
-for name in allreduce tp_model tp_kernels tp_linear tp_decoder poll decode_modes properties reliability kernels groups errors drop_orders teardown wgpu_embedding validation_canary; do
+for name in allreduce tp_model tp_kernels tp_linear tp_decoder poll decode_modes replay properties reliability kernels groups errors drop_orders teardown wgpu_embedding validation_canary; do
     t=/tmp/dev/t/$name; [ -x "$t" ] || continue
     if [ "$SECONDS" -gt 480 ]; then echo "=== $name NOT RUN: out of time"; continue; fi
     echo "=== $name ($WHERE)"

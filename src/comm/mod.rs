@@ -468,6 +468,12 @@ impl Comm {
         if n == 0 {
             return Ok(());
         }
+        if let Transport::Poll(t) = &mut self.transport {
+            if let Err(e) = t.drain_if_replayed(&self.members) {
+                self.poison(&e);
+                return Err(e);
+            }
+        }
         for &z in &opts.zero_contribution {
             self.members[z].fill(tensors[z].borrow(), 0.0)?;
         }
@@ -577,7 +583,61 @@ impl Comm {
             self.poison(&e);
             return Err(e);
         }
+        t.drain_if_replayed(&self.members)?;
         Ok(Some(FusedRound { round: self.round + 1, n }))
+    }
+
+    /// Whether a recording of `rounds` fused rounds of `n` elements can be replayed: DevicePoll
+    /// (whose rounds wait on the devices), every one of them fused on the f32 wire, and at most
+    /// one ring of slot entries (every entry read once per submission).
+    pub(crate) fn replay_fits(&self, rounds: u64, n: usize) -> bool {
+        let Transport::Poll(_) = &self.transport else { return false };
+        let fused = n > 0
+            && (n as u64) * 4 < self.opts.f16_threshold_bytes
+            && (n as u64) <= HostSlots::max_capacity(&self.members);
+        let capacity = self.slot_capacity().max(n as u64);
+        self.poisoned.is_none() && fused && rounds <= poll::DevicePoll::entries(&self.members, capacity)
+    }
+
+    /// Grows the slots to `n` words now (growing waits for the members: never inside a
+    /// recording), and settles replayed rounds, before a recording of rounds of `n` elements.
+    pub(crate) fn prepare_recording(&mut self, n: usize) -> Result<()> {
+        self.prepare_slots(n as u64)?;
+        if let Transport::Poll(t) = &mut self.transport {
+            t.drain_if_replayed(&self.members)?;
+        }
+        Ok(())
+    }
+
+    /// Rounds recorded or replayed so far.
+    pub(crate) fn rounds(&self) -> u64 {
+        self.round
+    }
+
+    /// Records, as the last command of a recording of `by` rounds, every member's device-side
+    /// advance of the round numbers, so each replay of the recording runs as new rounds.
+    pub(crate) fn record_round_advance(&mut self, by: u64) -> Result<()> {
+        let Transport::Poll(t) = &mut self.transport else {
+            return Err(Error::InvalidArgument("only DevicePoll rounds are replayed".into()));
+        };
+        t.record_advance(&self.members, self.round, by)
+    }
+
+    /// A recording of `by` rounds (ended by [`Comm::record_round_advance`]) is submitted again
+    /// on every member: its rounds count as the next `by` all-reduces.
+    pub(crate) fn replayed(&mut self, by: u64) -> Result<()> {
+        if let Some(p) = &self.poisoned {
+            return Err(Error::Poisoned("the communicator".into(), p.clone()));
+        }
+        let Transport::Poll(t) = &mut self.transport else {
+            return Err(Error::InvalidArgument("only DevicePoll rounds are replayed".into()));
+        };
+        if let Err(e) = t.replayed(&self.members, &mut self.round, by) {
+            self.poison(&e);
+            return Err(e);
+        }
+        self.all_reduces += by;
+        Ok(())
     }
 
     /// Member `i`'s region of `r`'s slot entry, where its partial goes: the binding and the

@@ -190,6 +190,18 @@ pub(super) struct DevicePoll {
     checks: Vec<Arc<dyn CompletionCheck>>,
     /// Test hook: this member's rounds store no arrival.
     withheld: Option<usize>,
+    /// What every member's `round_base` word holds: recorded rounds carry `round - round_base`
+    /// and the kernels add the word back, so a recording replayed after the device advanced
+    /// the word runs as new rounds.
+    round_base: u64,
+    /// Rounds ran from replayed recordings since the last round recorded here.
+    replayed: bool,
+    /// Rounds were recorded here since the last recording of rounds was sealed
+    /// ([`DevicePoll::record_advance`]).
+    recorded: bool,
+    /// The last sealed recording's first round, less one, less the base it was recorded at:
+    /// a submission of it runs rounds `base + offset + 1 ..= base + offset + by`.
+    replay_offset: u64,
 }
 
 impl DevicePoll {
@@ -270,6 +282,10 @@ impl DevicePoll {
             open: members.iter().map(|m| (m.submit_count(), 0)).collect(),
             checks,
             withheld: None,
+            round_base: 0,
+            replayed: false,
+            recorded: false,
+            replay_offset: 0,
         })
     }
 
@@ -337,6 +353,77 @@ impl DevicePoll {
         }
     }
 
+    /// What a recorded command carries for `round` (the kernels add the `round_base` word).
+    /// Rounds are u64 on the host and wrap at 2^32 on the devices.
+    fn recorded_round(&self, round: u64) -> u32 {
+        round.wrapping_sub(self.round_base) as u32
+    }
+
+    /// Records, on every member, the device's advance of `round_base` by `by`: the last command
+    /// of a recording that holds `by` rounds and is replayed (after a barrier, so every wait of
+    /// the recording read the base first).
+    pub(super) fn record_advance(&mut self, members: &[Member], round_counter: u64, by: u64) -> Result<()> {
+        // The rounds just recorded belong to the recording: replaying it next is the usual
+        // sequence of rounds, `by` apart for each entry. The recording is submitted before
+        // anything recorded after it, so from here on the devices' base is `by` further.
+        self.recorded = false;
+        self.replay_offset = round_counter.wrapping_sub(by).wrapping_sub(self.round_base);
+        self.round_base = self.round_base.wrapping_add(by);
+        for (i, m) in members.iter().enumerate() {
+            let flags = &self.words.flags[i];
+            m.shared.dispatch_ranges(
+                "advance_rounds",
+                &[BindRange::whole(flags)],
+                &[],
+                &[flags.id()],
+                &[by as u32, 0, 0, 0],
+                [1, 1, 1],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// A recording of `by` rounds (ending with [`DevicePoll::record_advance`]) is submitted
+    /// again: its rounds are the next `by` of the communicator. The relay may release them.
+    pub(super) fn replayed(&mut self, members: &[Member], round_counter: &mut u64, by: u64) -> Result<()> {
+        // After rounds recorded since, the same reasoning as in `drain_if_replayed`, the
+        // other way round.
+        if self.recorded {
+            for m in members {
+                m.synchronize()?;
+            }
+            self.recorded = false;
+        }
+        // The base this submission needs for its rounds to be the next ones. Rounds recorded
+        // since the last submission of the recording moved the count but not the devices'
+        // base: then (the devices idle, drained above) the host stores the new base.
+        let base = round_counter.wrapping_sub(self.replay_offset);
+        if base != self.round_base {
+            for f in &self.words.flags {
+                f.publish(flag::ROUND_BASE, base as u32);
+            }
+        }
+        *round_counter += by;
+        self.round_base = base.wrapping_add(by);
+        self.replayed = true;
+        self.relay.announce(*round_counter);
+        Ok(())
+    }
+
+    /// Before the first round recorded after replays: waits until every member finished its
+    /// replayed work. A replay reuses its recording's slot entries whatever the round numbers,
+    /// so the usual argument (an entry is written again only two rounds after it was last
+    /// read) does not cover a recorded round that follows a replayed one.
+    pub(super) fn drain_if_replayed(&mut self, members: &[Member]) -> Result<()> {
+        if self.replayed {
+            for m in members {
+                m.synchronize()?;
+            }
+            self.replayed = false;
+        }
+        Ok(())
+    }
+
     /// The flags buffer of member `i` (its wait's last write).
     pub(super) fn flags_id(&self, i: usize) -> vk_native::BufferId {
         self.words.flags[i].id()
@@ -371,6 +458,7 @@ impl DevicePoll {
             self.open[i].1 += 1;
         }
         *round_counter = round;
+        self.recorded = true;
         self.relay.announce(round);
         self.flush_if_ring_full(members)
     }
@@ -390,7 +478,7 @@ impl DevicePoll {
                 offset: i as u64 * ARRIVAL_STRIDE,
                 size: ARRIVAL_STRIDE,
             },
-            round: round as u32,
+            round: self.recorded_round(round),
             trips: self.plans[i].trips,
         })
     }
@@ -411,7 +499,12 @@ impl DevicePoll {
                 &[BindRange::whole(flags), arrival],
                 &[],
                 &[flags.id(), self.arrival_imports[i].id()],
-                &[round as u32, plan.trips, u32::from(arrive), u32::from(d + 1 == plan.dispatches)],
+                &[
+                    self.recorded_round(round),
+                    plan.trips,
+                    u32::from(arrive),
+                    u32::from(d + 1 == plan.dispatches),
+                ],
                 [1, 1, 1],
             )?;
         }
@@ -454,7 +547,7 @@ impl DevicePoll {
                 at as u32,
                 c0 as u32,
                 i as u32,
-                round as u32,
+                self.recorded_round(round),
                 self.plans[i].trips,
                 arrive,
                 0,
@@ -516,6 +609,7 @@ impl DevicePoll {
             self.open[i].1 += 1;
         }
         *round_counter = round;
+        self.recorded = true;
         self.relay.announce(round);
         // Every entry at most once per submission; large rounds go out at once, so the GPUs
         // start as soon as they are released.

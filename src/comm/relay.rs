@@ -26,6 +26,9 @@ pub(crate) mod flag {
     pub(crate) const ABORT: usize = 1;
     pub(crate) const EXPIRED: usize = 3;
     pub(crate) const EXPIRED_ROUND: usize = 4;
+    /// Added by the kernels to every recorded round; advanced by the devices after each
+    /// replayed recording (`advance_rounds.wgsl`), stored by the host only when they are idle.
+    pub(crate) const ROUND_BASE: usize = 5;
     /// Words per member's flags buffer (one 256-byte line: any binding offset alignment).
     pub(crate) const WORDS: usize = 64;
 }

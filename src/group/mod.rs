@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use vk_native::{
-    AdapterInfo, BindGroup, BindRange, BufferId, Device, GpuBuffer, Recorder, StagingBuffer, SyncFdSemaphore,
-    TimelineSemaphore,
+    AdapterInfo, BindGroup, BindRange, Buffer, BufferId, BufferUsage, Device, GpuBuffer, Recorder, Replay,
+    StagingBuffer, SyncFdSemaphore, TimelineSemaphore,
 };
 
 pub use selection::{AdapterSelector, DeviceSpec, GroupSpec};
@@ -91,6 +91,9 @@ pub(crate) struct MemberShared {
     /// Checks run once a wait for this member's work succeeded (a DevicePoll wait that ran
     /// out is found there).
     pub(crate) after_wait: Mutex<Vec<Weak<dyn CompletionCheck>>>,
+    /// A u32 counter that stays 0: the position counter the decoder kernels bind when called
+    /// with an explicit position (`ops::Position::fixed`). Made at first use.
+    zero_position: std::sync::OnceLock<Buffer>,
 }
 
 /// Whether work a member completed failed on the device in a way only its results show (a
@@ -106,6 +109,24 @@ impl MemberShared {
 
     pub(crate) fn stream(&self) -> MutexGuard<'_, Stream> {
         self.stream.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The member's counter that stays 0 (see `zero_position`), zeroed in the stream before
+    /// the command that first binds it.
+    pub(crate) fn zero_position(&self) -> Result<&Buffer> {
+        if let Some(b) = self.zero_position.get() {
+            return Ok(b);
+        }
+        let usage = BufferUsage { copy_src: false, copy_dst: true };
+        let b = Buffer::new(&self.device, 16, usage, "crossgpu zero position").map_err(|e| self.err(e))?;
+        {
+            let mut stream = self.stream();
+            stream.rec.fill_u32(&b, 0, 16, 0).map_err(|e| self.err(e))?;
+            stream.note_write(b.id());
+        }
+        // Another thread may have made one first: its fill is recorded too, and harmless.
+        let _ = self.zero_position.set(b);
+        Ok(self.zero_position.get().expect("set above"))
     }
 
     /// The bind group of `entry` over buffer ranges, made once and cached.
@@ -318,6 +339,28 @@ impl Member {
         self.shared.synchronize()
     }
 
+    /// Starts recording this member's work for replay instead of running it: everything
+    /// recorded until [`Member::end_capture`] goes into a command buffer of its own (see
+    /// `vk_native::Recorder::begin_capture`). Nothing may be submitted meanwhile.
+    pub(crate) fn begin_capture(&self) -> Result<()> {
+        self.shared.stream().begin_capture().map_err(|e| self.shared.err(e))
+    }
+
+    /// Ends the recording begun by [`Member::begin_capture`].
+    pub(crate) fn end_capture(&self) -> Result<Replay> {
+        self.shared.stream().end_capture().map_err(|e| self.shared.err(e))
+    }
+
+    /// Drops a recording in progress, after an error while recording it.
+    pub(crate) fn cancel_capture(&self) {
+        self.shared.stream().cancel_capture();
+    }
+
+    /// Submits what is recorded, then `replay`, in one submission.
+    pub(crate) fn submit_replay(&self, replay: &Replay) -> Result<()> {
+        self.shared.stream().submit_replay(replay).map(|_| ()).map_err(|e| self.shared.err(e))
+    }
+
     /// The value of the latest submit, to wait for later with [`Member::wait_mark`].
     pub(crate) fn mark(&self) -> u64 {
         self.shared.stream().rec.submitted()
@@ -462,6 +505,7 @@ impl DeviceGroup {
                 };
                 let rec = Recorder::with_max_pending(&device, q, max_in_flight)
                     .map_err(|e| Error::native(&label, e))?;
+                let stream = Stream::new(rec);
                 members.push(Member {
                     shared: Arc::new(MemberShared {
                         index,
@@ -470,11 +514,12 @@ impl DeviceGroup {
                         queue_index: q,
                         label,
                         kernels: kernels.clone(),
-                        stream: Mutex::new(Stream::new(rec)),
+                        stream: Mutex::new(stream),
                         binds: Mutex::new(binds::BindCache::default()),
                         timeout_ms,
                         flush_with: Mutex::new(Vec::new()),
                         after_wait: Mutex::new(Vec::new()),
+                        zero_position: std::sync::OnceLock::new(),
                     }),
                 });
             }

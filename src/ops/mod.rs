@@ -10,6 +10,7 @@ use crate::kernels::{elementwise_groups, row_groups};
 mod model;
 
 pub use model::AttentionShape;
+pub(crate) use model::Position;
 
 use crate::tensor::{DType, Tensor};
 

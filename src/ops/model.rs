@@ -48,6 +48,37 @@ pub struct AttentionShape {
     pub max_seq: usize,
 }
 
+/// Where a decoder kernel takes its position from: `base`, plus the u32 `counter[0]` on the
+/// device when there is one. The decoder keeps its position in such a counter, which
+/// [`Member::select_token`]'s decoder form advances at the end of every token, so a token's
+/// commands are the same at every step and can be recorded once and replayed. The kernels
+/// store nothing past the cache whatever the counter holds; the decoder checks its own count.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Position<'a> {
+    pub(crate) base: usize,
+    pub(crate) counter: Option<&'a Tensor>,
+}
+
+impl<'a> Position<'a> {
+    /// `pos` alone (the member's counter that stays 0 is bound).
+    pub(crate) fn fixed(pos: usize) -> Self {
+        Self { base: pos, counter: None }
+    }
+
+    /// The counter's buffer (checked: a u32 tensor of this member), or the member's zero.
+    fn buffer(&self, m: &'a Member) -> Result<&'a dyn GpuBuffer> {
+        match self.counter {
+            Some(t) => {
+                t.check_on(&m.shared, "position counter")?;
+                t.check_dtype(DType::U32, "position counter")?;
+                need_len("position counter", t, 1)?;
+                Ok(&t.buffer)
+            }
+            None => Ok(m.shared.zero_position()?),
+        }
+    }
+}
+
 impl Member {
     fn own(&self, ts: &[(&Tensor, &str)]) -> Result<()> {
         ts.iter().try_for_each(|(t, what)| t.check_on(&self.shared, what))
@@ -269,6 +300,20 @@ impl Member {
 
     /// Rotary position embedding in place on `heads` vectors of `head_dim` (even) in `v`.
     pub fn rope(&self, v: &Tensor, heads: usize, head_dim: usize, pos: usize, base: f32) -> Result<()> {
+        self.rope_at(v, heads, head_dim, Position::fixed(pos), base)
+    }
+
+    /// [`Member::rope`] at a [`Position`].
+    pub(crate) fn rope_at(
+        &self,
+        v: &Tensor,
+        heads: usize,
+        head_dim: usize,
+        at: Position<'_>,
+        base: f32,
+    ) -> Result<()> {
+        let pos = at.base;
+        let counter = at.buffer(self)?;
         self.own(&[(v, "rope")])?;
         v.check_dtype(DType::F32, "rope")?;
         need_len("rope heads * head_dim", v, mul("rope", heads, head_dim)?)?;
@@ -282,8 +327,8 @@ impl Member {
         let imm = [heads as u32, head_dim as u32, pos as u32, base.to_bits()];
         self.shared.dispatch(
             "rope",
-            &[&v.buffer],
-            &[v.id()],
+            &[&v.buffer, counter],
+            &[v.id(), counter.id()],
             &[v.id()],
             &imm,
             elementwise_groups(heads * head_dim / 2),
@@ -301,6 +346,22 @@ impl Member {
         out: &Tensor,
         s: AttentionShape,
     ) -> Result<()> {
+        self.attention_at(q, k_cache, v_cache, scores, out, s, None)
+    }
+
+    /// [`Member::attention`] at position `s.pos` plus `counter[0]` (see [`Position`]).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn attention_at(
+        &self,
+        q: &Tensor,
+        k_cache: &Tensor,
+        v_cache: &Tensor,
+        scores: &Tensor,
+        out: &Tensor,
+        s: AttentionShape,
+        counter: Option<&Tensor>,
+    ) -> Result<()> {
+        let position = Position { base: s.pos, counter }.buffer(self)?;
         self.own(&[
             (q, "attention q"),
             (k_cache, "attention k"),
@@ -358,12 +419,12 @@ impl Member {
             0,
             0,
         ];
-        let b: [&dyn GpuBuffer; 5] =
-            [&q.buffer, &k_cache.buffer, &v_cache.buffer, &scores.buffer, &out.buffer];
+        let b: [&dyn GpuBuffer; 6] =
+            [&q.buffer, &k_cache.buffer, &v_cache.buffer, &scores.buffer, &out.buffer, position];
         self.shared.dispatch(
             "attention_decode",
             &b,
-            &[q.id(), k_cache.id(), v_cache.id()],
+            &[q.id(), k_cache.id(), v_cache.id(), position.id()],
             &[scores.id(), out.id()],
             &imm,
             [s.q_heads as u32, 1, 1],
@@ -387,6 +448,32 @@ impl Member {
         max_seq: usize,
         base: f32,
     ) -> Result<()> {
+        self.matvec_qkv_rope_store_at(
+            (wq, wk, wv),
+            x,
+            q,
+            (k_cache, v_cache),
+            head_dim,
+            Position::fixed(pos),
+            max_seq,
+            base,
+        )
+    }
+
+    /// [`Member::matvec_qkv_rope_store`] at a [`Position`].
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn matvec_qkv_rope_store_at(
+        &self,
+        (wq, wk, wv): (&Tensor, &Tensor, &Tensor),
+        x: &Tensor,
+        q: &Tensor,
+        (k_cache, v_cache): (&Tensor, &Tensor),
+        head_dim: usize,
+        at: Position<'_>,
+        max_seq: usize,
+        base: f32,
+    ) -> Result<()> {
+        let (pos, counter) = (at.base, at.buffer(self)?);
         let named = [
             (wq, "q weights"),
             (wk, "k weights"),
@@ -459,12 +546,20 @@ impl Member {
             0,
         ];
         word("qkv cache", cache)?;
-        let b: [&dyn GpuBuffer; 7] =
-            [&wq.buffer, &wk.buffer, &wv.buffer, &x.buffer, &q.buffer, &k_cache.buffer, &v_cache.buffer];
+        let b: [&dyn GpuBuffer; 8] = [
+            &wq.buffer,
+            &wk.buffer,
+            &wv.buffer,
+            &x.buffer,
+            &q.buffer,
+            &k_cache.buffer,
+            &v_cache.buffer,
+            counter,
+        ];
         self.shared.dispatch(
             "matvec_qkv_rope_store",
             &b,
-            &[wq.id(), wk.id(), wv.id(), x.id()],
+            &[wq.id(), wk.id(), wv.id(), x.id(), counter.id()],
             &[q.id(), k_cache.id(), v_cache.id()],
             &imm,
             row_groups(pairs.div_ceil(2)),
@@ -486,6 +581,23 @@ impl Member {
         pos: usize,
         max_seq: usize,
     ) -> Result<()> {
+        self.kv_store_at(k, v, k_cache, v_cache, heads, head_dim, Position::fixed(pos), max_seq)
+    }
+
+    /// [`Member::kv_store`] at a [`Position`].
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn kv_store_at(
+        &self,
+        k: &Tensor,
+        v: &Tensor,
+        k_cache: &Tensor,
+        v_cache: &Tensor,
+        heads: usize,
+        head_dim: usize,
+        at: Position<'_>,
+        max_seq: usize,
+    ) -> Result<()> {
+        let (pos, counter) = (at.base, at.buffer(self)?);
         let named = [
             (k, "kv_store k"),
             (v, "kv_store v"),
@@ -521,8 +633,8 @@ impl Member {
         let imm = [heads as u32, head_dim as u32, pos as u32, max_seq as u32];
         self.shared.dispatch(
             "kv_store",
-            &[&k.buffer, &v.buffer, &k_cache.buffer, &v_cache.buffer],
-            &[k.id(), v.id()],
+            &[&k.buffer, &v.buffer, &k_cache.buffer, &v_cache.buffer, counter],
+            &[k.id(), v.id(), counter.id()],
             &[k_cache.id(), v_cache.id()],
             &imm,
             elementwise_groups(step),
@@ -609,6 +721,23 @@ impl Member {
     /// Picks the greedy token from gathered `pairs` (2 per member) into `token[0]` and
     /// `history[step]` (both u32).
     pub fn select_token(&self, pairs: &Tensor, token: &Tensor, history: &Tensor, step: usize) -> Result<()> {
+        self.select_token_at(pairs, token, history, Position::fixed(step), false)
+    }
+
+    /// [`Member::select_token`] at a [`Position`]; with `advance`, it then adds 1 to the
+    /// position counter (the decoder's last kernel of a token).
+    pub(crate) fn select_token_at(
+        &self,
+        pairs: &Tensor,
+        token: &Tensor,
+        history: &Tensor,
+        at: Position<'_>,
+        advance: bool,
+    ) -> Result<()> {
+        let (step, counter) = (at.base, at.buffer(self)?);
+        if advance && at.counter.is_none() {
+            return Err(Error::InvalidArgument("select_token: advancing needs a position counter".into()));
+        }
         self.own(&[(pairs, "select pairs"), (token, "select token"), (history, "select history")])?;
         pairs.check_dtype(DType::F32, "select pairs")?;
         token.check_dtype(DType::U32, "select token")?;
@@ -621,9 +750,27 @@ impl Member {
                 of: "steps in the history tensor",
             });
         }
-        let b: [&dyn GpuBuffer; 3] = [&pairs.buffer, &token.buffer, &history.buffer];
-        let imm = [(pairs.len() / 2) as u32, step as u32, 0, 0];
-        self.shared.dispatch("select_token", &b, &[pairs.id()], &[token.id(), history.id()], &imm, [1, 1, 1])
+        let b: [&dyn GpuBuffer; 4] = [&pairs.buffer, &token.buffer, &history.buffer, counter];
+        let imm = [(pairs.len() / 2) as u32, step as u32, advance as u32, 0];
+        if advance {
+            self.shared.dispatch(
+                "select_token",
+                &b,
+                &[pairs.id()],
+                &[token.id(), history.id(), counter.id()],
+                &imm,
+                [1, 1, 1],
+            )
+        } else {
+            self.shared.dispatch(
+                "select_token",
+                &b,
+                &[pairs.id(), counter.id()],
+                &[token.id(), history.id()],
+                &imm,
+                [1, 1, 1],
+            )
+        }
     }
 
     /// Fills f16 `t` (`[rows, cols]`) with the slice at (`row_offset`, `col_offset`) of the

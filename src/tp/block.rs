@@ -11,7 +11,7 @@
 use crate::comm::{Comm, FusedRound};
 use crate::error::Result;
 use crate::group::Member;
-use crate::ops::AttentionShape;
+use crate::ops::{AttentionShape, Position};
 
 use super::linear::{ColumnParallelLinear, RowParallelLinear};
 use super::sharded::Sharded;
@@ -32,10 +32,11 @@ pub(crate) struct MlpScratch {
     pub(crate) a: Sharded,
 }
 
-/// Where the step is: its position, and the model's shape it needs.
+/// Where the step is: each member's position counter (the GPU advances it at the end of a
+/// token, so a step's commands are the same at every position), and the model's shape it needs.
 #[derive(Clone, Copy)]
-pub(crate) struct Step {
-    pub(crate) pos: usize,
+pub(crate) struct Step<'a> {
+    pub(crate) position: &'a Sharded,
     pub(crate) max_seq: usize,
     pub(crate) head_dim: usize,
     /// Query heads per KV head.
@@ -55,7 +56,7 @@ pub(crate) struct Attention {
 }
 
 impl Attention {
-    /// `out = o(attention(q(h), cache + (k(h), v(h)) at step.pos))`, summed over the members,
+    /// `out = o(attention(q(h), cache + (k(h), v(h)) at the step's position))`, summed over the members,
     /// every member's `out` bitwise equal. `h` is replicated. Where the communicator fuses the
     /// all-reduce the sum is left in its round (returned) instead of `out`.
     pub(crate) fn forward(
@@ -65,33 +66,35 @@ impl Attention {
         h: &Sharded,
         s: &AttentionScratch,
         out: &Sharded,
-        step: Step,
+        step: Step<'_>,
     ) -> Result<Option<FusedRound>> {
         let d = step.head_dim;
         for (i, m) in members.iter().enumerate() {
             let (hi, q) = (h.part(i)?, s.q.part(i)?);
             let caches = (self.k_cache.part(i)?, self.v_cache.part(i)?);
             let kv_heads = self.k.ranges[i].len() / d;
+            let counter = step.position.part(i)?;
+            let at = Position { base: 0, counter: Some(counter) };
             if hi.len().is_multiple_of(8) {
                 let weights = (self.q.weight(i)?, self.k.weight(i)?, self.v.weight(i)?);
-                m.matvec_qkv_rope_store(weights, hi, q, caches, d, step.pos, step.max_seq, step.rope_base)?;
+                m.matvec_qkv_rope_store_at(weights, hi, q, caches, d, at, step.max_seq, step.rope_base)?;
             } else {
                 let (k, v) = (s.k.part(i)?, s.v.part(i)?);
                 m.matvec(self.q.weight(i)?, hi, q)?;
                 m.matvec(self.k.weight(i)?, hi, k)?;
                 m.matvec(self.v.weight(i)?, hi, v)?;
-                m.rope(q, kv_heads * step.group, d, step.pos, step.rope_base)?;
-                m.rope(k, kv_heads, d, step.pos, step.rope_base)?;
-                m.kv_store(k, v, caches.0, caches.1, kv_heads, d, step.pos, step.max_seq)?;
+                m.rope_at(q, kv_heads * step.group, d, at, step.rope_base)?;
+                m.rope_at(k, kv_heads, d, at, step.rope_base)?;
+                m.kv_store_at(k, v, caches.0, caches.1, kv_heads, d, at, step.max_seq)?;
             }
             let shape = AttentionShape {
                 q_heads: kv_heads * step.group,
                 group: step.group,
                 head_dim: d,
-                pos: step.pos,
+                pos: 0,
                 max_seq: step.max_seq,
             };
-            m.attention(q, caches.0, caches.1, s.scores.part(i)?, s.attn.part(i)?, shape)?;
+            m.attention_at(q, caches.0, caches.1, s.scores.part(i)?, s.attn.part(i)?, shape, Some(counter))?;
         }
         row_parallel(&self.o, members, comm, &s.attn.refs(), out)
     }

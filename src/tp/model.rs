@@ -16,7 +16,9 @@ use std::ops::Range;
 use crate::comm::{AllReduceOptions, Comm, FusedRound, Precision};
 use crate::error::{Error, Result};
 use crate::group::{DeviceGroup, Member};
+use crate::ops::Position;
 use crate::tensor::{DType, Tensor};
+use vk_native::Replay;
 
 use super::block::{Attention, AttentionScratch, Mlp, MlpScratch, Step};
 use super::init::{matrix_seed, shift_for_fan_in};
@@ -326,6 +328,8 @@ struct Activations {
     /// The token the next step embeds, and every token chosen so far (u32).
     token: Sharded,
     history: Sharded,
+    /// The position of the next step (u32), advanced on the devices by the step's last kernel.
+    position: Sharded,
     /// The norms' weights (all ones).
     norm: Sharded,
 }
@@ -369,10 +373,16 @@ pub struct Decoder {
     vocab: ColumnParallelLinear,
     layers: Vec<Layer>,
     act: Activations,
-    /// Tokens decoded so far (the next position).
+    /// Tokens decoded so far (the next position); the devices hold it too, in `act.position`.
     pos: usize,
     /// Host time spent in `step` so far.
     step_host_time: std::time::Duration,
+    /// Whether steps are recorded once and replayed (one member only: see [`Decoder::replays`]).
+    replay: bool,
+    /// Each member's recording of a step, once made.
+    recorded: Option<Vec<Replay>>,
+    /// All-reduce rounds in the recording.
+    rounds_per_step: u64,
 }
 
 impl Decoder {
@@ -508,6 +518,7 @@ impl Decoder {
             pairs: f32s(&|_| 2 * n)?,
             token: u32s(1)?,
             history: u32s(cfg.max_seq)?,
+            position: u32s(1)?,
             norm: Sharded::full(&members, |_| h, 1.0)?,
         };
         for m in &members {
@@ -524,6 +535,9 @@ impl Decoder {
             act,
             pos: 0,
             step_host_time: std::time::Duration::ZERO,
+            replay: true,
+            recorded: None,
+            rounds_per_step: 0,
         })
     }
 
@@ -542,28 +556,98 @@ impl Decoder {
         self.pos
     }
 
-    /// Records one decode step: embeds the current token (on the devices), runs every layer,
+    /// Whether steps are recorded once and then replayed: one submit of a pre-recorded command
+    /// buffer per token and member, and no recording on the host. The step's commands are the
+    /// same at every position: the devices keep and advance the position, and with DevicePoll
+    /// the round numbers too (each replay's rounds run as the communicator's next ones). So
+    /// this holds on one member, and across members with DevicePoll where a step's rounds (two
+    /// per layer and the greedy choice's) are fused and fit one ring of slot entries. HostBridge,
+    /// SyncFd and Generic need the host between a round's phases: their steps are recorded.
+    pub fn replays(&self) -> bool {
+        let rounds = 2 * self.cfg.layers as u64 + 1;
+        self.replay
+            && match &self.comm {
+                None => self.members.len() == 1,
+                Some(c) => c.replay_fits(rounds, self.cfg.hidden),
+            }
+    }
+
+    /// Turns replaying off (every step recorded anew, as profiling needs) or back on.
+    pub fn set_replay(&mut self, on: bool) {
+        self.replay = on;
+    }
+
+    /// Runs one decode step: embeds the current token (on the devices), runs every layer,
     /// and leaves the greedy next token in every member's token buffer and in the history.
-    /// Nothing waits for the GPU.
+    /// Nothing waits for the GPU. Where the decoder [replays](Decoder::replays), the first
+    /// step records the step once and submits it; every later step submits that recording.
     pub fn step(&mut self) -> Result<()> {
         let t0 = std::time::Instant::now();
-        let r = self.record_step();
+        let r = if self.pos >= self.cfg.max_seq {
+            Err(Error::InvalidArgument(format!(
+                "the KV cache holds {} positions; decode fewer tokens or raise max_seq",
+                self.cfg.max_seq
+            )))
+        } else if self.replays() {
+            self.replay_step()
+        } else {
+            self.record_step()
+        };
+        if r.is_ok() {
+            self.pos += 1;
+        }
         self.step_host_time += t0.elapsed();
         r
     }
 
-    fn record_step(&mut self) -> Result<()> {
-        let pos = self.pos;
-        if pos >= self.cfg.max_seq {
-            return Err(Error::InvalidArgument(format!(
-                "the KV cache holds {} positions; decode fewer tokens or raise max_seq",
-                self.cfg.max_seq
-            )));
+    fn replay_step(&mut self) -> Result<()> {
+        if self.recorded.is_none() {
+            if let Some(c) = self.comm.as_mut() {
+                c.prepare_recording(self.cfg.hidden)?;
+                // Rounds recorded before go out on their own: a replay's submission holds its
+                // own rounds and no others (every slot entry read once per submission).
+                for m in &self.members {
+                    m.flush()?;
+                }
+            }
+            let first_round = self.comm.as_ref().map_or(0, Comm::rounds);
+            for (i, m) in self.members.iter().enumerate() {
+                if let Err(e) = m.begin_capture() {
+                    self.members[..i].iter().for_each(Member::cancel_capture);
+                    return Err(e);
+                }
+            }
+            let recorded = self.record_step().and_then(|()| {
+                if let Some(c) = self.comm.as_mut() {
+                    self.rounds_per_step = c.rounds() - first_round;
+                    c.record_round_advance(self.rounds_per_step)?;
+                }
+                self.members.iter().map(Member::end_capture).collect::<Result<Vec<_>>>()
+            });
+            match recorded {
+                Ok(r) => self.recorded = Some(r),
+                Err(e) => {
+                    self.members.iter().for_each(Member::cancel_capture);
+                    return Err(e);
+                }
+            }
+        } else if let Some(c) = self.comm.as_mut() {
+            // The recording's rounds were announced as it was recorded; each later submission
+            // of it runs the next ones.
+            c.replayed(self.rounds_per_step)?;
         }
+        let recorded = self.recorded.as_ref().expect("recorded above");
+        for (m, r) in self.members.iter().zip(recorded) {
+            m.submit_replay(r)?;
+        }
+        Ok(())
+    }
+
+    fn record_step(&mut self) -> Result<()> {
         let cfg = &self.cfg;
         let (members, act) = (&self.members, &self.act);
         let step = Step {
-            pos,
+            position: &act.position,
             max_seq: cfg.max_seq,
             head_dim: cfg.head_dim,
             group: cfg.q_heads / cfg.kv_heads,
@@ -617,9 +701,9 @@ impl Decoder {
             comm.all_reduce(&mut act.pairs.refs(), &opts)?;
         }
         for (i, m) in members.iter().enumerate() {
-            m.select_token(act.pairs.part(i)?, act.token.part(i)?, act.history.part(i)?, pos)?;
+            let at = Position { base: 0, counter: Some(act.position.part(i)?) };
+            m.select_token_at(act.pairs.part(i)?, act.token.part(i)?, act.history.part(i)?, at, true)?;
         }
-        self.pos += 1;
         Ok(())
     }
 

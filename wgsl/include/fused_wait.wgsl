@@ -11,11 +11,20 @@ const ABORT: u32 = 1u;
 const SEEN: u32 = 2u;
 const EXPIRED: u32 = 3u;
 const EXPIRED_ROUND: u32 = 4u;
+// Added to `p.round` (see wgsl/poll_wait.wgsl).
+const ROUND_BASE: u32 = 5u;
 
 var<workgroup> released: u32;
 
+// The round, read once by the waiting thread: the base does not move during a round.
+var<private> round_now: u32;
+
+fn this_round() -> u32 {
+    return round_now;
+}
+
 fn reached(word: u32) -> bool {
-    return bitcast<i32>(word - p.round) >= 0;
+    return bitcast<i32>(word - this_round()) >= 0;
 }
 
 fn go_reached() -> bool {
@@ -24,8 +33,9 @@ fn go_reached() -> bool {
 
 // Thread 0's arrival and bounded wait: 1 once the round is released, 0 if the wait ran out.
 fn arrive_and_wait() -> u32 {
+    round_now = p.round + atomicLoad(&flags[ROUND_BASE]);
     if (p.arrive != 0u) {
-        atomicStore(&arrival[0], p.round);
+        atomicStore(&arrival[0], this_round());
     }
     if (atomicLoad(&flags[EXPIRED]) != 0u) {
         return 0u;
@@ -33,14 +43,14 @@ fn arrive_and_wait() -> u32 {
     for (var t = 0u; t < p.trips; t++) {
         if (go_reached() || go_reached() || go_reached() || go_reached()
             || go_reached() || go_reached() || go_reached() || go_reached()) {
-            atomicStore(&flags[SEEN], p.round);
+            atomicStore(&flags[SEEN], this_round());
             return 1u;
         }
         if (atomicLoad(&flags[ABORT]) != 0u) {
             break;
         }
     }
-    atomicStore(&flags[EXPIRED_ROUND], p.round);
+    atomicStore(&flags[EXPIRED_ROUND], this_round());
     atomicStore(&flags[EXPIRED], 1u);
     return 0u;
 }

@@ -754,6 +754,7 @@ impl Run<'_> {
             check: false,
             warmup: 2,
             profile: 0,
+            no_replay: false,
         };
         let mut decode_layouts: Vec<(String, usize)> = Vec::new();
         for n in decode_counts(&self.s.members) {

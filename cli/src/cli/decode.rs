@@ -43,6 +43,10 @@ pub struct DecodeArgs {
     /// after every command, and print each member's GPU time per token by kernel.
     #[arg(long, default_value_t = 0)]
     pub profile: usize,
+    /// Record every step anew instead of recording it once and replaying it (replay applies
+    /// to one member and to DevicePoll; profiling records every step anyway).
+    #[arg(long)]
+    pub no_replay: bool,
 }
 
 /// What one run measured.
@@ -113,6 +117,7 @@ pub fn run_decode(
     let loaded =
         Decoder::new_with_progress(group, cfg.clone(), split, |done, _| loading.set_position(done as u64));
     let mut dec = loaded.map_err(|e| with_hint(e, args))?;
+    dec.set_replay(!args.no_replay);
     for m in group.members() {
         m.synchronize()?;
     }
@@ -147,6 +152,16 @@ pub fn run_decode(
             ),
         }
         println!("all-reduce mode: {mode}");
+        println!(
+            "steps: {}",
+            if dec.replays() {
+                "recorded once, then replayed (one submit of a pre-recorded command buffer per token and member)"
+            } else if args.no_replay {
+                "recorded every token (--no-replay)"
+            } else {
+                "recorded every token (this all-reduce mode needs the host between a round's phases; DevicePoll replays)"
+            }
+        );
     }
     let warm = args.warmup.min(cfg.max_seq.saturating_sub(args.tokens));
     let mut tokens = Vec::new();
@@ -258,6 +273,8 @@ pub fn run_decode(
 fn profile(group: &DeviceGroup, dec: &mut Decoder, tokens: usize) -> CliResult {
     let members = group.members();
     group.synchronize()?;
+    // A recording runs many times and carries no timestamps: profile recorded steps.
+    dec.set_replay(false);
     for m in members {
         m.start_profile(16_384)?;
     }
