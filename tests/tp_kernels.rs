@@ -811,7 +811,7 @@ fn model_ops_reject_overflowing_arguments_without_panicking() {
         .collect();
     assert!(
         bad.is_empty(),
-        "BUG (src/ops/model.rs): range checks overflow instead of returning an error (use checked \
+        "BUG (src/ops/transformer.rs): range checks overflow instead of returning an error (use checked \
          arithmetic); in release builds the wrapped check passes and u32-truncated offsets reach the \
          kernels:\n  {}",
         bad.join("\n  ")

@@ -7,10 +7,10 @@ use vk_native::{BindRange, GpuBuffer};
 use crate::error::{Error, Result};
 use crate::group::Member;
 use crate::kernels::{elementwise_groups, row_groups};
-mod model;
+mod transformer;
 
-pub use model::AttentionShape;
-pub(crate) use model::Position;
+pub use transformer::AttentionShape;
+pub(crate) use transformer::Position;
 
 use crate::tensor::{DType, Tensor};
 
