@@ -282,9 +282,10 @@ impl EmbeddedMember {
         // SAFETY: the guard only lends the wgpu-hal device for the call.
         let d = unsafe { shared.device.as_hal::<VkApi>() }
             .ok_or_else(|| NativeError::Unsupported("not a Vulkan device".into()))?;
-        // SAFETY: the SPIR-V is `reduce_slots_f32`'s from build.rs, whose interface is two
-        // storage buffers (read, read-write) and the immediates given; `destroy_kernel` destroys
-        // the objects on this device.
+        crate::spirv::check(spirv, entry, &[true, false], immediate_bytes)?;
+        // SAFETY: the module is valid SPIR-V whose interface is two storage buffers (read,
+        // read-write) and at most the immediates given (checked above); `destroy_kernel`
+        // destroys the objects on this device.
         let objects =
             unsafe { PipelineObjects::new(&d, entry, spirv, entry, &[true, false], immediate_bytes)? };
         Ok(HalKernel { objects, immediate_bytes })

@@ -422,7 +422,9 @@ impl std::fmt::Debug for Kernel {
 }
 
 impl Kernel {
-    /// Creates the pipeline for `entry` of a SPIR-V module whose interface is `layout`.
+    /// Creates the pipeline for `entry` of a SPIR-V module whose interface is `layout`. The
+    /// module is read and validated first (once per process for each distinct input): an
+    /// invalid module, or one binding other resources than `layout`'s, is an error.
     pub fn new(
         device: &Device,
         name: &str,
@@ -430,8 +432,9 @@ impl Kernel {
         entry: &str,
         layout: &KernelLayout,
     ) -> Result<Self> {
-        // SAFETY: the SPIR-V comes from build.rs (naga-validated) and `layout` is the interface
-        // build.rs read from the same module; KernelInner's Drop destroys it on this device.
+        crate::spirv::check(spirv, entry, &layout.read_only, layout.immediate_bytes)?;
+        // SAFETY: the module is valid SPIR-V whose interface fits `layout` (checked above);
+        // KernelInner's Drop destroys the objects on this device.
         let objects = unsafe {
             RawPipeline::new(
                 device.raw(),

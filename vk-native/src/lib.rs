@@ -33,6 +33,7 @@ mod live;
 mod mapped;
 mod profile;
 mod semaphore;
+mod spirv;
 mod validation;
 
 pub use access::Access;
