@@ -127,6 +127,38 @@ impl Stream {
         }
     }
 
+    /// [`Stream::access`] for a kernel binding `ids`, each read where `read_only` says so and
+    /// written otherwise (the kernel's own interface, from build.rs), which also reads `after`.
+    /// Allocates nothing.
+    pub(crate) fn access_bound(
+        &mut self,
+        ids: &[BufferId],
+        read_only: &[bool],
+        after: &[BufferId],
+    ) -> vk_native::Result<()> {
+        let bound = || ids.iter().zip(read_only);
+        let reads = || bound().filter(|(_, &ro)| ro).map(|(b, _)| b).chain(after);
+        let writes = || bound().filter(|(_, &ro)| !ro).map(|(b, _)| b);
+        let hazard = reads().any(|b| self.written.contains(b))
+            || writes().any(|b| self.written.contains(b) || self.read.contains(b));
+        if hazard {
+            self.rec.barrier(Access::COMPUTE_WRITE | Access::TRANSFER_WRITE, Access::DEVICE_ALL)?;
+            self.written.clear();
+            self.read.clear();
+        }
+        for b in reads() {
+            if !self.read.contains(b) {
+                self.read.push(*b);
+            }
+        }
+        for b in writes() {
+            if !self.written.contains(b) {
+                self.written.push(*b);
+            }
+        }
+        Ok(())
+    }
+
     /// Records a barrier that makes every device write so far visible to the host, and clears
     /// the write set (what the host may read next is settled; device reads after it need no
     /// further barrier against those writes... except through the host, handled by submit).

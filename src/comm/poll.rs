@@ -375,7 +375,6 @@ impl DevicePoll {
                 "advance_rounds",
                 &[BindRange::whole(flags)],
                 &[],
-                &[flags.id()],
                 &[by as u32, 0, 0, 0],
                 [1, 1, 1],
             )?;
@@ -498,7 +497,6 @@ impl DevicePoll {
                 wait_kernel(m),
                 &[BindRange::whole(flags), arrival],
                 &[],
-                &[flags.id(), self.arrival_imports[i].id()],
                 &[
                     self.recorded_round(round),
                     plan.trips,
@@ -538,8 +536,7 @@ impl DevicePoll {
                 BindRange::whole(flags),
                 BindRange { buffer: arrival, offset: i as u64 * ARRIVAL_STRIDE, size: ARRIVAL_STRIDE },
             ],
-            &[slots.imports[i].id(), t.id(), flags.id()],
-            &[t.id(), flags.id(), arrival.id()],
+            &[],
             &[
                 n as u32,
                 nm as u32,
@@ -651,7 +648,6 @@ fn calibrate(
             wait_kernel(m),
             &[BindRange::whole(flags), range],
             &[],
-            &[flags.id(), arrival.id()],
             &[1, trips, 0, 0],
             [1, 1, 1],
         )?;

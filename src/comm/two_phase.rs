@@ -245,8 +245,7 @@ pub(super) fn record_phase_a(
         sh.dispatch_ranges(
             entry,
             &[BindRange::whole(&t.buffer), region],
-            &[t.id()],
-            &[slot.id()],
+            &[],
             &[n as u32, c0 as u32, at as u32, 0],
             elementwise_groups(words as usize),
         )
@@ -265,8 +264,7 @@ pub(super) fn record_phase_a(
         sh.dispatch(
             "f32_to_f16",
             &[&t.buffer, scratch],
-            &[t.id()],
-            &[scratch.id()],
+            &[],
             &[n as u32, c0 as u32, 0, 0],
             elementwise_groups(words as usize),
         )?;
@@ -306,8 +304,7 @@ pub(super) fn record_reduce(
     sh.dispatch_ranges(
         entry,
         &[binding, BindRange::whole(&t.buffer)],
-        &reads,
-        &[t.id()],
+        after,
         &imm,
         elementwise_groups(words.div_ceil(4)),
     )

@@ -149,34 +149,33 @@ impl MemberShared {
         self.binds.lock().unwrap_or_else(|p| p.into_inner()).retain(|k, _| !k.holds(id));
     }
 
-    /// Records a dispatch of `entry`: `reads` and `writes` are for hazard tracking.
+    /// Records a dispatch of `entry` over whole buffers. Hazards are tracked from the kernel's
+    /// own interface (a binding it declares `read` is read, any other written); `after` lists
+    /// buffers it does not bind but must follow writes to (a DevicePoll wait's flags).
     pub(crate) fn dispatch(
         &self,
         entry: &'static str,
         buffers: &[&dyn GpuBuffer],
-        reads: &[BufferId],
-        writes: &[BufferId],
+        after: &[BufferId],
         immediates: &[u32],
         groups: [u32; 3],
     ) -> Result<()> {
         let ranges: Vec<BindRange<'_>> = buffers.iter().map(|b| BindRange::whole(*b)).collect();
-        self.dispatch_ranges(entry, &ranges, reads, writes, immediates, groups)
+        self.dispatch_ranges(entry, &ranges, after, immediates, groups)
     }
 
-    /// Records a dispatch of `entry` over buffer ranges (`reads` and `writes` for hazard
-    /// tracking).
+    /// [`MemberShared::dispatch`] over buffer ranges.
     pub(crate) fn dispatch_ranges(
         &self,
         entry: &'static str,
         ranges: &[BindRange<'_>],
-        reads: &[BufferId],
-        writes: &[BufferId],
+        after: &[BufferId],
         immediates: &[u32],
         groups: [u32; 3],
     ) -> Result<()> {
         let g = self.bind_ranges(entry, ranges)?;
         let mut s = self.stream();
-        s.access(reads, writes).map_err(|e| self.err(e))?;
+        s.access_bound(g.buffer_ids(), &g.kernel().layout().read_only, after).map_err(|e| self.err(e))?;
         s.rec.dispatch(&g, immediates, groups).map_err(|e| self.err(e))
     }
 

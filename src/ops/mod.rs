@@ -42,7 +42,6 @@ impl Member {
             "fill_u32",
             &[&t.buffer],
             &[],
-            &[t.id()],
             &[words as u32, bits, 0, 0],
             elementwise_groups(words),
         )
@@ -62,8 +61,7 @@ impl Member {
         self.shared.dispatch(
             "copy_u32",
             &[&src.buffer, &dst.buffer],
-            &[src.id()],
-            &[dst.id()],
+            &[],
             &[w as u32, 0, 0, 0],
             elementwise_groups(w),
         )
@@ -83,8 +81,7 @@ impl Member {
         self.shared.dispatch(
             "add_f32",
             &[&src.buffer, &dst.buffer],
-            &[src.id(), dst.id()],
-            &[dst.id()],
+            &[],
             &[n as u32, 0, 0, 0],
             elementwise_groups(n),
         )
@@ -101,8 +98,7 @@ impl Member {
         self.shared.dispatch(
             "scale_f32",
             &[&t.buffer],
-            &[t.id()],
-            &[t.id()],
+            &[],
             &[n as u32, factor.to_bits(), 0, 0],
             elementwise_groups(n),
         )
@@ -122,8 +118,7 @@ impl Member {
         self.shared.dispatch(
             "f32_to_f16",
             &[&src.buffer, &dst.buffer],
-            &[src.id()],
-            &[dst.id()],
+            &[],
             &[n as u32, 0, 0, 0],
             elementwise_groups(n.div_ceil(2)),
         )
@@ -143,8 +138,7 @@ impl Member {
         self.shared.dispatch(
             "add_f16_into_f32",
             &[&src.buffer, &dst.buffer],
-            &[src.id(), dst.id()],
-            &[dst.id()],
+            &[],
             &[n as u32, 0, 0, 0],
             elementwise_groups(n),
         )
@@ -248,13 +242,11 @@ impl Member {
         if rows == 0 {
             return Ok(());
         }
-        let out_id = out.buffer.id();
         if cols == 0 {
             return self.shared.dispatch_ranges(
                 "fill_u32",
                 &[out],
                 &[],
-                &[out_id],
                 &[rows as u32, 0, at as u32, 0],
                 elementwise_groups(rows),
             );
@@ -274,8 +266,7 @@ impl Member {
         self.shared.dispatch_ranges(
             entry,
             &[BindRange::whole(&w.buffer), BindRange::whole(&x.buffer), out],
-            &[w.id(), x.id()],
-            &[out_id],
+            &[],
             &[rows as u32, cols as u32, at as u32, 0],
             row_groups(row_blocks),
         )
@@ -292,14 +283,7 @@ impl Member {
     ) -> Result<()> {
         let bufs: [&dyn GpuBuffer; 3] = [&w.buffer, &x.buffer, &y.buffer];
         let row_blocks = rows.div_ceil(matvec_rows_per_workgroup(entry));
-        self.shared.dispatch(
-            entry,
-            &bufs,
-            &[w.id(), x.id()],
-            &[y.id()],
-            &[rows as u32, cols as u32, 0, 0],
-            row_groups(row_blocks),
-        )
+        self.shared.dispatch(entry, &bufs, &[], &[rows as u32, cols as u32, 0, 0], row_groups(row_blocks))
     }
 }
 

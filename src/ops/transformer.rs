@@ -95,14 +95,7 @@ impl Member {
             return Ok(());
         }
         let b: [&dyn GpuBuffer; 3] = [&x.buffer, &w.buffer, &y.buffer];
-        self.shared.dispatch(
-            "rmsnorm",
-            &b,
-            &[x.id(), w.id()],
-            &[y.id()],
-            &[x.len() as u32, eps.to_bits(), 0, 0],
-            [1, 1, 1],
-        )
+        self.shared.dispatch("rmsnorm", &b, &[], &[x.len() as u32, eps.to_bits(), 0, 0], [1, 1, 1])
     }
 
     /// `x += r`, then `y = x / sqrt(mean(x²) + eps) * w`, all f32 of one length: the decoder's
@@ -122,14 +115,7 @@ impl Member {
             return Ok(());
         }
         let b: [&dyn GpuBuffer; 4] = [&r.buffer, &w.buffer, &x.buffer, &y.buffer];
-        self.shared.dispatch(
-            "add_rmsnorm",
-            &b,
-            &[r.id(), w.id(), x.id()],
-            &[x.id(), y.id()],
-            &[x.len() as u32, eps.to_bits(), 0, 0],
-            [1, 1, 1],
-        )
+        self.shared.dispatch("add_rmsnorm", &b, &[], &[x.len() as u32, eps.to_bits(), 0, 0], [1, 1, 1])
     }
 
     /// DevicePoll's phase B fused with `add_rmsnorm`: `x += Σ_j slots[j]` (every member's
@@ -167,7 +153,6 @@ impl Member {
                 input.members, input.stride, input.offset
             )));
         }
-        let slots = input.binding.buffer.id();
         let (members, stride, offset) = (input.members as u32, input.stride as u32, input.offset as u32);
         let tensors = [
             input.binding,
@@ -178,14 +163,12 @@ impl Member {
         match &input.wait {
             // The kernel waits itself, then sums.
             Some(wait) => {
-                let (flags, arrival) = (wait.flags.buffer.id(), wait.arrival.buffer.id());
                 let mut bindings = tensors.to_vec();
                 bindings.extend([wait.flags, wait.arrival]);
                 self.shared.dispatch_ranges(
                     "reduce_add_rmsnorm_poll",
                     &bindings,
-                    &[slots, w.id(), x.id()],
-                    &[x.id(), y.id(), flags, arrival],
+                    &[],
                     &[n as u32, eps.to_bits(), members, stride, offset, wait.round, wait.trips, 1],
                     [1, 1, 1],
                 )
@@ -193,8 +176,7 @@ impl Member {
             None => self.shared.dispatch_ranges(
                 "reduce_add_rmsnorm",
                 &tensors,
-                &[slots, input.after, w.id(), x.id()],
-                &[x.id(), y.id()],
+                &[input.after],
                 &[n as u32, eps.to_bits(), members, stride, offset, 0, 0, 0],
                 [1, 1, 1],
             ),
@@ -213,14 +195,7 @@ impl Member {
         }
         let n = gate.len();
         let b: [&dyn GpuBuffer; 3] = [&gate.buffer, &up.buffer, &a.buffer];
-        self.shared.dispatch(
-            "silu_mul",
-            &b,
-            &[gate.id(), up.id()],
-            &[a.id()],
-            &[n as u32, 0, 0, 0],
-            elementwise_groups(n),
-        )
+        self.shared.dispatch("silu_mul", &b, &[], &[n as u32, 0, 0, 0], elementwise_groups(n))
     }
 
     /// The MLP's `a = silu(Wg x) * (Wu x)` in one dispatch, with `wg` and `wu` f16 of one shape
@@ -261,8 +236,7 @@ impl Member {
         self.shared.dispatch(
             "matvec_gate_up_silu",
             &b,
-            &[wg.id(), wu.id(), x.id()],
-            &[a.id()],
+            &[],
             &[word("gate/up rows", rows)?, word("gate/up cols", cols)?, 0, 0],
             row_groups(rows.div_ceil(2)),
         )
@@ -288,14 +262,7 @@ impl Member {
             return Err(Error::InvalidArgument("embed from an empty table".into()));
         }
         let b: [&dyn GpuBuffer; 3] = [&table.buffer, &token.buffer, &x.buffer];
-        self.shared.dispatch(
-            "embed_f16",
-            &b,
-            &[table.id(), token.id()],
-            &[x.id()],
-            &[n as u32, vocab as u32, 0, 0],
-            elementwise_groups(n),
-        )
+        self.shared.dispatch("embed_f16", &b, &[], &[n as u32, vocab as u32, 0, 0], elementwise_groups(n))
     }
 
     /// Rotary position embedding in place on `heads` vectors of `head_dim` (even) in `v`.
@@ -328,8 +295,7 @@ impl Member {
         self.shared.dispatch(
             "rope",
             &[&v.buffer, counter],
-            &[v.id(), counter.id()],
-            &[v.id()],
+            &[],
             &imm,
             elementwise_groups(heads * head_dim / 2),
         )
@@ -421,14 +387,7 @@ impl Member {
         ];
         let b: [&dyn GpuBuffer; 6] =
             [&q.buffer, &k_cache.buffer, &v_cache.buffer, &scores.buffer, &out.buffer, position];
-        self.shared.dispatch(
-            "attention_decode",
-            &b,
-            &[q.id(), k_cache.id(), v_cache.id(), position.id()],
-            &[scores.id(), out.id()],
-            &imm,
-            [s.q_heads as u32, 1, 1],
-        )
+        self.shared.dispatch("attention_decode", &b, &[], &imm, [s.q_heads as u32, 1, 1])
     }
 
     /// One decode step's attention inputs in one dispatch: `q = rope(wq x)` and, at position
@@ -556,14 +515,7 @@ impl Member {
             &v_cache.buffer,
             counter,
         ];
-        self.shared.dispatch(
-            "matvec_qkv_rope_store",
-            &b,
-            &[wq.id(), wk.id(), wv.id(), x.id(), counter.id()],
-            &[q.id(), k_cache.id(), v_cache.id()],
-            &imm,
-            row_groups(pairs.div_ceil(2)),
-        )
+        self.shared.dispatch("matvec_qkv_rope_store", &b, &[], &imm, row_groups(pairs.div_ceil(2)))
     }
 
     /// Stores one decode step's keys and values, `k` and `v` `[heads, head_dim]`, at position
@@ -634,8 +586,7 @@ impl Member {
         self.shared.dispatch(
             "kv_store",
             &[&k.buffer, &v.buffer, &k_cache.buffer, &v_cache.buffer, counter],
-            &[k.id(), v.id(), counter.id()],
-            &[k_cache.id(), v_cache.id()],
+            &[],
             &imm,
             elementwise_groups(step),
         )
@@ -672,14 +623,7 @@ impl Member {
             return Ok(());
         }
         let imm = [len as u32, src_offset as u32, dst_offset as u32, 0];
-        self.shared.dispatch(
-            "copy_u32",
-            &[&src.buffer, &dst.buffer],
-            &[src.id()],
-            &[dst.id()],
-            &imm,
-            elementwise_groups(len),
-        )
+        self.shared.dispatch("copy_u32", &[&src.buffer, &dst.buffer], &[], &imm, elementwise_groups(len))
     }
 
     /// Writes this member's greedy candidate from `logits` (its vocabulary slice starting at
@@ -708,14 +652,7 @@ impl Member {
             ));
         }
         let imm = [logits.len() as u32, index_offset as u32, slot as u32, 0];
-        self.shared.dispatch(
-            "argmax_pair",
-            &[&logits.buffer, &pairs.buffer],
-            &[logits.id()],
-            &[pairs.id()],
-            &imm,
-            [1, 1, 1],
-        )
+        self.shared.dispatch("argmax_pair", &[&logits.buffer, &pairs.buffer], &[], &imm, [1, 1, 1])
     }
 
     /// Picks the greedy token from gathered `pairs` (2 per member) into `token[0]` and
@@ -752,25 +689,7 @@ impl Member {
         }
         let b: [&dyn GpuBuffer; 4] = [&pairs.buffer, &token.buffer, &history.buffer, counter];
         let imm = [(pairs.len() / 2) as u32, step as u32, advance as u32, 0];
-        if advance {
-            self.shared.dispatch(
-                "select_token",
-                &b,
-                &[pairs.id()],
-                &[token.id(), history.id(), counter.id()],
-                &imm,
-                [1, 1, 1],
-            )
-        } else {
-            self.shared.dispatch(
-                "select_token",
-                &b,
-                &[pairs.id(), counter.id()],
-                &[token.id(), history.id()],
-                &imm,
-                [1, 1, 1],
-            )
-        }
+        self.shared.dispatch("select_token", &b, &[], &imm, [1, 1, 1])
     }
 
     /// Fills f16 `t` (`[rows, cols]`) with the slice at (`row_offset`, `col_offset`) of the
@@ -822,7 +741,6 @@ impl Member {
             "init_weights_f16",
             &[&t.buffer],
             &[],
-            &[t.id()],
             &imm,
             elementwise_groups((rows * cols).div_ceil(2)),
         )
