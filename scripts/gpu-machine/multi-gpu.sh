@@ -14,8 +14,8 @@
 #              f32 wire) and of NCCL through host memory at 4-256 KiB, alternated: small rounds
 #              vary from process to process, so compare the spreads;
 #   decode     the 27B-class decode on one GPU (HostBridge: nothing to reduce) and on every GPU
-#              with HostBridge and with DevicePoll (the fused kernels), alternated DECODE_REPEAT
-#              (default 3) times;
+#              with HostBridge and with DevicePoll (the fused kernels), each DevicePoll step
+#              replayed and recorded (--no-replay), alternated DECODE_REPEAT (default 3) times;
 #   soak       1,000,000 DevicePoll rounds (ROUNDS) across the first two GPUs, checked.
 # Results in $OUT/results.tgz (a file per run), a summary in $OUT/summary.txt.
 set -uo pipefail
@@ -69,6 +69,7 @@ for k in $(seq 1 "${DECODE_REPEAT:-3}"); do
     decode "one-gpu-$k" CROSSGPU_DEVICES="$N0"
     decode "all-gpus-bridge-$k" CROSSGPU_DEVICES="$NV" CROSSGPU_ALLREDUCE=bridge
     decode "all-gpus-poll-$k" CROSSGPU_DEVICES="$NV" CROSSGPU_ALLREDUCE=poll
+    DECODE_ARGS=--no-replay decode "all-gpus-poll-recorded-$k" CROSSGPU_DEVICES="$NV" CROSSGPU_ALLREDUCE=poll
 done
 fi
 if part soak; then

@@ -40,9 +40,11 @@ start_results() {
 finish() { tar -C "$R" -czf "$OUT/$RESULTS_NAME.tgz" .; cp "$R/timeline.txt" "$OUT/" 2>/dev/null; }
 log() { echo "[$(date -u +%T) +${SECONDS}s] $*" | tee -a "$R/timeline.txt"; finish; }
 # decode LABEL [VAR=value ...]: the 27B-class decode of $TOKENS tokens (default 32) with those
-# variables set, appended to $R/decode.txt under a "=== LABEL" line, then logged.
+# variables set and $DECODE_ARGS added to the command, appended to $R/decode.txt under a
+# "=== LABEL" line, then logged.
 decode() {
     local label=$1; shift
-    { echo "=== $label: $* (${TOKENS:-32} tokens)"; env "$@" timeout 120 crossgpu decode --preset 27b --tokens "${TOKENS:-32}"; } >> "$R/decode.txt" 2>&1
+    # shellcheck disable=SC2086 # DECODE_ARGS holds several words
+    { echo "=== $label: $* ${DECODE_ARGS:-} (${TOKENS:-32} tokens)"; env "$@" timeout 120 crossgpu decode --preset 27b --tokens "${TOKENS:-32}" ${DECODE_ARGS:-}; } >> "$R/decode.txt" 2>&1
     log "decode $label exit $?"
 }
