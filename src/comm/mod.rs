@@ -596,7 +596,20 @@ impl Comm {
             && (n as u64) * 4 < self.opts.f16_threshold_bytes
             && (n as u64) <= HostSlots::max_capacity(&self.members);
         let capacity = self.slot_capacity().max(n as u64);
-        self.poisoned.is_none() && fused && rounds <= poll::DevicePoll::entries(&self.members, capacity)
+        // A replay reuses each entry `rounds` rounds later: the argument that no entry is
+        // written while a peer reads it needs two.
+        self.poisoned.is_none()
+            && fused
+            && rounds >= 2
+            && rounds <= poll::DevicePoll::entries(&self.members, capacity)
+    }
+
+    /// Poisons the communicator after `e` left its members out of step (a recording of rounds
+    /// that will never run, a replay submitted on some members only).
+    pub(crate) fn abandon(&mut self, e: &Error) {
+        if self.poisoned.is_none() {
+            self.poison(e);
+        }
     }
 
     /// Grows the slots to `n` words now (growing waits for the members: never inside a

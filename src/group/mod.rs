@@ -118,12 +118,19 @@ impl MemberShared {
             return Ok(b);
         }
         let usage = BufferUsage { copy_src: false, copy_dst: true };
+        let mut stream = self.stream();
+        if stream.rec.capturing() {
+            // Its zeroing would go into the recording, and a cancelled recording never zeroes.
+            return Err(Error::InvalidArgument(
+                "an operation at a fixed position inside a recording (record one outside first)".into(),
+            ));
+        }
         let b = Buffer::new(&self.device, 16, usage, "crossgpu zero position").map_err(|e| self.err(e))?;
         {
-            let mut stream = self.stream();
             stream.rec.fill_u32(&b, 0, 16, 0).map_err(|e| self.err(e))?;
             stream.note_write(b.id());
         }
+        drop(stream);
         // Another thread may have made one first: its fill is recorded too, and harmless.
         let _ = self.zero_position.set(b);
         Ok(self.zero_position.get().expect("set above"))

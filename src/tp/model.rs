@@ -383,6 +383,8 @@ pub struct Decoder {
     recorded: Option<Vec<Replay>>,
     /// All-reduce rounds in the recording.
     rounds_per_step: u64,
+    /// Why the decoder refuses further steps (its members were left out of step).
+    broken: Option<String>,
 }
 
 impl Decoder {
@@ -538,6 +540,7 @@ impl Decoder {
             replay: true,
             recorded: None,
             rounds_per_step: 0,
+            broken: None,
         })
     }
 
@@ -583,6 +586,9 @@ impl Decoder {
     /// step records the step once and submits it; every later step submits that recording.
     pub fn step(&mut self) -> Result<()> {
         let t0 = std::time::Instant::now();
+        if let Some(why) = &self.broken {
+            return Err(Error::Poisoned("the decoder".into(), why.clone()));
+        }
         let r = if self.pos >= self.cfg.max_seq {
             Err(Error::InvalidArgument(format!(
                 "the KV cache holds {} positions; decode fewer tokens or raise max_seq",
@@ -610,6 +616,10 @@ impl Decoder {
                     m.flush()?;
                 }
             }
+            // Growing the slots may leave fewer ring entries, or fall back to Generic.
+            if !self.replays() {
+                return self.record_step();
+            }
             let first_round = self.comm.as_ref().map_or(0, Comm::rounds);
             for (i, m) in self.members.iter().enumerate() {
                 if let Err(e) = m.begin_capture() {
@@ -628,7 +638,8 @@ impl Decoder {
                 Ok(r) => self.recorded = Some(r),
                 Err(e) => {
                     self.members.iter().for_each(Member::cancel_capture);
-                    return Err(e);
+                    // The recording's rounds were counted and announced but never run.
+                    return Err(self.broken(e));
                 }
             }
         } else if let Some(c) = self.comm.as_mut() {
@@ -638,9 +649,23 @@ impl Decoder {
         }
         let recorded = self.recorded.as_ref().expect("recorded above");
         for (m, r) in self.members.iter().zip(recorded) {
-            m.submit_replay(r)?;
+            if let Err(e) = m.submit_replay(r) {
+                // The members before this one run a step whose rounds this one never joins.
+                return Err(self.broken(e));
+            }
         }
         Ok(())
+    }
+
+    /// Marks the decoder unusable after `e` left its members out of step with each other (a
+    /// partly submitted step, or rounds counted that never run), poisoning its communicator;
+    /// returns `e`.
+    fn broken(&mut self, e: Error) -> Error {
+        if let Some(c) = self.comm.as_mut() {
+            c.abandon(&e);
+        }
+        self.broken = Some(e.to_string());
+        e
     }
 
     fn record_step(&mut self) -> Result<()> {

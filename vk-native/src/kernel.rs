@@ -314,7 +314,14 @@ impl RawPipeline {
                     found = Some((pool, sets[0]));
                     break;
                 }
-                Err(vk::Result::ERROR_OUT_OF_POOL_MEMORY | vk::Result::ERROR_FRAGMENTED_POOL) => continue,
+                // A full pool (drivers before Vulkan 1.1 may say out of host or device memory):
+                // try the next, then a new one, whose failure is reported.
+                Err(
+                    vk::Result::ERROR_OUT_OF_POOL_MEMORY
+                    | vk::Result::ERROR_FRAGMENTED_POOL
+                    | vk::Result::ERROR_OUT_OF_HOST_MEMORY
+                    | vk::Result::ERROR_OUT_OF_DEVICE_MEMORY,
+                ) => continue,
                 Err(e) => return Err(map_vk("vkAllocateDescriptorSets")(e)),
             }
         }
@@ -433,7 +440,8 @@ impl Kernel {
         layout: &KernelLayout,
     ) -> Result<Self> {
         crate::spirv::check(spirv, entry, &layout.read_only, layout.immediate_bytes)?;
-        // SAFETY: the module is valid SPIR-V whose interface fits `layout` (checked above);
+        // SAFETY: naga read the module and validated what it read, and its interface fits
+        // `layout` (checked above: a module naga cannot read or validate is refused);
         // KernelInner's Drop destroys the objects on this device.
         let objects = unsafe {
             RawPipeline::new(
