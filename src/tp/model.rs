@@ -597,7 +597,9 @@ impl Decoder {
         } else if self.replays() {
             self.replay_step()
         } else {
-            self.record_step()
+            // A step that fails half-way leaves some of its commands recorded (with some
+            // members' position counters advanced): the members are out of step.
+            self.record_step().map_err(|e| self.broken(e))
         };
         if r.is_ok() {
             self.pos += 1;
@@ -618,7 +620,7 @@ impl Decoder {
             }
             // Growing the slots may leave fewer ring entries, or fall back to Generic.
             if !self.replays() {
-                return self.record_step();
+                return self.record_step().map_err(|e| self.broken(e));
             }
             let first_round = self.comm.as_ref().map_or(0, Comm::rounds);
             for (i, m) in self.members.iter().enumerate() {
