@@ -158,3 +158,51 @@ fn device_poll_replays_its_rounds_as_new_rounds() {
     }
     common::assert_no_validation_errors();
 }
+
+/// A replay that cannot be submitted on every member (a lost device, injected) leaves the
+/// members out of step: the step's error says why, every later step is refused, and with
+/// DevicePoll the communicator is poisoned, which ends the other members' waits at once, so
+/// nothing hangs.
+#[test]
+fn a_replay_submitted_on_some_members_only_stops_the_decoder() {
+    let _s = serial();
+    let cfg = DecoderConfig { layers: 1, vocab: 300, max_seq: 16, ..DecoderConfig::small() };
+    // One member.
+    {
+        let g = common::logical(1);
+        let mut d = Decoder::new(&g, cfg.clone(), &SplitSpec::Even).unwrap();
+        assert!(d.replays());
+        d.generate(3, 3, |_| {}).unwrap();
+        g.member(0).unwrap().inject_device_lost();
+        let e = d.step().unwrap_err();
+        assert!(matches!(e, Error::DeviceLost { .. }), "{e}");
+        let again = d.step().unwrap_err();
+        assert!(matches!(again, Error::Poisoned(..)), "{again}");
+    }
+    // DevicePoll over two members: the second one's submit fails after the first one's went out.
+    let g = common::logical(2);
+    let opts =
+        CommOptions { mode: ModeRequest::Forced(Mode::DevicePoll), ..CommOptions::from_env().unwrap() };
+    let comm = match Comm::with_options(&g, opts) {
+        Ok(c) => c,
+        Err(Error::Unsupported(why))
+            if why.contains("LP_NUM_THREADS") || std::env::var_os("CROSSGPU_TEST_ADAPTERS").is_some() =>
+        {
+            eprintln!("SKIPPED: DevicePoll over 2 members: {why}");
+            return;
+        }
+        Err(e) => panic!("DevicePoll over 2 members: {e}"),
+    };
+    let mut d = Decoder::with_comm(&g, cfg, &SplitSpec::Even, Some(comm)).unwrap();
+    assert!(d.replays());
+    d.generate(3, 3, |_| {}).unwrap();
+    g.member(1).unwrap().inject_device_lost();
+    let e = d.step().unwrap_err();
+    assert!(matches!(e, Error::DeviceLost { .. }), "{e}");
+    let again = d.step().unwrap_err();
+    assert!(matches!(again, Error::Poisoned(..)), "{again}");
+    // Member 0's replayed step ran into waits that the poisoning ended: it finishes.
+    g.member(0).unwrap().synchronize().ok();
+    drop(d);
+    common::assert_no_validation_errors();
+}
