@@ -7,7 +7,7 @@ mod common;
 
 use common::serial;
 use crossgpu::tp::{Decoder, DecoderConfig, SplitSpec};
-use crossgpu::{Comm, CommOptions, Error, Mode, ModeRequest};
+use crossgpu::{Comm, CommOptions, DeviceGroup, Error, Mode, ModeRequest};
 
 /// Tokens of two `generate` calls (the second continues where the first stopped), the logits,
 /// the residual stream, and submits per token.
@@ -76,6 +76,23 @@ fn a_replayed_decoder_stops_at_the_cache_and_leaves_nothing_behind() {
     common::assert_no_validation_errors();
 }
 
+/// A DevicePoll communicator over `g`, or `None` (said loudly) where DevicePoll cannot run
+/// there: too few llvmpipe threads, or (GPU machine layouts) two members on one GPU.
+fn device_poll(g: &DeviceGroup) -> Option<Comm> {
+    let opts =
+        CommOptions { mode: ModeRequest::Forced(Mode::DevicePoll), ..CommOptions::from_env().unwrap() };
+    match Comm::with_options(g, opts) {
+        Ok(c) => Some(c),
+        Err(Error::Unsupported(why))
+            if why.contains("LP_NUM_THREADS") || std::env::var_os("CROSSGPU_TEST_ADAPTERS").is_some() =>
+        {
+            eprintln!("SKIPPED: DevicePoll over {} members: {why}", g.len());
+            None
+        }
+        Err(e) => panic!("DevicePoll over {} members: {e}", g.len()),
+    }
+}
+
 /// Tokens, logits, every member's residual stream, all-reduces and submits per token per member.
 type PollRun = (Vec<u32>, Vec<u32>, Vec<Vec<f32>>, f64, f64);
 
@@ -84,19 +101,7 @@ type PollRun = (Vec<u32>, Vec<u32>, Vec<Vec<f32>>, f64, f64);
 /// DevicePoll cannot run there.
 fn poll_run(cfg: &DecoderConfig, members: usize, replay_steps: usize, back: bool) -> Option<PollRun> {
     let g = common::logical(members);
-    let opts =
-        CommOptions { mode: ModeRequest::Forced(Mode::DevicePoll), ..CommOptions::from_env().unwrap() };
-    let comm = match Comm::with_options(&g, opts) {
-        Ok(c) => c,
-        // Too few llvmpipe threads, or (GPU machine layouts) two members on one GPU.
-        Err(Error::Unsupported(why))
-            if why.contains("LP_NUM_THREADS") || std::env::var_os("CROSSGPU_TEST_ADAPTERS").is_some() =>
-        {
-            eprintln!("SKIPPED: DevicePoll over {members} members: {why}");
-            return None;
-        }
-        Err(e) => panic!("DevicePoll over {members} members: {e}"),
-    };
+    let comm = device_poll(&g)?;
     let mut d = Decoder::with_comm(&g, cfg.clone(), &SplitSpec::Even, Some(comm)).unwrap();
     assert!(d.replays(), "DevicePoll's fused rounds of the small model fit a ring");
     let before = d.stats();
@@ -181,18 +186,7 @@ fn a_replay_submitted_on_some_members_only_stops_the_decoder() {
     }
     // DevicePoll over two members: the second one's submit fails after the first one's went out.
     let g = common::logical(2);
-    let opts =
-        CommOptions { mode: ModeRequest::Forced(Mode::DevicePoll), ..CommOptions::from_env().unwrap() };
-    let comm = match Comm::with_options(&g, opts) {
-        Ok(c) => c,
-        Err(Error::Unsupported(why))
-            if why.contains("LP_NUM_THREADS") || std::env::var_os("CROSSGPU_TEST_ADAPTERS").is_some() =>
-        {
-            eprintln!("SKIPPED: DevicePoll over 2 members: {why}");
-            return;
-        }
-        Err(e) => panic!("DevicePoll over 2 members: {e}"),
-    };
+    let Some(comm) = device_poll(&g) else { return };
     let mut d = Decoder::with_comm(&g, cfg, &SplitSpec::Even, Some(comm)).unwrap();
     assert!(d.replays());
     d.generate(3, 3, |_| {}).unwrap();

@@ -44,11 +44,7 @@ fn add_rmsnorm(@builtin(local_invocation_index) lid: u32) {
         let v1 = xr8(lid + 2048u);
         let v2 = xr8(lid + 4096u);
         let v3 = xr8(lid + 6144u);
-        acc = keep8(acc, lid, v0);
-        acc = keep8(acc, lid + 2048u, v1);
-        acc = keep8(acc, lid + 4096u, v2);
-        acc = keep8(acc, lid + 6144u, v3);
-        norm_tail_held(lid, acc, v0, v1, v2, v3);
+        keep_held(lid, v0, v1, v2, v3);
         return;
     }
     for (var base = lid; base < p.n; base += 2048u) {

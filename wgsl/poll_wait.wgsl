@@ -12,17 +12,7 @@
 // a wait is several dispatches, each resuming where `seen` says the wait stands. `abort`, stored
 // by the host when the communicator is poisoned, ends every wait at once (as expired).
 //
-// Rounds are the low 32 bits of the communicator's round counter; comparisons are modulo 2^32.
-// A round is `p.round` plus the member's `round_base` word, which a replayed recording of
-// rounds advances on the device (`advance_rounds`), so the same recorded rounds run again as
-// new ones.
-
-const GO: u32 = 0u;
-const ABORT: u32 = 1u;
-const SEEN: u32 = 2u;
-const EXPIRED: u32 = 3u;
-const EXPIRED_ROUND: u32 = 4u;
-const ROUND_BASE: u32 = 5u;
+// Rounds, and the words of `flags`: wgsl/include/poll_round.wgsl.
 
 struct Params {
     round: u32,
@@ -35,25 +25,7 @@ struct Params {
 @group(0) @binding(1) var<storage, read_write> arrival: array<atomic<u32>>;
 var<immediate> p: Params;
 
-// The round, read once per invocation (`start`): the base does not move during a round.
-var<private> round_now: u32;
-
-fn start() {
-    round_now = p.round + atomicLoad(&flags[ROUND_BASE]);
-}
-
-fn this_round() -> u32 {
-    return round_now;
-}
-
-// Whether `word` has reached the round (modulo 2^32).
-fn reached(word: u32) -> bool {
-    return bitcast<i32>(word - this_round()) >= 0;
-}
-
-fn released() -> bool {
-    return reached(atomicLoad(&flags[GO]));
-}
+// #include "poll_round.wgsl"
 
 fn wait() {
     if (atomicLoad(&flags[EXPIRED]) != 0u || reached(atomicLoad(&flags[SEEN]))) {
@@ -61,8 +33,8 @@ fn wait() {
     }
     for (var t = 0u; t < p.trips; t++) {
         // Eight loads per trip: fewer loop trips for the same wait on drivers that count them.
-        if (released() || released() || released() || released()
-            || released() || released() || released() || released()) {
+        if (go_reached() || go_reached() || go_reached() || go_reached()
+            || go_reached() || go_reached() || go_reached() || go_reached()) {
             atomicStore(&flags[SEEN], this_round());
             return;
         }
@@ -78,7 +50,7 @@ fn wait() {
 
 @compute @workgroup_size(1)
 fn poll_wait() {
-    start();
+    start_round();
     if (p.arrive != 0u) {
         atomicStore(&arrival[0], this_round());
     }
@@ -94,7 +66,7 @@ fn poll_wait() {
 // the groups after it return at once.
 @compute @workgroup_size(256)
 fn poll_wait_cpu(@builtin(local_invocation_index) lid: u32) {
-    start();
+    start_round();
     if (p.arrive != 0u && lid == 0u) {
         atomicStore(&arrival[0], this_round());
     }
@@ -103,7 +75,7 @@ fn poll_wait_cpu(@builtin(local_invocation_index) lid: u32) {
     }
     var x = f32(this_round() & 0xffu) * 0.001;
     for (var t = 0u; t < p.trips; t++) {
-        if (released()) {
+        if (go_reached()) {
             atomicStore(&flags[SEEN], this_round());
             return;
         }

@@ -30,6 +30,7 @@ var<immediate> p: Params;
 
 // #include "norm_tail.wgsl"
 // #include "keep_x.wgsl"
+// #include "poll_round.wgsl"
 // #include "fused_wait.wgsl"
 // #include "reduce_add_rmsnorm_body.wgsl"
 

@@ -33,6 +33,7 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> arrival: array<atomic<u32>>;
 var<immediate> p: Params;
 
+// #include "poll_round.wgsl"
 // #include "fused_wait.wgsl"
 // #include "reduce_slots_f32_body.wgsl"
 

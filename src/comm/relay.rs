@@ -20,7 +20,7 @@ use vk_native::{HostAllocation, MappedWords};
 
 use crate::error::Error;
 
-/// Word indices in a member's flags (`wgsl/poll_wait.wgsl` has the same).
+/// Word indices in a member's flags (`wgsl/include/poll_round.wgsl` has the same).
 pub(crate) mod flag {
     pub(crate) const GO: usize = 0;
     pub(crate) const ABORT: usize = 1;

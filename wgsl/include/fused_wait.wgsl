@@ -4,36 +4,14 @@
 // word in its mapped device-local memory, bounded as `poll_wait` is (`p.trips` trips of eight
 // loads), and records `seen`, or `expired` when it runs out or `abort` is set.
 // The includer declares `p` (with `round`, `trips`, `arrive`) and the bindings `flags` (the
-// member's words, `array<atomic<u32>>`) and `arrival` (its arrival word in host memory).
-
-const GO: u32 = 0u;
-const ABORT: u32 = 1u;
-const SEEN: u32 = 2u;
-const EXPIRED: u32 = 3u;
-const EXPIRED_ROUND: u32 = 4u;
-// Added to `p.round` (see wgsl/poll_wait.wgsl).
-const ROUND_BASE: u32 = 5u;
+// member's words, `array<atomic<u32>>`) and `arrival` (its arrival word in host memory), and
+// includes poll_round.wgsl before this file.
 
 var<workgroup> released: u32;
 
-// The round, read once by the waiting thread: the base does not move during a round.
-var<private> round_now: u32;
-
-fn this_round() -> u32 {
-    return round_now;
-}
-
-fn reached(word: u32) -> bool {
-    return bitcast<i32>(word - this_round()) >= 0;
-}
-
-fn go_reached() -> bool {
-    return reached(atomicLoad(&flags[GO]));
-}
-
 // Thread 0's arrival and bounded wait: 1 once the round is released, 0 if the wait ran out.
 fn arrive_and_wait() -> u32 {
-    round_now = p.round + atomicLoad(&flags[ROUND_BASE]);
+    start_round();
     if (p.arrive != 0u) {
         atomicStore(&arrival[0], this_round());
     }

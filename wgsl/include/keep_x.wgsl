@@ -24,3 +24,15 @@ fn keep8(acc: f32, base: u32, v: Eight) -> f32 {
     s += keep_x(base + 1792u, v.e7);
     return s;
 }
+
+// The held path of the kernels that add into x (n <= HELD): stores the thread's four batches
+// v0..v3 (from lid, lid + 2048, lid + 4096, lid + 6144) as x, sums their squares in order,
+// and writes y from them.
+fn keep_held(lid: u32, v0: Eight, v1: Eight, v2: Eight, v3: Eight) {
+    var acc = 0.0;
+    acc = keep8(acc, lid, v0);
+    acc = keep8(acc, lid + 2048u, v1);
+    acc = keep8(acc, lid + 4096u, v2);
+    acc = keep8(acc, lid + 6144u, v3);
+    norm_tail_held(lid, acc, v0, v1, v2, v3);
+}

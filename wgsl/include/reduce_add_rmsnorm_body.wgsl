@@ -48,11 +48,7 @@ fn reduce_add_rmsnorm_body(lid: u32) {
         let v1 = add8(x8(lid + 2048u), r1);
         let v2 = add8(x8(lid + 4096u), r2);
         let v3 = add8(x8(lid + 6144u), r3);
-        acc = keep8(acc, lid, v0);
-        acc = keep8(acc, lid + 2048u, v1);
-        acc = keep8(acc, lid + 4096u, v2);
-        acc = keep8(acc, lid + 6144u, v3);
-        norm_tail_held(lid, acc, v0, v1, v2, v3);
+        keep_held(lid, v0, v1, v2, v3);
         return;
     }
     for (var base = lid; base < p.n; base += 2048u) {
