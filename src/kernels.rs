@@ -1,8 +1,12 @@
 //! The kernels of `wgsl/`, compiled by `build.rs` to SPIR-V at build time (so a WGSL error
 //! fails the build, binaries carry their kernels and need no files at run time, and no device
 //! pays for naga at start-up), and turned into pipelines once per VkDevice at first use.
+//!
+//! Inside the crate a kernel is named by its generated handle (an `Entry`, e.g.
+//! `ATTENTION_DECODE`), typed by the Rust mirror of its WGSL immediate struct, so a dispatch
+//! cannot pass another kernel's immediates or misplace a field.
 
-use std::collections::HashMap;
+use std::marker::PhantomData;
 use std::sync::Mutex;
 
 use vk_native::{Device, Kernel, KernelLayout};
@@ -10,7 +14,7 @@ use vk_native::{Device, Kernel, KernelLayout};
 /// A compute entry point of `wgsl/` and its resource interface, read from the module by build.rs.
 #[derive(Debug)]
 pub struct KernelSpec {
-    /// The entry point's name, unique across `wgsl/` (how kernels are looked up).
+    /// The entry point's name, unique across `wgsl/`.
     pub entry: &'static str,
     /// The WGSL file that defines it, e.g. `wgsl/add.wgsl`.
     pub file: &'static str,
@@ -25,6 +29,69 @@ pub struct KernelSpec {
     pub workgroup_size: [u32; 3],
 }
 
+/// A kernel's immediates as the words its `var<immediate>` block holds (implemented by the
+/// structs build.rs generates from the WGSL).
+pub(crate) trait Immediates {
+    /// `[u32; N]`, N the block's size in words.
+    type Words: AsRef<[u32]>;
+    /// The block, word for word: each field at its WGSL offset, padding zero.
+    fn words(&self) -> Self::Words;
+}
+
+/// The immediates of a kernel without a `var<immediate>` block.
+#[allow(dead_code)] // every kernel has one today; the generator names this type for one that has not
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct NoImmediates;
+
+impl Immediates for NoImmediates {
+    type Words = [u32; 0];
+    fn words(&self) -> [u32; 0] {
+        []
+    }
+}
+
+/// A compute entry point of `wgsl/`, typed by its immediates `P`: the generated constants
+/// (`ATTENTION_DECODE`, …) are the only values.
+pub(crate) struct Entry<P> {
+    index: usize,
+    name: &'static str,
+    _immediates: PhantomData<fn(&P)>,
+}
+
+impl<P> Clone for Entry<P> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<P> Copy for Entry<P> {}
+
+impl<P> std::fmt::Debug for Entry<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+impl<P> Entry<P> {
+    const fn new(index: usize, name: &'static str) -> Self {
+        Self { index, name, _immediates: PhantomData }
+    }
+
+    /// The entry point's compiled module and interface.
+    pub(crate) fn spec(self) -> &'static KernelSpec {
+        &KERNELS[self.index]
+    }
+
+    /// Its position in `KERNELS`: the key of caches of its pipeline and bind groups.
+    pub(crate) fn index(self) -> usize {
+        self.index
+    }
+
+    /// The entry point's name, as in the WGSL.
+    pub(crate) const fn name(self) -> &'static str {
+        self.name
+    }
+}
+
 include!(concat!(env!("OUT_DIR"), "/kernels.rs"));
 
 /// Finds an entry point by name.
@@ -35,27 +102,26 @@ pub fn spec(entry: &str) -> Option<&'static KernelSpec> {
 /// Pipelines of one VkDevice, made at first use and kept for the device's life.
 pub(crate) struct KernelSet {
     device: Device,
-    made: Mutex<HashMap<&'static str, Kernel>>,
+    made: Mutex<Vec<Option<Kernel>>>,
 }
 
 impl KernelSet {
     pub(crate) fn new(device: Device) -> Self {
-        Self { device, made: Mutex::new(HashMap::new()) }
+        Self { device, made: Mutex::new(vec![None; KERNELS.len()]) }
     }
 
-    pub(crate) fn get(&self, entry: &'static str) -> vk_native::Result<Kernel> {
+    pub(crate) fn get<P>(&self, entry: Entry<P>) -> vk_native::Result<Kernel> {
         let mut made = self.made.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(k) = made.get(entry) {
+        if let Some(k) = &made[entry.index()] {
             return Ok(k.clone());
         }
-        let spec = spec(entry)
-            .ok_or_else(|| vk_native::NativeError::Unsupported(format!("no kernel named {entry}")))?;
+        let spec = entry.spec();
         let words: Vec<u32> =
             spec.spirv.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
         let layout =
             KernelLayout { read_only: spec.read_only.to_vec(), immediate_bytes: spec.immediate_bytes };
-        let k = Kernel::new(&self.device, entry, &words, entry, &layout)?;
-        made.insert(entry, k.clone());
+        let k = Kernel::new(&self.device, spec.entry, &words, spec.entry, &layout)?;
+        made[entry.index()] = Some(k.clone());
         Ok(k)
     }
 }

@@ -1,6 +1,6 @@
 // add_f16_into_f32: dst[i] += f32(src_f16[i]) for i < n; src is packed f16 (two per word).
 
-struct Params {
+struct AddParams {
     n: u32,
     _pad0: u32,
     _pad1: u32,
@@ -9,7 +9,7 @@ struct Params {
 
 @group(0) @binding(0) var<storage, read> src: array<u32>;
 @group(0) @binding(1) var<storage, read_write> dst: array<f32>;
-var<immediate> p: Params;
+var<immediate> p: AddParams;
 
 @compute @workgroup_size(256)
 fn add_f16_into_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {

@@ -5,7 +5,7 @@
 //
 // How a thread walks the vector, and why: wgsl/include/norm_tail.wgsl.
 
-struct Params {
+struct NormParams {
     n: u32,
     eps: f32,
     _pad0: u32,
@@ -16,7 +16,7 @@ struct Params {
 @group(0) @binding(1) var<storage, read> w: array<f32>;
 @group(0) @binding(2) var<storage, read_write> x: array<f32>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
-var<immediate> p: Params;
+var<immediate> p: NormParams;
 
 // #include "norm_tail.wgsl"
 // #include "keep_x.wgsl"

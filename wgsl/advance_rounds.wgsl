@@ -4,7 +4,7 @@
 
 const ROUND_BASE: u32 = 5u;
 
-struct Params {
+struct AdvanceParams {
     by: u32,
     _pad0: u32,
     _pad1: u32,
@@ -12,7 +12,7 @@ struct Params {
 }
 
 @group(0) @binding(0) var<storage, read_write> flags: array<atomic<u32>>;
-var<immediate> p: Params;
+var<immediate> p: AdvanceParams;
 
 @compute @workgroup_size(1)
 fn advance_rounds() {

@@ -4,7 +4,7 @@
 // then gives every member every member's pair, exactly. An empty slice writes (-3.4e38, -1).
 // One workgroup.
 
-struct Params {
+struct ArgmaxParams {
     n: u32,
     index_offset: u32,
     slot: u32,
@@ -13,7 +13,7 @@ struct Params {
 
 @group(0) @binding(0) var<storage, read> v: array<f32>;
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
-var<immediate> p: Params;
+var<immediate> p: ArgmaxParams;
 
 var<workgroup> best_v: array<f32, 256>;
 var<workgroup> best_i: array<u32, 256>;

@@ -4,7 +4,7 @@
 // ([q_heads, max_seq]), then softmax (max-subtracted, fixed-order reductions) and the
 // weighted sum of V into out ([q_heads, dim]).
 
-struct Params {
+struct AttentionParams {
     q_heads: u32,
     dim: u32,
     group: u32,
@@ -21,7 +21,7 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> scores: array<f32>;
 @group(0) @binding(4) var<storage, read_write> out: array<f32>;
 @group(0) @binding(5) var<storage, read> position: array<u32>;
-var<immediate> p: Params;
+var<immediate> p: AttentionParams;
 
 // The step's position: `p.pos` plus the counter `position[0]`, which the decoder's GPU work
 // advances every token (so a recorded token can be replayed); 0 for a single call.

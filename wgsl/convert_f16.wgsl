@@ -7,7 +7,7 @@
 // same bits; NaN stays NaN (WGSL leaves clamp of NaN to the implementation, so NaN is handled
 // apart); magnitudes below 2^-25 round to zero.
 
-struct Params {
+struct CopyParams {
     n: u32,
     src_offset: u32,
     dst_offset: u32,
@@ -16,7 +16,7 @@ struct Params {
 
 @group(0) @binding(0) var<storage, read> src: array<f32>;
 @group(0) @binding(1) var<storage, read_write> dst: array<u32>;
-var<immediate> p: Params;
+var<immediate> p: CopyParams;
 
 const F16_MAX: f32 = 65504.0;
 

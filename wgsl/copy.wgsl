@@ -1,6 +1,6 @@
 // copy_u32: dst[dst_offset + i] = src[src_offset + i] for i < n, over 32-bit words.
 
-struct Params {
+struct CopyParams {
     n: u32,
     src_offset: u32,
     dst_offset: u32,
@@ -9,7 +9,7 @@ struct Params {
 
 @group(0) @binding(0) var<storage, read> src: array<u32>;
 @group(0) @binding(1) var<storage, read_write> dst: array<u32>;
-var<immediate> p: Params;
+var<immediate> p: CopyParams;
 
 @compute @workgroup_size(256)
 fn copy_u32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {

@@ -8,7 +8,7 @@
 // (11-bit significand), so the CPU twin (src/tp/init.rs) reproduces them bit for bit whatever
 // rounding the driver's pack2x16float uses.
 
-struct Params {
+struct InitWeightsParams {
     seed: u32,
     rows: u32,
     cols: u32,
@@ -20,7 +20,7 @@ struct Params {
 }
 
 @group(0) @binding(0) var<storage, read_write> dst: array<u32>;
-var<immediate> p: Params;
+var<immediate> p: InitWeightsParams;
 
 fn pcg(x: u32) -> u32 {
     let s = x * 747796405u + 2891336453u;

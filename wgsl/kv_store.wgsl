@@ -2,7 +2,7 @@
 // for head h < heads and i < dim, k_cache[(h * max_seq + pos) * dim + i] = k[h * dim + i], and
 // the same for v. Moves 32-bit words, so the caches hold exactly the bits of k and v.
 
-struct Params {
+struct KvStoreParams {
     heads: u32,
     dim: u32,
     pos: u32,
@@ -14,7 +14,7 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> k_cache: array<u32>;
 @group(0) @binding(3) var<storage, read_write> v_cache: array<u32>;
 @group(0) @binding(4) var<storage, read> position: array<u32>;
-var<immediate> p: Params;
+var<immediate> p: KvStoreParams;
 
 // The step's position: `p.pos` plus the counter `position[0]`, which the decoder's GPU work
 // advances every token (so a recorded token can be replayed); 0 for a single call.

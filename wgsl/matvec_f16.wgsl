@@ -2,7 +2,7 @@
 // u32 word, for any `cols` (odd too: a row may start in the high half of a word).
 // Same structure and reduction order as matvec_f32.
 
-struct Params {
+struct MatvecParams {
     rows: u32,
     cols: u32,
     // Where y starts in its binding, in elements (a DevicePoll slot region; 0 for a tensor).
@@ -13,7 +13,7 @@ struct Params {
 @group(0) @binding(0) var<storage, read> w: array<u32>;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
-var<immediate> p: Params;
+var<immediate> p: MatvecParams;
 
 var<workgroup> partial: array<f32, 256>;
 

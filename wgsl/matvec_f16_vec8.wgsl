@@ -1,7 +1,7 @@
 // matvec_f16_vec8: the matvec_f16 fast path for cols % 8 == 0: each thread loads eight f16
 // weights as one vec4<u32> (16 bytes) and two vec4<f32> of x.
 
-struct Params {
+struct MatvecParams {
     rows: u32,
     cols: u32,
     // Where y starts in its binding, in elements (a DevicePoll slot region; 0 for a tensor).
@@ -12,7 +12,7 @@ struct Params {
 @group(0) @binding(0) var<storage, read> w: array<vec4<u32>>;
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
-var<immediate> p: Params;
+var<immediate> p: MatvecParams;
 
 var<workgroup> partial: array<f32, 256>;
 

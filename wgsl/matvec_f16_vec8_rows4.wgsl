@@ -3,7 +3,7 @@
 // gives every thread only 2.5 loads for 5120 columns) and the tree reduction is 6 steps, not 8.
 // cols % 8 == 0.
 
-struct Params {
+struct MatvecParams {
     rows: u32,
     cols: u32,
     // Where y starts in its binding, in elements (a DevicePoll slot region; 0 for a tensor).
@@ -14,7 +14,7 @@ struct Params {
 @group(0) @binding(0) var<storage, read> w: array<vec4<u32>>;
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
-var<immediate> p: Params;
+var<immediate> p: MatvecParams;
 
 var<workgroup> partial: array<f32, 256>;
 

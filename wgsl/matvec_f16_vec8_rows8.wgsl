@@ -2,7 +2,7 @@
 // `matvec` uses it from 8192 columns, where it beats four rows per workgroup, and four rows
 // below (docs/BENCHMARKS.md, "Matrix–vector products"). cols % 8 == 0.
 
-struct Params {
+struct MatvecParams {
     rows: u32,
     cols: u32,
     // Where y starts in its binding, in elements (a DevicePoll slot region; 0 for a tensor).
@@ -13,7 +13,7 @@ struct Params {
 @group(0) @binding(0) var<storage, read> w: array<vec4<u32>>;
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
-var<immediate> p: Params;
+var<immediate> p: MatvecParams;
 
 var<workgroup> partial: array<f32, 256>;
 

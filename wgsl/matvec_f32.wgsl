@@ -3,7 +3,7 @@
 // thread accumulates a strided slice, then a fixed-order tree reduction in workgroup memory:
 // the result is deterministic for a given shape.
 
-struct Params {
+struct MatvecParams {
     rows: u32,
     cols: u32,
     // Where y starts in its binding, in elements (a DevicePoll slot region; 0 for a tensor).
@@ -14,7 +14,7 @@ struct Params {
 @group(0) @binding(0) var<storage, read> w: array<f32>;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
-var<immediate> p: Params;
+var<immediate> p: MatvecParams;
 
 var<workgroup> partial: array<f32, 256>;
 

@@ -7,7 +7,7 @@
 // two kernels run one after the other (tests/kernels.rs checks it); it saves the second product's
 // and silu_mul's dispatches and the round trip of gate and up through memory.
 
-struct Params {
+struct GateUpParams {
     rows: u32,
     cols: u32,
     _pad0: u32,
@@ -18,7 +18,7 @@ struct Params {
 @group(0) @binding(1) var<storage, read> wu: array<vec4<u32>>;
 @group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read_write> a: array<f32>;
-var<immediate> p: Params;
+var<immediate> p: GateUpParams;
 
 var<workgroup> partial: array<f32, 256>;
 

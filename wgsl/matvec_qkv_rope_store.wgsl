@@ -9,7 +9,7 @@
 // expressions of rope.wgsl and stores it where kv_store would: bitwise the six dispatches it
 // replaces (three products, two ropes, kv_store; tests/tp_kernels.rs checks it).
 
-struct Params {
+struct QkvParams {
     q_rows: u32,
     kv_rows: u32,
     cols: u32,
@@ -28,7 +28,7 @@ struct Params {
 @group(0) @binding(5) var<storage, read_write> k_cache: array<f32>;
 @group(0) @binding(6) var<storage, read_write> v_cache: array<f32>;
 @group(0) @binding(7) var<storage, read> position: array<u32>;
-var<immediate> p: Params;
+var<immediate> p: QkvParams;
 
 // The step's position: `p.pos` plus the counter `position[0]`, which the decoder's GPU work
 // advances every token (so a recorded token can be replayed); 0 for a single call.

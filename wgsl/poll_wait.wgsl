@@ -14,7 +14,7 @@
 //
 // Rounds, and the words of `flags`: wgsl/include/poll_round.wgsl.
 
-struct Params {
+struct PollWaitParams {
     round: u32,
     trips: u32,
     arrive: u32,
@@ -23,7 +23,7 @@ struct Params {
 
 @group(0) @binding(0) var<storage, read_write> flags: array<atomic<u32>>;
 @group(0) @binding(1) var<storage, read_write> arrival: array<atomic<u32>>;
-var<immediate> p: Params;
+var<immediate> p: PollWaitParams;
 
 // #include "poll_round.wgsl"
 

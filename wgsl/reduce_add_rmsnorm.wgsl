@@ -6,7 +6,7 @@
 // own term is the same bits, from the tensor phase A copied), and the rest is `add_rmsnorm`'s
 // arithmetic and fixed-order tree, so x and y are bitwise those of all_reduce then add_rmsnorm.
 
-struct Params {
+struct ReduceNormParams {
     n: u32,
     eps: f32,
     members: u32,
@@ -21,7 +21,7 @@ struct Params {
 @group(0) @binding(1) var<storage, read> w: array<f32>;
 @group(0) @binding(2) var<storage, read_write> x: array<f32>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
-var<immediate> p: Params;
+var<immediate> p: ReduceNormParams;
 
 // #include "norm_tail.wgsl"
 // #include "keep_x.wgsl"

@@ -8,7 +8,7 @@
 // are and the communicator reports the error (wgsl/include/fused_wait.wgsl). The rest is
 // `reduce_add_rmsnorm`'s own (both include it), so the bits are the same.
 
-struct Params {
+struct ReduceNormPollParams {
     n: u32,
     eps: f32,
     members: u32,
@@ -26,7 +26,7 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 @group(0) @binding(4) var<storage, read_write> flags: array<atomic<u32>>;
 @group(0) @binding(5) var<storage, read_write> arrival: array<atomic<u32>>;
-var<immediate> p: Params;
+var<immediate> p: ReduceNormPollParams;
 
 // #include "norm_tail.wgsl"
 // #include "keep_x.wgsl"

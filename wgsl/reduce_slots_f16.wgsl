@@ -5,7 +5,7 @@
 // read as vec4<u32> (8 elements per 16-byte load; see reduce_slots_f32.wgsl for why and for
 // what that asks of `stride`, `offset` and the binding).
 
-struct Params {
+struct ReduceSlotsParams {
     n: u32,
     members: u32,
     stride: u32,
@@ -18,7 +18,7 @@ struct Params {
 
 @group(0) @binding(0) var<storage, read> slots: array<vec4<u32>>;
 @group(0) @binding(1) var<storage, read_write> dst: array<f32>;
-var<immediate> p: Params;
+var<immediate> p: ReduceSlotsParams;
 
 const F16_MAX: f32 = 65504.0;
 

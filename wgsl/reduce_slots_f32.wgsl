@@ -11,7 +11,7 @@
 // words and the binding to cover whole vec4s: the last vec4 of a slot may hold up to 3 words
 // past n, read but never used.
 
-struct Params {
+struct ReduceSlotsParams {
     n: u32,
     members: u32,
     stride: u32,
@@ -24,7 +24,7 @@ struct Params {
 
 @group(0) @binding(0) var<storage, read> slots: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read_write> dst: array<f32>;
-var<immediate> p: Params;
+var<immediate> p: ReduceSlotsParams;
 
 // #include "reduce_slots_f32_body.wgsl"
 

@@ -11,7 +11,7 @@
 // hold up what they wait for. The sum is `reduce_slots_f32`'s own (both include it), so the
 // bits are the same.
 
-struct Params {
+struct ReduceSlotsPollParams {
     n: u32,
     members: u32,
     stride: u32,
@@ -31,7 +31,7 @@ struct Params {
 @group(0) @binding(1) var<storage, read_write> dst: array<f32>;
 @group(0) @binding(2) var<storage, read_write> flags: array<atomic<u32>>;
 @group(0) @binding(3) var<storage, read_write> arrival: array<atomic<u32>>;
-var<immediate> p: Params;
+var<immediate> p: ReduceSlotsPollParams;
 
 // #include "poll_round.wgsl"
 // #include "fused_wait.wgsl"

@@ -1,7 +1,7 @@
 // rope: rotary position embedding in place on `heads` vectors of `dim` f32 (dim even): for
 // each pair (i, i + dim/2), rotate by angle pos * base^(-2i/dim).
 
-struct Params {
+struct RopeParams {
     heads: u32,
     dim: u32,
     pos: u32,
@@ -10,7 +10,7 @@ struct Params {
 
 @group(0) @binding(0) var<storage, read_write> v: array<f32>;
 @group(0) @binding(1) var<storage, read> position: array<u32>;
-var<immediate> p: Params;
+var<immediate> p: RopeParams;
 
 // The step's position: `p.pos` plus the counter `position[0]`, which the decoder's GPU work
 // advances every token (so a recorded token can be replayed); 0 for a single call.

@@ -1,6 +1,6 @@
 // scale_f32: dst[i] *= factor for i < n.
 
-struct Params {
+struct ScaleParams {
     n: u32,
     factor: f32,
     _pad0: u32,
@@ -8,7 +8,7 @@ struct Params {
 }
 
 @group(0) @binding(0) var<storage, read_write> dst: array<f32>;
-var<immediate> p: Params;
+var<immediate> p: ScaleParams;
 
 @compute @workgroup_size(256)
 fn scale_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {

@@ -4,7 +4,7 @@
 // history[step]. One thread: N is small. With `advance`, the position counter moves on to the
 // next step (the decoder's last kernel of a token).
 
-struct Params {
+struct SelectTokenParams {
     members: u32,
     step: u32,
     advance: u32,
@@ -15,7 +15,7 @@ struct Params {
 @group(0) @binding(1) var<storage, read_write> token: array<u32>;
 @group(0) @binding(2) var<storage, read_write> history: array<u32>;
 @group(0) @binding(3) var<storage, read_write> position: array<u32>;
-var<immediate> p: Params;
+var<immediate> p: SelectTokenParams;
 
 @compute @workgroup_size(1)
 fn select_token() {

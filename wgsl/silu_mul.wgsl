@@ -1,6 +1,6 @@
 // silu_mul: a[i] = silu(gate[i]) * up[i] = gate / (1 + exp(-gate)) * up, for i < n.
 
-struct Params {
+struct SiluMulParams {
     n: u32,
     _pad0: u32,
     _pad1: u32,
@@ -10,7 +10,7 @@ struct Params {
 @group(0) @binding(0) var<storage, read> gate: array<f32>;
 @group(0) @binding(1) var<storage, read> up: array<f32>;
 @group(0) @binding(2) var<storage, read_write> a: array<f32>;
-var<immediate> p: Params;
+var<immediate> p: SiluMulParams;
 
 @compute @workgroup_size(256)
 fn silu_mul(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {

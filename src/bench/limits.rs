@@ -17,6 +17,7 @@ use vk_native::{
 use super::{summarize, Summary};
 use crate::error::{Error, Result};
 use crate::group::Member;
+use crate::kernels::{CopyVec4Params, Immediates, PollWaitParams, COPY_VEC4, POLL_WAIT, POLL_WAIT_CPU};
 
 /// What [`measure`] found.
 #[derive(Debug, Clone, Serialize)]
@@ -271,7 +272,7 @@ pub fn copy_kernel_gbps(m: &Member, bytes: u64, reps: usize) -> Result<Summary> 
     let a = Buffer::new(dev, bytes, usage, "copy rate a").map_err(&e)?;
     let b = Buffer::new(dev, bytes, usage, "copy rate b").map_err(&e)?;
     let mut rec = Recorder::new(dev, m.shared.queue_index).map_err(&e)?;
-    let kernel = m.shared.kernels.get("copy_vec4").map_err(&e)?;
+    let kernel = m.shared.kernels.get(COPY_VEC4).map_err(&e)?;
     copy_kernel_rate(&mut rec, &kernel, (&a, &b), (bytes / 16) as u32, 2.0, reps, timeout).map_err(&e)
 }
 
@@ -290,7 +291,7 @@ fn copy_kernel_rate(
     let groups = [(words as usize).div_ceil(256).clamp(1, 65_535) as u32, 1, 1];
     let compute = (Access::COMPUTE_WRITE, Access::COMPUTE_WRITE | Access::COMPUTE_READ);
     batch_rate(rec, reps, timeout_ns, compute, factor * (words as u64 * 16) as f64, |r| {
-        r.dispatch(&group, &[words, 0, 0, 0], groups)
+        r.dispatch(&group, &CopyVec4Params { n: words }.words(), groups)
     })
 }
 
@@ -348,7 +349,7 @@ pub fn measure(m: &Member, bytes: u64, reps: usize) -> Result<Limits> {
 
     // The same through the WGSL `copy_vec4` kernel.
     let words = (bytes / 16).min(dev.info().caps.max_storage_buffer_range / 16) as u32;
-    let kernel = m.shared.kernels.get("copy_vec4").map_err(&e)?;
+    let kernel = m.shared.kernels.get(COPY_VEC4).map_err(&e)?;
     let groups = |words: u32| [(words as usize).div_ceil(256).clamp(1, 65_535) as u32, 1, 1];
     let mut kernel_rate = |src: &dyn GpuBuffer, dst: &dyn GpuBuffer, factor: f64| -> Result<Summary> {
         copy_kernel_rate(&mut rec, &kernel, (src, dst), words, factor, reps, timeout).map_err(&e)
@@ -366,8 +367,9 @@ pub fn measure(m: &Member, bytes: u64, reps: usize) -> Result<Limits> {
         kernel.bind_ranges(&[range(&a, 0, half_words), range(&imported, 0, half_words)]).map_err(&e)?;
     let duplex_kernel_gbps =
         batch_rate(&mut rec, reps, timeout, compute, (2 * half_words as u64 * 16) as f64, |r| {
-            r.dispatch(&read_host, &[half_words, 0, 0, 0], groups(half_words))?;
-            r.dispatch(&write_host, &[half_words, 0, 0, 0], groups(half_words))
+            let imm = CopyVec4Params { n: half_words }.words();
+            r.dispatch(&read_host, &imm, groups(half_words))?;
+            r.dispatch(&write_host, &imm, groups(half_words))
         })
         .map_err(&e)?;
 
@@ -425,7 +427,8 @@ pub fn measure(m: &Member, bytes: u64, reps: usize) -> Result<Limits> {
         }
         Ok(summarize(&samples))
     };
-    let record_dispatch_us = recording(&mut |r| r.dispatch(&tiny, &[4, 0, 0, 0], [1, 1, 1]).map_err(&e))?;
+    let record_dispatch_us =
+        recording(&mut |r| r.dispatch(&tiny, &CopyVec4Params { n: 4 }.words(), [1, 1, 1]).map_err(&e))?;
     let record_barrier_us = recording(&mut |r| {
         r.barrier(Access::COMPUTE_WRITE, Access::COMPUTE_WRITE | Access::COMPUTE_READ).map_err(&e)
     })?;
@@ -436,7 +439,7 @@ pub fn measure(m: &Member, bytes: u64, reps: usize) -> Result<Limits> {
         for _ in 0..RECORDED {
             // Every dispatch writes what the one before wrote, as in a chain of dependent
             // kernels, so hazard tracking places a barrier each time.
-            m.shared.dispatch_ranges("copy_vec4", &ranges, &[], &[4, 0, 0, 0], [1, 1, 1])?;
+            m.shared.dispatch_ranges(COPY_VEC4, &ranges, &[], &CopyVec4Params { n: 4 }, [1, 1, 1])?;
         }
         let took = t.elapsed();
         m.flush()?;
@@ -465,7 +468,7 @@ pub fn measure(m: &Member, bytes: u64, reps: usize) -> Result<Limits> {
             };
             value += 1;
             let us = gated_chain(&mut rec, chain, &gate, value, m.shared.timeout_ms, |r| {
-                r.dispatch(&small, &[step_words, 0, 0, 0], groups(step_words))?;
+                r.dispatch(&small, &CopyVec4Params { n: step_words }.words(), groups(step_words))?;
                 r.barrier(Access::COMPUTE_WRITE, Access::HOST_READ | Access::DEVICE_ALL)
             })?;
             if rep > 0 {
@@ -518,7 +521,7 @@ impl PollChain {
         let align = dev.info().caps.min_imported_host_pointer_alignment.max(4096);
         // llvmpipe ends loops after 65,535 trips: its 256-wide variant polls longer per dispatch.
         let cpu = dev.info().device_type == DeviceType::Cpu && dev.info().is_mesa();
-        let (entry, trips) = if cpu { ("poll_wait_cpu", 60_000) } else { ("poll_wait", u32::MAX) };
+        let (entry, trips) = if cpu { (POLL_WAIT_CPU, 60_000) } else { (POLL_WAIT, u32::MAX) };
         let flags = MappedWords::new(dev, 64).map_err(&e)?;
         let host = Arc::new(HostAllocation::new(align, align).map_err(&e)?);
         let arrival = ImportedBuffer::new(dev, &host).map_err(&e)?;
@@ -531,7 +534,8 @@ impl PollChain {
 
     /// Records the step of `round`: store it as the arrival, wait for `go` to reach it.
     fn record(&self, rec: &mut Recorder, round: u32) -> vk_native::Result<()> {
-        rec.dispatch(&self.bind, &[round, self.trips, 1, 1], [1, 1, 1])?;
+        let imm = PollWaitParams { round, trips: self.trips, arrive: 1, last: 1 };
+        rec.dispatch(&self.bind, &imm.words(), [1, 1, 1])?;
         rec.barrier(Access::COMPUTE_WRITE, Access::COMPUTE_WRITE | Access::COMPUTE_READ)
     }
 

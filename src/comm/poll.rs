@@ -60,6 +60,10 @@ use super::two_phase::{forget_slots, record_phase_a, record_reduce};
 use super::{CommOptions, SPIN_GPUS, SPIN_WITH_CPU_DEVICE};
 use crate::error::{Error, Result};
 use crate::group::{CompletionCheck, GroupId, Member};
+use crate::kernels::{
+    AdvanceParams, Entry, PollWaitParams, ReduceSlotsPollParams, ADVANCE_ROUNDS, POLL_WAIT, POLL_WAIT_CPU,
+    REDUCE_SLOTS_F32_POLL,
+};
 use crate::tensor::Tensor;
 
 /// Host memory the slot ring may take: entries are as many as fit, 2 to [`MAX_ENTRIES`].
@@ -169,11 +173,11 @@ fn cuts_loops(m: &Member) -> bool {
 }
 
 /// The wait kernel for `m`: one invocation, or on llvmpipe 256 that poll one after another.
-fn wait_kernel(m: &Member) -> &'static str {
+fn wait_kernel(m: &Member) -> Entry<PollWaitParams> {
     if cuts_loops(m) {
-        "poll_wait_cpu"
+        POLL_WAIT_CPU
     } else {
-        "poll_wait"
+        POLL_WAIT
     }
 }
 
@@ -372,10 +376,10 @@ impl DevicePoll {
         for (i, m) in members.iter().enumerate() {
             let flags = &self.words.flags[i];
             m.shared.dispatch_ranges(
-                "advance_rounds",
+                ADVANCE_ROUNDS,
                 &[BindRange::whole(flags)],
                 &[],
-                &[by as u32, 0, 0, 0],
+                &AdvanceParams { by: by as u32 },
                 [1, 1, 1],
             )?;
         }
@@ -497,12 +501,12 @@ impl DevicePoll {
                 wait_kernel(m),
                 &[BindRange::whole(flags), arrival],
                 &[],
-                &[
-                    self.recorded_round(round),
-                    plan.trips,
-                    u32::from(arrive),
-                    u32::from(d + 1 == plan.dispatches),
-                ],
+                &PollWaitParams {
+                    round: self.recorded_round(round),
+                    trips: plan.trips,
+                    arrive: u32::from(arrive),
+                    last: u32::from(d + 1 == plan.dispatches),
+                },
                 [1, 1, 1],
             )?;
         }
@@ -529,7 +533,7 @@ impl DevicePoll {
         let arrive = u32::from(self.withheld != Some(i));
         let stride = slots.layout.stride as u32;
         m.shared.dispatch_ranges(
-            "reduce_slots_f32_poll",
+            REDUCE_SLOTS_F32_POLL,
             &[
                 binding,
                 BindRange::whole(&t.buffer),
@@ -537,20 +541,17 @@ impl DevicePoll {
                 BindRange { buffer: arrival, offset: i as u64 * ARRIVAL_STRIDE, size: ARRIVAL_STRIDE },
             ],
             &[],
-            &[
-                n as u32,
-                nm as u32,
+            &ReduceSlotsPollParams {
+                n: n as u32,
+                members: nm as u32,
                 stride,
-                at as u32,
-                c0 as u32,
-                i as u32,
-                self.recorded_round(round),
-                self.plans[i].trips,
+                offset: at as u32,
+                dst_offset: c0 as u32,
+                self_index: i as u32,
+                round: self.recorded_round(round),
+                trips: self.plans[i].trips,
                 arrive,
-                0,
-                0,
-                0,
-            ],
+            },
             crate::kernels::elementwise_groups(n.div_ceil(4)),
         )
     }
@@ -648,7 +649,7 @@ fn calibrate(
             wait_kernel(m),
             &[BindRange::whole(flags), range],
             &[],
-            &[1, trips, 0, 0],
+            &PollWaitParams { round: 1, trips, arrive: 0, last: 0 },
             [1, 1, 1],
         )?;
         m.synchronize()?;

@@ -15,7 +15,10 @@ use super::sync_fd::SyncFdExchange;
 use super::{CommOptions, Mode, SPIN_GPUS, SPIN_WITH_CPU_DEVICE};
 use crate::error::{Error, Result};
 use crate::group::{submit_batch, GroupId, Member};
-use crate::kernels::elementwise_groups;
+use crate::kernels::{
+    elementwise_groups, CopyParams, ReduceSlotsParams, COPY_U32, F32_TO_F16, REDUCE_SLOTS_F16,
+    REDUCE_SLOTS_F32,
+};
 use crate::tensor::Tensor;
 
 /// Who releases a member's phase B once every peer's phase A is done.
@@ -241,12 +244,12 @@ pub(super) fn record_phase_a(
     if words * 4 <= opts.phase_a_kernel_bytes {
         // A kernel stores straight into this member's region of the entry.
         let (region, at) = slots.own_region(i, e);
-        let entry = if f16_wire { "f32_to_f16" } else { "copy_u32" };
+        let entry = if f16_wire { F32_TO_F16 } else { COPY_U32 };
         sh.dispatch_ranges(
             entry,
             &[BindRange::whole(&t.buffer), region],
             &[],
-            &[n as u32, c0 as u32, at as u32, 0],
+            &CopyParams { n: n as u32, src_offset: c0 as u32, dst_offset: at as u32 },
             elementwise_groups(words as usize),
         )
     } else if f16_wire {
@@ -262,10 +265,10 @@ pub(super) fn record_phase_a(
         }
         let scratch = scratch.as_ref().expect("made above");
         sh.dispatch(
-            "f32_to_f16",
+            F32_TO_F16,
             &[&t.buffer, scratch],
             &[],
-            &[n as u32, c0 as u32, 0, 0],
+            &CopyParams { n: n as u32, src_offset: c0 as u32, dst_offset: 0 },
             elementwise_groups(words as usize),
         )?;
         sh.record_copy(scratch, 0, slot, slots.region_bytes(i, e), words * 4)
@@ -291,15 +294,19 @@ pub(super) fn record_reduce(
     after: &[BufferId],
 ) -> Result<()> {
     let sh = &m.shared;
-    let slot = &slots.imports[i];
     let words = if f16_wire { n.div_ceil(2) } else { n };
-    let entry = if f16_wire { "reduce_slots_f16" } else { "reduce_slots_f32" };
+    let entry = if f16_wire { REDUCE_SLOTS_F16 } else { REDUCE_SLOTS_F32 };
     // The kernel reads the peers' slots straight from host memory with 16-byte loads
     // (docs/BENCHMARKS.md: faster than staging them through device memory first).
     let (binding, at) = slots.entry(i, e);
-    let imm = [n as u32, nm as u32, slots.layout.stride as u32, at as u32, c0 as u32, i as u32, 0, 0];
-    let mut reads = vec![slot.id(), t.id()];
-    reads.extend_from_slice(after);
+    let imm = ReduceSlotsParams {
+        n: n as u32,
+        members: nm as u32,
+        stride: slots.layout.stride as u32,
+        offset: at as u32,
+        dst_offset: c0 as u32,
+        self_index: i as u32,
+    };
     // reduce_slots reads 4 words per thread and step (vec4 loads).
     sh.dispatch_ranges(
         entry,

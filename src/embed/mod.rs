@@ -42,6 +42,7 @@ use vk_native::{EmbeddedMember, EmbeddedSlots, HostAllocation, TimelineSemaphore
 use crate::comm::bridge::{BridgeConfig, HostBridge};
 use crate::comm::slots::SlotLayout;
 use crate::error::{Error, Result};
+use crate::kernels::{Immediates, ReduceSlotsParams, REDUCE_SLOTS_F32};
 
 /// Buffer usages [`WgpuComm::all_reduce`] needs on each buffer.
 pub const REQUIRED_USAGE: wgpu::BufferUsages =
@@ -134,8 +135,7 @@ impl WgpuComm {
                 return Err(Error::InvalidArgument(format!("device {i} appears twice in the WgpuComm")));
             }
         }
-        let spec = crate::kernels::spec("reduce_slots_f32")
-            .ok_or_else(|| Error::Unsupported("reduce_slots_f32 kernel missing".into()))?;
+        let spec = REDUCE_SLOTS_F32.spec();
         let words: Vec<u32> =
             spec.spirv.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
         let mut members = Vec::new();
@@ -328,20 +328,18 @@ impl WgpuComm {
             self.bridge.submitted(round);
             // Phase B, released by the bridge's `go = round`: `reduce_slots_f32` sums every
             // member's region of the entry in member order into the buffer (its own term from
-            // the buffer itself). Immediates as in `wgsl/reduce_slots_f32.wgsl`.
+            // the buffer itself).
             let offset = layout.region_bytes(0, half) / 4;
             let slot_bytes = (offset + layout.members * layout.stride) * 4;
             for (i, m) in self.members.iter_mut().enumerate() {
-                let imm = [
-                    len_f32 as u32,
-                    layout.members as u32,
-                    layout.stride as u32,
-                    offset as u32,
-                    0,
-                    i as u32,
-                    0,
-                    0,
-                ];
+                let imm = ReduceSlotsParams {
+                    n: len_f32 as u32,
+                    members: layout.members as u32,
+                    stride: layout.stride as u32,
+                    offset: offset as u32,
+                    dst_offset: 0,
+                    self_index: i as u32,
+                };
                 // Four elements per thread and step (the kernel's vec4 loads).
                 let groups = (len_f32.div_ceil(4 * 256)).clamp(1, 65_535) as u32;
                 m.submit_kernel(
@@ -349,7 +347,7 @@ impl WgpuComm {
                     bytes,
                     &imports[i],
                     slot_bytes,
-                    &imm,
+                    imm.words().as_ref(),
                     groups,
                     (&self.go[i], round),
                 )

@@ -11,26 +11,21 @@ use vk_native::{BindRange, BufferId};
 /// Bindings a key holds; kernels with more are bound without the cache.
 const MAX_RANGES: usize = 8;
 
-/// A kernel entry point (by address and length: the names are `'static` literals) and its
-/// buffer ranges.
+/// A kernel entry point (by its index in `KERNELS`) and its buffer ranges.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct BindKey {
-    entry: (usize, usize),
+    entry: usize,
     len: usize,
     ranges: [(BufferId, u64, u64); MAX_RANGES],
 }
 
 impl BindKey {
     /// The key of `entry` over `ranges`, or `None` when there are more than [`MAX_RANGES`].
-    pub(crate) fn new(entry: &'static str, ranges: &[BindRange<'_>]) -> Option<Self> {
+    pub(crate) fn new(entry: usize, ranges: &[BindRange<'_>]) -> Option<Self> {
         if ranges.len() > MAX_RANGES {
             return None;
         }
-        let mut key = Self {
-            entry: (entry.as_ptr() as usize, entry.len()),
-            len: ranges.len(),
-            ranges: [(BufferId(0), 0, 0); MAX_RANGES],
-        };
+        let mut key = Self { entry, len: ranges.len(), ranges: [(BufferId(0), 0, 0); MAX_RANGES] };
         for (k, r) in key.ranges.iter_mut().zip(ranges) {
             *k = (r.buffer.id(), r.offset, r.size);
         }
@@ -85,7 +80,7 @@ mod tests {
     #[test]
     fn equal_keys_hash_equal_and_ranges_tell_keys_apart() {
         let k = |ranges: &[(u64, u64, u64)]| BindKey {
-            entry: (1, 2),
+            entry: 1,
             len: ranges.len(),
             ranges: std::array::from_fn(|i| {
                 ranges.get(i).map_or((BufferId(0), 0, 0), |&(b, o, s)| (BufferId(b), o, s))

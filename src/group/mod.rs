@@ -19,7 +19,7 @@ pub use selection::{AdapterSelector, DeviceSpec, GroupSpec};
 use crate::config;
 use crate::error::{Error, Result};
 use crate::instance::Instance;
-use crate::kernels::KernelSet;
+use crate::kernels::{Entry, Immediates, KernelSet};
 use crate::stream::Stream;
 
 static NEXT_GROUP: AtomicU64 = AtomicU64::new(1);
@@ -137,8 +137,8 @@ impl MemberShared {
     }
 
     /// The bind group of `entry` over buffer ranges, made once and cached.
-    pub(crate) fn bind_ranges(&self, entry: &'static str, ranges: &[BindRange<'_>]) -> Result<BindGroup> {
-        let key = binds::BindKey::new(entry, ranges);
+    pub(crate) fn bind_ranges<P>(&self, entry: Entry<P>, ranges: &[BindRange<'_>]) -> Result<BindGroup> {
+        let key = binds::BindKey::new(entry.index(), ranges);
         let mut binds = self.binds.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(g) = key.as_ref().and_then(|k| binds.get(k)) {
             return Ok(g.clone());
@@ -159,12 +159,12 @@ impl MemberShared {
     /// Records a dispatch of `entry` over whole buffers. Hazards are tracked from the kernel's
     /// own interface (a binding it declares `read` is read, any other written); `after` lists
     /// buffers it does not bind but must follow writes to (a DevicePoll wait's flags).
-    pub(crate) fn dispatch(
+    pub(crate) fn dispatch<P: Immediates>(
         &self,
-        entry: &'static str,
+        entry: Entry<P>,
         buffers: &[&dyn GpuBuffer],
         after: &[BufferId],
-        immediates: &[u32],
+        immediates: &P,
         groups: [u32; 3],
     ) -> Result<()> {
         let ranges: Vec<BindRange<'_>> = buffers.iter().map(|b| BindRange::whole(*b)).collect();
@@ -172,18 +172,18 @@ impl MemberShared {
     }
 
     /// [`MemberShared::dispatch`] over buffer ranges.
-    pub(crate) fn dispatch_ranges(
+    pub(crate) fn dispatch_ranges<P: Immediates>(
         &self,
-        entry: &'static str,
+        entry: Entry<P>,
         ranges: &[BindRange<'_>],
         after: &[BufferId],
-        immediates: &[u32],
+        immediates: &P,
         groups: [u32; 3],
     ) -> Result<()> {
         let g = self.bind_ranges(entry, ranges)?;
         let mut s = self.stream();
         s.access_bound(g.buffer_ids(), &g.kernel().layout().read_only, after).map_err(|e| self.err(e))?;
-        s.rec.dispatch(&g, immediates, groups).map_err(|e| self.err(e))
+        s.rec.dispatch(&g, immediates.words().as_ref(), groups).map_err(|e| self.err(e))
     }
 
     /// Records a copy of `bytes` from `src` at `src_offset` to `dst` at `dst_offset`, after a

@@ -6,7 +6,11 @@ use vk_native::{BindRange, GpuBuffer};
 
 use crate::error::{Error, Result};
 use crate::group::Member;
-use crate::kernels::{elementwise_groups, row_groups};
+use crate::kernels::{
+    elementwise_groups, row_groups, AddParams, CopyParams, Entry, FillParams, MatvecParams, ScaleParams,
+    ADD_F16_INTO_F32, ADD_F32, COPY_U32, F32_TO_F16, FILL_U32, MATVEC_F16, MATVEC_F16_VEC8,
+    MATVEC_F16_VEC8_ROWS4, MATVEC_F16_VEC8_ROWS8, MATVEC_F32, SCALE_F32,
+};
 mod transformer;
 
 pub use transformer::AttentionShape;
@@ -39,10 +43,10 @@ impl Member {
             return Ok(());
         }
         self.shared.dispatch(
-            "fill_u32",
+            FILL_U32,
             &[&t.buffer],
             &[],
-            &[words as u32, bits, 0, 0],
+            &FillParams { n: words as u32, value: bits, offset: 0 },
             elementwise_groups(words),
         )
     }
@@ -59,10 +63,10 @@ impl Member {
         }
         let w = words as usize;
         self.shared.dispatch(
-            "copy_u32",
+            COPY_U32,
             &[&src.buffer, &dst.buffer],
             &[],
-            &[w as u32, 0, 0, 0],
+            &CopyParams { n: w as u32, src_offset: 0, dst_offset: 0 },
             elementwise_groups(w),
         )
     }
@@ -79,10 +83,10 @@ impl Member {
         }
         let n = dst.len();
         self.shared.dispatch(
-            "add_f32",
+            ADD_F32,
             &[&src.buffer, &dst.buffer],
             &[],
-            &[n as u32, 0, 0, 0],
+            &AddParams { n: n as u32 },
             elementwise_groups(n),
         )
     }
@@ -96,10 +100,10 @@ impl Member {
         }
         let n = t.len();
         self.shared.dispatch(
-            "scale_f32",
+            SCALE_F32,
             &[&t.buffer],
             &[],
-            &[n as u32, factor.to_bits(), 0, 0],
+            &ScaleParams { n: n as u32, factor },
             elementwise_groups(n),
         )
     }
@@ -116,10 +120,10 @@ impl Member {
         }
         let n = src.len();
         self.shared.dispatch(
-            "f32_to_f16",
+            F32_TO_F16,
             &[&src.buffer, &dst.buffer],
             &[],
-            &[n as u32, 0, 0, 0],
+            &CopyParams { n: n as u32, src_offset: 0, dst_offset: 0 },
             elementwise_groups(n.div_ceil(2)),
         )
     }
@@ -136,10 +140,10 @@ impl Member {
         }
         let n = dst.len();
         self.shared.dispatch(
-            "add_f16_into_f32",
+            ADD_F16_INTO_F32,
             &[&src.buffer, &dst.buffer],
             &[],
-            &[n as u32, 0, 0, 0],
+            &AddParams { n: n as u32 },
             elementwise_groups(n),
         )
     }
@@ -154,25 +158,19 @@ impl Member {
     /// [`MATVEC_F16_KERNELS`]: for the benchmark and the tests that compare them.
     #[doc(hidden)]
     pub fn matvec_f16_with(&self, kernel: &str, w: &Tensor, x: &Tensor, y: &Tensor) -> Result<()> {
-        let entry = MATVEC_F16_KERNELS
+        let matvec = F16_VEC8
             .iter()
             .copied()
-            .find(|k| *k == kernel)
+            .find(|k| k.entry.name() == kernel)
             .ok_or_else(|| Error::InvalidArgument(format!("no f16 matvec kernel named {kernel}")))?;
         w.check_dtype(DType::F16, "matvec w")?;
         if w.shape().get(1).is_some_and(|c| c % 8 != 0) {
             return Err(Error::InvalidArgument(format!("{kernel} needs a multiple of 8 columns")));
         }
-        self.matvec_impl(w, x, y, Some(entry))
+        self.matvec_impl(w, x, y, Some(matvec))
     }
 
-    fn matvec_impl(
-        &self,
-        w: &Tensor,
-        x: &Tensor,
-        y: &Tensor,
-        f16_kernel: Option<&'static str>,
-    ) -> Result<()> {
+    fn matvec_impl(&self, w: &Tensor, x: &Tensor, y: &Tensor, f16_kernel: Option<Matvec>) -> Result<()> {
         for (t, what) in [(w, "matvec w"), (x, "matvec x"), (y, "matvec y")] {
             t.check_on(&self.shared, what)?;
         }
@@ -204,9 +202,9 @@ impl Member {
         if cols == 0 {
             return self.fill(y, 0.0);
         }
-        let entry = match w.dtype() {
-            DType::F32 => "matvec_f32",
-            DType::F16 => f16_kernel.unwrap_or(matvec_f16_kernel(cols)),
+        let matvec = match w.dtype() {
+            DType::F32 => Matvec::F32,
+            DType::F16 => f16_kernel.unwrap_or(f16_matvec(cols)),
             DType::U32 => {
                 return Err(Error::DtypeMismatch {
                     what: "matvec w".into(),
@@ -215,7 +213,10 @@ impl Member {
                 })
             }
         };
-        self.matvec_dispatch(entry, w, x, y, rows, cols)
+        let bufs: [&dyn GpuBuffer; 3] = [&w.buffer, &x.buffer, &y.buffer];
+        let row_blocks = rows.div_ceil(matvec.rows_per_workgroup);
+        let imm = MatvecParams { rows: rows as u32, cols: cols as u32, y_offset: 0 };
+        self.shared.dispatch(matvec.entry, &bufs, &[], &imm, row_groups(row_blocks))
     }
 
     /// `matvec` whose output goes to `out` (a buffer range, such as a DevicePoll slot region)
@@ -244,16 +245,16 @@ impl Member {
         }
         if cols == 0 {
             return self.shared.dispatch_ranges(
-                "fill_u32",
+                FILL_U32,
                 &[out],
                 &[],
-                &[rows as u32, 0, at as u32, 0],
+                &FillParams { n: rows as u32, value: 0, offset: at as u32 },
                 elementwise_groups(rows),
             );
         }
-        let entry = match w.dtype() {
-            DType::F32 => "matvec_f32",
-            DType::F16 => matvec_f16_kernel(cols),
+        let matvec = match w.dtype() {
+            DType::F32 => Matvec::F32,
+            DType::F16 => f16_matvec(cols),
             DType::U32 => {
                 return Err(Error::DtypeMismatch {
                     what: "matvec w".into(),
@@ -262,63 +263,63 @@ impl Member {
                 })
             }
         };
-        let row_blocks = rows.div_ceil(matvec_rows_per_workgroup(entry));
+        let row_blocks = rows.div_ceil(matvec.rows_per_workgroup);
         self.shared.dispatch_ranges(
-            entry,
+            matvec.entry,
             &[BindRange::whole(&w.buffer), BindRange::whole(&x.buffer), out],
             &[],
-            &[rows as u32, cols as u32, at as u32, 0],
+            &MatvecParams { rows: rows as u32, cols: cols as u32, y_offset: at as u32 },
             row_groups(row_blocks),
         )
     }
-
-    fn matvec_dispatch(
-        &self,
-        entry: &'static str,
-        w: &Tensor,
-        x: &Tensor,
-        y: &Tensor,
-        rows: usize,
-        cols: usize,
-    ) -> Result<()> {
-        let bufs: [&dyn GpuBuffer; 3] = [&w.buffer, &x.buffer, &y.buffer];
-        let row_blocks = rows.div_ceil(matvec_rows_per_workgroup(entry));
-        self.shared.dispatch(entry, &bufs, &[], &[rows as u32, cols as u32, 0, 0], row_groups(row_blocks))
-    }
 }
 
-/// One row per workgroup of 256 threads (kept as the benchmark's reference).
-const MATVEC_F16_ONE_ROW: &str = "matvec_f16_vec8";
-/// Four rows per workgroup, 64 threads per row.
-const MATVEC_F16_FOUR_ROWS: &str = "matvec_f16_vec8_rows4";
-/// Eight rows per workgroup, 32 threads per row.
-const MATVEC_F16_EIGHT_ROWS: &str = "matvec_f16_vec8_rows8";
+/// A matrix–vector kernel (they share `MatvecParams`) and the rows one workgroup computes.
+#[derive(Clone, Copy)]
+struct Matvec {
+    entry: Entry<MatvecParams>,
+    rows_per_workgroup: usize,
+}
+
+impl Matvec {
+    /// f32 weights, one row per workgroup.
+    const F32: Self = Self { entry: MATVEC_F32, rows_per_workgroup: 1 };
+    /// f16 weights with any number of columns, one row per workgroup.
+    const F16_ANY_COLS: Self = Self { entry: MATVEC_F16, rows_per_workgroup: 1 };
+}
+
+/// The f16 kernels for `cols % 8 == 0`: one row per workgroup of 256 threads (kept as the
+/// benchmark's reference), four rows of 64 threads, eight rows of 32 threads.
+const F16_VEC8: [Matvec; 3] = [
+    Matvec { entry: MATVEC_F16_VEC8, rows_per_workgroup: 1 },
+    Matvec { entry: MATVEC_F16_VEC8_ROWS4, rows_per_workgroup: 4 },
+    Matvec { entry: MATVEC_F16_VEC8_ROWS8, rows_per_workgroup: 8 },
+];
+
 /// Columns from which [`matvec_f16_kernel`] picks eight rows per workgroup instead of four: with
 /// fewer columns a row's 32 threads get too few 16-byte loads each, with more the eight rows'
 /// shorter reduction wins (measured on the H200s: docs/BENCHMARKS.md, "Matrix–vector
 /// products").
 pub const MATVEC_F16_EIGHT_ROWS_FROM_COLS: usize = 8192;
 /// The f16 matvec kernels for `cols % 8 == 0`, as [`Member::matvec_f16_with`] names them.
-pub const MATVEC_F16_KERNELS: [&str; 3] = [MATVEC_F16_ONE_ROW, MATVEC_F16_FOUR_ROWS, MATVEC_F16_EIGHT_ROWS];
-
-/// Rows one workgroup of `entry` computes.
-fn matvec_rows_per_workgroup(entry: &str) -> usize {
-    match entry {
-        MATVEC_F16_FOUR_ROWS => 4,
-        MATVEC_F16_EIGHT_ROWS => 8,
-        _ => 1,
-    }
-}
+pub const MATVEC_F16_KERNELS: [&str; 3] =
+    [F16_VEC8[0].entry.name(), F16_VEC8[1].entry.name(), F16_VEC8[2].entry.name()];
 
 /// The kernel `matvec` runs for f16 weights with `cols` columns: eight rows per workgroup from
 /// [`MATVEC_F16_EIGHT_ROWS_FROM_COLS`] columns, four below, and the generic kernel when
 /// `cols % 8 != 0`.
-pub fn matvec_f16_kernel(cols: usize) -> &'static str {
+fn f16_matvec(cols: usize) -> Matvec {
     if !cols.is_multiple_of(8) {
-        "matvec_f16"
+        Matvec::F16_ANY_COLS
     } else if cols >= MATVEC_F16_EIGHT_ROWS_FROM_COLS {
-        MATVEC_F16_EIGHT_ROWS
+        F16_VEC8[2]
     } else {
-        MATVEC_F16_FOUR_ROWS
+        F16_VEC8[1]
     }
+}
+
+/// The name of the kernel `matvec` runs for f16 weights with `cols` columns (see
+/// [`MATVEC_F16_EIGHT_ROWS_FROM_COLS`]).
+pub fn matvec_f16_kernel(cols: usize) -> &'static str {
+    f16_matvec(cols).entry.name()
 }

@@ -6,7 +6,13 @@ use vk_native::{BindRange, GpuBuffer};
 
 use crate::error::{Error, Result};
 use crate::group::Member;
-use crate::kernels::{elementwise_groups, row_groups};
+use crate::kernels::{
+    elementwise_groups, row_groups, ArgmaxParams, AttentionParams, CopyParams, EmbedParams, GateUpParams,
+    InitWeightsParams, KvStoreParams, NormParams, QkvParams, ReduceNormParams, ReduceNormPollParams,
+    RopeParams, SelectTokenParams, SiluMulParams, ADD_RMSNORM, ARGMAX_PAIR, ATTENTION_DECODE, COPY_U32,
+    EMBED_F16, INIT_WEIGHTS_F16, KV_STORE, MATVEC_GATE_UP_SILU, MATVEC_QKV_ROPE_STORE, REDUCE_ADD_RMSNORM,
+    REDUCE_ADD_RMSNORM_POLL, RMSNORM, ROPE, SELECT_TOKEN, SILU_MUL,
+};
 use crate::tensor::{DType, Tensor};
 
 /// `a * b`, or an error naming `what` when it overflows.
@@ -95,7 +101,7 @@ impl Member {
             return Ok(());
         }
         let b: [&dyn GpuBuffer; 3] = [&x.buffer, &w.buffer, &y.buffer];
-        self.shared.dispatch("rmsnorm", &b, &[], &[x.len() as u32, eps.to_bits(), 0, 0], [1, 1, 1])
+        self.shared.dispatch(RMSNORM, &b, &[], &NormParams { n: x.len() as u32, eps }, [1, 1, 1])
     }
 
     /// `x += r`, then `y = x / sqrt(mean(x²) + eps) * w`, all f32 of one length: the decoder's
@@ -115,7 +121,7 @@ impl Member {
             return Ok(());
         }
         let b: [&dyn GpuBuffer; 4] = [&r.buffer, &w.buffer, &x.buffer, &y.buffer];
-        self.shared.dispatch("add_rmsnorm", &b, &[], &[x.len() as u32, eps.to_bits(), 0, 0], [1, 1, 1])
+        self.shared.dispatch(ADD_RMSNORM, &b, &[], &NormParams { n: x.len() as u32, eps }, [1, 1, 1])
     }
 
     /// DevicePoll's phase B fused with `add_rmsnorm`: `x += Σ_j slots[j]` (every member's
@@ -166,18 +172,27 @@ impl Member {
                 let mut bindings = tensors.to_vec();
                 bindings.extend([wait.flags, wait.arrival]);
                 self.shared.dispatch_ranges(
-                    "reduce_add_rmsnorm_poll",
+                    REDUCE_ADD_RMSNORM_POLL,
                     &bindings,
                     &[],
-                    &[n as u32, eps.to_bits(), members, stride, offset, wait.round, wait.trips, 1],
+                    &ReduceNormPollParams {
+                        n: n as u32,
+                        eps,
+                        members,
+                        stride,
+                        offset,
+                        round: wait.round,
+                        trips: wait.trips,
+                        arrive: 1,
+                    },
                     [1, 1, 1],
                 )
             }
             None => self.shared.dispatch_ranges(
-                "reduce_add_rmsnorm",
+                REDUCE_ADD_RMSNORM,
                 &tensors,
                 &[input.after],
-                &[n as u32, eps.to_bits(), members, stride, offset, 0, 0, 0],
+                &ReduceNormParams { n: n as u32, eps, members, stride, offset },
                 [1, 1, 1],
             ),
         }
@@ -195,7 +210,7 @@ impl Member {
         }
         let n = gate.len();
         let b: [&dyn GpuBuffer; 3] = [&gate.buffer, &up.buffer, &a.buffer];
-        self.shared.dispatch("silu_mul", &b, &[], &[n as u32, 0, 0, 0], elementwise_groups(n))
+        self.shared.dispatch(SILU_MUL, &b, &[], &SiluMulParams { n: n as u32 }, elementwise_groups(n))
     }
 
     /// The MLP's `a = silu(Wg x) * (Wu x)` in one dispatch, with `wg` and `wu` f16 of one shape
@@ -234,10 +249,10 @@ impl Member {
         }
         let b: [&dyn GpuBuffer; 4] = [&wg.buffer, &wu.buffer, &x.buffer, &a.buffer];
         self.shared.dispatch(
-            "matvec_gate_up_silu",
+            MATVEC_GATE_UP_SILU,
             &b,
             &[],
-            &[word("gate/up rows", rows)?, word("gate/up cols", cols)?, 0, 0],
+            &GateUpParams { rows: word("gate/up rows", rows)?, cols: word("gate/up cols", cols)? },
             row_groups(rows.div_ceil(2)),
         )
     }
@@ -262,7 +277,8 @@ impl Member {
             return Err(Error::InvalidArgument("embed from an empty table".into()));
         }
         let b: [&dyn GpuBuffer; 3] = [&table.buffer, &token.buffer, &x.buffer];
-        self.shared.dispatch("embed_f16", &b, &[], &[n as u32, vocab as u32, 0, 0], elementwise_groups(n))
+        let imm = EmbedParams { n: n as u32, vocab: vocab as u32 };
+        self.shared.dispatch(EMBED_F16, &b, &[], &imm, elementwise_groups(n))
     }
 
     /// Rotary position embedding in place on `heads` vectors of `head_dim` (even) in `v`.
@@ -291,14 +307,8 @@ impl Member {
         if heads == 0 {
             return Ok(());
         }
-        let imm = [heads as u32, head_dim as u32, pos as u32, base.to_bits()];
-        self.shared.dispatch(
-            "rope",
-            &[&v.buffer, counter],
-            &[],
-            &imm,
-            elementwise_groups(heads * head_dim / 2),
-        )
+        let imm = RopeParams { heads: heads as u32, dim: head_dim as u32, pos: pos as u32, base };
+        self.shared.dispatch(ROPE, &[&v.buffer, counter], &[], &imm, elementwise_groups(heads * head_dim / 2))
     }
 
     /// One token's attention: `q` `[q_heads, head_dim]`, caches `[kv_heads, max_seq, head_dim]`,
@@ -375,19 +385,17 @@ impl Member {
             return Ok(());
         }
         let scale = 1.0 / (s.head_dim as f32).sqrt();
-        let imm = [
-            s.q_heads as u32,
-            s.head_dim as u32,
-            s.group as u32,
-            s.pos as u32,
-            s.max_seq as u32,
-            scale.to_bits(),
-            0,
-            0,
-        ];
+        let imm = AttentionParams {
+            q_heads: s.q_heads as u32,
+            dim: s.head_dim as u32,
+            group: s.group as u32,
+            pos: s.pos as u32,
+            max_seq: s.max_seq as u32,
+            scale,
+        };
         let b: [&dyn GpuBuffer; 6] =
             [&q.buffer, &k_cache.buffer, &v_cache.buffer, &scores.buffer, &out.buffer, position];
-        self.shared.dispatch("attention_decode", &b, &[], &imm, [s.q_heads as u32, 1, 1])
+        self.shared.dispatch(ATTENTION_DECODE, &b, &[], &imm, [s.q_heads as u32, 1, 1])
     }
 
     /// One decode step's attention inputs in one dispatch: `q = rope(wq x)` and, at position
@@ -494,16 +502,15 @@ impl Member {
         if cols == 0 {
             return Err(Error::InvalidArgument("qkv: no input features".into()));
         }
-        let imm = [
-            word("qkv query rows", q_rows)?,
-            word("qkv key rows", kv_rows)?,
-            word("qkv columns", cols)?,
-            word("qkv head_dim", head_dim)?,
-            word("qkv position", pos)?,
-            word("qkv max_seq", max_seq)?,
-            base.to_bits(),
-            0,
-        ];
+        let imm = QkvParams {
+            q_rows: word("qkv query rows", q_rows)?,
+            kv_rows: word("qkv key rows", kv_rows)?,
+            cols: word("qkv columns", cols)?,
+            dim: word("qkv head_dim", head_dim)?,
+            pos: word("qkv position", pos)?,
+            max_seq: word("qkv max_seq", max_seq)?,
+            base,
+        };
         word("qkv cache", cache)?;
         let b: [&dyn GpuBuffer; 8] = [
             &wq.buffer,
@@ -515,7 +522,7 @@ impl Member {
             &v_cache.buffer,
             counter,
         ];
-        self.shared.dispatch("matvec_qkv_rope_store", &b, &[], &imm, row_groups(pairs.div_ceil(2)))
+        self.shared.dispatch(MATVEC_QKV_ROPE_STORE, &b, &[], &imm, row_groups(pairs.div_ceil(2)))
     }
 
     /// Stores one decode step's keys and values, `k` and `v` `[heads, head_dim]`, at position
@@ -582,9 +589,14 @@ impl Member {
         if step == 0 {
             return Ok(());
         }
-        let imm = [heads as u32, head_dim as u32, pos as u32, max_seq as u32];
+        let imm = KvStoreParams {
+            heads: heads as u32,
+            dim: head_dim as u32,
+            pos: pos as u32,
+            max_seq: max_seq as u32,
+        };
         self.shared.dispatch(
-            "kv_store",
+            KV_STORE,
             &[&k.buffer, &v.buffer, &k_cache.buffer, &v_cache.buffer, counter],
             &[],
             &imm,
@@ -622,8 +634,8 @@ impl Member {
         if len == 0 {
             return Ok(());
         }
-        let imm = [len as u32, src_offset as u32, dst_offset as u32, 0];
-        self.shared.dispatch("copy_u32", &[&src.buffer, &dst.buffer], &[], &imm, elementwise_groups(len))
+        let imm = CopyParams { n: len as u32, src_offset: src_offset as u32, dst_offset: dst_offset as u32 };
+        self.shared.dispatch(COPY_U32, &[&src.buffer, &dst.buffer], &[], &imm, elementwise_groups(len))
     }
 
     /// Writes this member's greedy candidate from `logits` (its vocabulary slice starting at
@@ -651,8 +663,9 @@ impl Member {
                 "vocabulary indices past 2^24 do not fit the f32 pair".into(),
             ));
         }
-        let imm = [logits.len() as u32, index_offset as u32, slot as u32, 0];
-        self.shared.dispatch("argmax_pair", &[&logits.buffer, &pairs.buffer], &[], &imm, [1, 1, 1])
+        let imm =
+            ArgmaxParams { n: logits.len() as u32, index_offset: index_offset as u32, slot: slot as u32 };
+        self.shared.dispatch(ARGMAX_PAIR, &[&logits.buffer, &pairs.buffer], &[], &imm, [1, 1, 1])
     }
 
     /// Picks the greedy token from gathered `pairs` (2 per member) into `token[0]` and
@@ -688,8 +701,12 @@ impl Member {
             });
         }
         let b: [&dyn GpuBuffer; 4] = [&pairs.buffer, &token.buffer, &history.buffer, counter];
-        let imm = [(pairs.len() / 2) as u32, step as u32, advance as u32, 0];
-        self.shared.dispatch("select_token", &b, &[], &imm, [1, 1, 1])
+        let imm = SelectTokenParams {
+            members: (pairs.len() / 2) as u32,
+            step: step as u32,
+            advance: advance as u32,
+        };
+        self.shared.dispatch(SELECT_TOKEN, &b, &[], &imm, [1, 1, 1])
     }
 
     /// Fills f16 `t` (`[rows, cols]`) with the slice at (`row_offset`, `col_offset`) of the
@@ -727,18 +744,17 @@ impl Member {
         if rows * cols == 0 {
             return Ok(());
         }
-        let imm = [
+        let imm = InitWeightsParams {
             seed,
-            rows as u32,
-            cols as u32,
-            full_cols as u32,
-            row_offset as u32,
-            col_offset as u32,
+            rows: rows as u32,
+            cols: cols as u32,
+            full_cols: full_cols as u32,
+            row_offset: row_offset as u32,
+            col_offset: col_offset as u32,
             shift,
-            0,
-        ];
+        };
         self.shared.dispatch(
-            "init_weights_f16",
+            INIT_WEIGHTS_F16,
             &[&t.buffer],
             &[],
             &imm,
