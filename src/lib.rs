@@ -51,8 +51,8 @@
 //! 3. A [`Tensor`] is a device-local buffer of f32, f16 or u32 elements ([`DType`]) on one
 //!    member, made with [`Member::upload_f32`], [`Member::upload`], [`Member::empty`] or
 //!    [`Member::full`] and read back with [`Tensor::read`]. [`Member`]'s operations (fill, copy,
-//!    add, scale, f32→f16 conversion, matvec, and the decoder's kernels) record into the
-//!    member's stream, which submits once per flush; [`Tensor::read`] and
+//!    add, scale, f32→f16 conversion, matvec) and the transformer's kernels
+//!    ([`Member::transformer`]) record into the member's stream, which submits once per flush; [`Tensor::read`] and
 //!    [`Member::synchronize`] submit and wait.
 //! 4. [`Comm`] all-reduces across a group: [`Comm::all_reduce`] sums one f32 tensor per member
 //!    in place, as [`AllReduceOptions`] say. The [`Mode`] is chosen at [`Comm::new`]
@@ -118,9 +118,11 @@ pub mod tp;
 pub use comm::{AllReduceOptions, BridgeStats, Comm, CommOptions, Mode, ModeRequest, Precision};
 pub use config::check_environment;
 pub use error::{Error, Result};
-pub use group::{AdapterSelector, DeviceGroup, DeviceSpec, GroupId, GroupOptions, GroupSpec, Member};
+pub use group::{
+    AdapterSelector, DeviceGroup, DeviceSpec, GroupId, GroupOptions, GroupSpec, Member, MemberStats,
+};
 pub use instance::{adapter_table, Instance};
-pub use ops::{matvec_f16_kernel, AttentionShape, MATVEC_F16_EIGHT_ROWS_FROM_COLS, MATVEC_F16_KERNELS};
+pub use ops::{matvec_f16_kernel, MATVEC_F16_EIGHT_ROWS_FROM_COLS, MATVEC_F16_KERNELS};
 pub use tensor::{f16_saturating, DType, Tensor, MAX_ELEMENTS};
 pub use vk_native::{
     live_objects, take_suppressed_validation_count, validation_messages, AdapterInfo, Capabilities,

@@ -32,7 +32,7 @@ fn is_dtype(r: crossgpu::Result<()>, expected: DType, got: DType) -> bool {
 /// nothing.
 fn nothing_recorded(m: &Member, before: u64) {
     m.flush().unwrap();
-    assert_eq!(m.submit_count(), before, "a failed call recorded work into {m:?}'s stream");
+    assert_eq!(m.stats().submits, before, "a failed call recorded work into {m:?}'s stream");
 }
 
 #[test]
@@ -84,7 +84,7 @@ fn length_mismatch() {
     let x3 = m.upload_f32(&d6[..3]).unwrap();
     let y2 = m.upload_f32(&d6[3..5]).unwrap();
     m.synchronize().unwrap();
-    let before = m.submit_count();
+    let before = m.stats().submits;
 
     assert!(is_length(m.add(&a5, &a6), 5, 6), "add 5 += 6");
     assert!(is_length(m.add(&a6, &a5), 6, 5), "add 6 += 5");
@@ -151,7 +151,7 @@ fn dtype_mismatch() {
     let y = m.upload_f32(&d[2..]).unwrap();
     let yh = m.upload(&d[2..], &[2], DType::F16).unwrap();
     m.synchronize().unwrap();
-    let before = m.submit_count();
+    let before = m.stats().submits;
     use DType::{F16, F32};
 
     assert!(is_dtype(m.add(&h, &f), F32, F16), "add into f16");
@@ -193,7 +193,7 @@ fn tensor_of_another_member_or_group() {
     let mine_x = m0.upload_f32(&d[..3]).unwrap();
     let mine_y = m0.upload_f32(&d[..2]).unwrap();
     m0.synchronize().unwrap();
-    let before = m0.submit_count();
+    let before = m0.stats().submits;
     for theirs_member in [m1, other] {
         let t = theirs_member.upload_f32(&d).unwrap();
         let th = theirs_member.upload(&d, &[6], DType::F16).unwrap();

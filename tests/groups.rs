@@ -116,12 +116,12 @@ fn interleaved(group: &DeviceGroup) {
         }
         if k == 3 {
             // Reading member 0 submits member 0's work only.
-            let before: Vec<u64> = group.members().iter().map(|m| m.submit_count()).collect();
+            let before: Vec<u64> = group.members().iter().map(|m| m.stats().submits).collect();
             let h0 = work[0].h.read().unwrap();
             assert_bits("member 0 h part-way", &h0, &work[0].cpu_h);
             for (i, m) in group.members().iter().enumerate() {
                 let want = before[i] + u64::from(i == 0);
-                assert_eq!(m.submit_count(), want, "member {i}'s submits after member 0's read");
+                assert_eq!(m.stats().submits, want, "member {i}'s submits after member 0's read");
             }
         }
     }
@@ -309,39 +309,39 @@ fn submit_count_counts_queue_submits() {
     let _s = serial();
     let group = common::logical(2);
     let (m0, m1) = (group.member(0).unwrap(), group.member(1).unwrap());
-    assert_eq!(m0.submit_count(), 0, "a new member has submitted nothing");
+    assert_eq!(m0.stats().submits, 0, "a new member has submitted nothing");
     // Nothing recorded: flush and synchronize submit nothing.
     m0.flush().unwrap();
     m0.synchronize().unwrap();
-    assert_eq!(m0.submit_count(), 0);
+    assert_eq!(m0.stats().submits, 0);
 
     // An upload is recorded, not submitted.
     let a = m0.upload_f32(&[1.0, 2.0, 3.0]).unwrap();
     let b = m0.upload_f32(&[0.5, 0.5, 0.5]).unwrap();
-    assert_eq!(m0.submit_count(), 0);
+    assert_eq!(m0.stats().submits, 0);
     // Many ops, one flush: one submit.
     for _ in 0..10 {
         m0.add(&a, &b).unwrap();
     }
-    assert_eq!(m0.submit_count(), 0);
+    assert_eq!(m0.stats().submits, 0);
     m0.flush().unwrap();
-    assert_eq!(m0.submit_count(), 1);
+    assert_eq!(m0.stats().submits, 1);
     m0.flush().unwrap();
-    assert_eq!(m0.submit_count(), 1, "flush with nothing recorded");
+    assert_eq!(m0.stats().submits, 1, "flush with nothing recorded");
     // A read records a copy and submits once.
     assert_eq!(a.read().unwrap(), [6.0, 7.0, 8.0]);
-    assert_eq!(m0.submit_count(), 2);
+    assert_eq!(m0.stats().submits, 2);
     // Ops then a read: still one submit.
     m0.scale(&a, 2.0).unwrap();
     m0.add(&a, &b).unwrap();
     assert_eq!(a.read().unwrap(), [12.5, 14.5, 16.5]);
-    assert_eq!(m0.submit_count(), 3);
+    assert_eq!(m0.stats().submits, 3);
     m0.synchronize().unwrap();
-    assert_eq!(m0.submit_count(), 3, "synchronize with nothing recorded");
+    assert_eq!(m0.stats().submits, 3, "synchronize with nothing recorded");
     // Work then synchronize: one submit.
     m0.scale(&b, 2.0).unwrap();
     m0.synchronize().unwrap();
-    assert_eq!(m0.submit_count(), 4);
+    assert_eq!(m0.stats().submits, 4);
     // Ops with nothing to do (empty tensors) record nothing; an empty read submits nothing.
     let e = m0.empty(&[0], DType::F32).unwrap();
     m0.fill(&e, 1.0).unwrap();
@@ -349,20 +349,20 @@ fn submit_count_counts_queue_submits() {
     m0.scale(&e, 2.0).unwrap();
     assert!(e.read().unwrap().is_empty());
     m0.flush().unwrap();
-    assert_eq!(m0.submit_count(), 4);
+    assert_eq!(m0.stats().submits, 4);
 
     // Member 1 counts separately; group.synchronize flushes every member with work.
-    assert_eq!(m1.submit_count(), 0);
+    assert_eq!(m1.stats().submits, 0);
     let c = m1.upload_f32(&[4.0]).unwrap();
     m1.scale(&c, 0.5).unwrap();
     m0.scale(&a, 0.5).unwrap();
     group.synchronize().unwrap();
-    assert_eq!(m0.submit_count(), 5);
-    assert_eq!(m1.submit_count(), 1);
+    assert_eq!(m0.stats().submits, 5);
+    assert_eq!(m1.stats().submits, 1);
     group.synchronize().unwrap();
-    assert_eq!((m0.submit_count(), m1.submit_count()), (5, 1));
+    assert_eq!((m0.stats().submits, m1.stats().submits), (5, 1));
     assert_eq!(c.read().unwrap(), [2.0]);
-    assert_eq!((m0.submit_count(), m1.submit_count()), (5, 2));
+    assert_eq!((m0.stats().submits, m1.stats().submits), (5, 2));
     common::assert_no_validation_errors();
 }
 

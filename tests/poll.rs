@@ -104,7 +104,7 @@ fn thousand_rounds_with_growth_and_shrink_in_few_submits() {
     let mut rng = common::rng(42);
     let group = common::logical(3);
     let Some(mut comm) = poll_comm(&group, options(Mode::DevicePoll)) else { return };
-    let submit_count = || group.members().iter().map(|m| m.submit_count()).sum::<u64>();
+    let submit_count = || group.members().iter().map(|m| m.stats().submits).sum::<u64>();
     let mut submits = 0;
     let mut since = submit_count();
     // Sizes rise past the first slot capacity (4096 words) and fall again; f16 rounds go out at

@@ -16,7 +16,8 @@ mod common;
 use common::reference::{self, gamma, ErrorModel, Ev, U};
 use common::{assert_bits, assert_within, assert_within_ev, no_panic, scaled, serial, to_f16};
 use crossgpu::tp::split_ranges;
-use crossgpu::{AllReduceOptions, AttentionShape, Comm, DType, Error, Precision, Tensor};
+use crossgpu::tp::AttentionShape;
+use crossgpu::{AllReduceOptions, Comm, DType, Error, Precision, Tensor};
 use rand::Rng;
 
 /// The worst-case bound of one kernel on exact inputs.
@@ -40,7 +41,7 @@ fn rmsnorm_matches_f64_reference() {
         let w = scaled(&mut rng, n, 2.0);
         let (xt, wt) = (m.upload_f32(&x).unwrap(), m.upload_f32(&w).unwrap());
         let yt = m.upload_f32(&common::random(&mut rng, n)).unwrap();
-        m.rmsnorm(&xt, &wt, &yt, eps).unwrap();
+        m.transformer().rmsnorm(&xt, &wt, &yt, eps).unwrap();
         let got = yt.read().unwrap();
         let want = reference::rmsnorm(&Ev::from_f32(&x), Some(&reference::f64s(&w)), eps as f64, BOUND);
         assert_within_ev(&format!("rmsnorm n={n} scale={scale}"), &got, &want);
@@ -49,10 +50,10 @@ fn rmsnorm_matches_f64_reference() {
     }
     // Empty vectors are accepted and do nothing; mismatched lengths are errors.
     let e = m.upload_f32(&[]).unwrap();
-    m.rmsnorm(&e, &e, &e, eps).unwrap();
+    m.transformer().rmsnorm(&e, &e, &e, eps).unwrap();
     let (a, b) = (m.upload_f32(&[1.0; 5]).unwrap(), m.upload_f32(&[1.0; 4]).unwrap());
-    assert!(matches!(m.rmsnorm(&a, &b, &a, eps), Err(Error::LengthMismatch { .. })));
-    assert!(matches!(m.rmsnorm(&a, &a, &b, eps), Err(Error::LengthMismatch { .. })));
+    assert!(matches!(m.transformer().rmsnorm(&a, &b, &a, eps), Err(Error::LengthMismatch { .. })));
+    assert!(matches!(m.transformer().rmsnorm(&a, &a, &b, eps), Err(Error::LengthMismatch { .. })));
     common::assert_no_validation_errors();
 }
 
@@ -72,14 +73,14 @@ fn add_rmsnorm_equals_add_then_rmsnorm() {
         let (x, r, w) = (scaled(&mut rng, n, scale), scaled(&mut rng, n, scale), scaled(&mut rng, n, 2.0));
         let (xt, rt, wt) = (m.upload_f32(&x).unwrap(), m.upload_f32(&r).unwrap(), m.upload_f32(&w).unwrap());
         let yt = m.upload_f32(&common::random(&mut rng, n)).unwrap();
-        m.add_rmsnorm(&xt, &rt, &wt, &yt, eps).unwrap();
+        m.transformer().add_rmsnorm(&xt, &rt, &wt, &yt, eps).unwrap();
         let (fx, fy) = (xt.read().unwrap(), yt.read().unwrap());
         let sum: Vec<f32> = x.iter().zip(&r).map(|(a, b)| a + b).collect();
         assert_bits(&format!("add_rmsnorm n={n}: x"), &fx, &sum);
         // The two separate kernels on the same inputs.
         let (x2, y2) = (m.upload_f32(&x).unwrap(), m.upload_f32(&vec![0.0; n]).unwrap());
         m.add(&x2, &rt).unwrap();
-        m.rmsnorm(&x2, &wt, &y2, eps).unwrap();
+        m.transformer().rmsnorm(&x2, &wt, &y2, eps).unwrap();
         assert_bits(&format!("add_rmsnorm n={n}: y vs add + rmsnorm"), &fy, &y2.read().unwrap());
         let want = reference::rmsnorm(&Ev::from_f32(&sum), Some(&reference::f64s(&w)), eps as f64, BOUND);
         assert_within_ev(&format!("add_rmsnorm n={n} scale={scale}"), &fy, &want);
@@ -89,11 +90,11 @@ fn add_rmsnorm_equals_add_then_rmsnorm() {
         m.upload_f32(&[1.0; 5]).unwrap(),
         m.upload_f32(&[1.0; 4]).unwrap(),
     );
-    assert!(matches!(m.add_rmsnorm(&a, &b, &b, &c, eps), Err(Error::LengthMismatch { .. })));
-    assert!(matches!(m.add_rmsnorm(&a, &b, &b, &a, eps), Err(Error::InvalidArgument(_))));
-    assert!(matches!(m.add_rmsnorm(&a, &a, &b, &c, eps), Err(Error::LengthMismatch { .. })));
+    assert!(matches!(m.transformer().add_rmsnorm(&a, &b, &b, &c, eps), Err(Error::LengthMismatch { .. })));
+    assert!(matches!(m.transformer().add_rmsnorm(&a, &b, &b, &a, eps), Err(Error::InvalidArgument(_))));
+    assert!(matches!(m.transformer().add_rmsnorm(&a, &a, &b, &c, eps), Err(Error::LengthMismatch { .. })));
     let y = m.upload_f32(&[0.0; 5]).unwrap();
-    assert!(matches!(m.add_rmsnorm(&a, &a, &b, &y, eps), Err(Error::InvalidArgument(_))));
+    assert!(matches!(m.transformer().add_rmsnorm(&a, &a, &b, &y, eps), Err(Error::InvalidArgument(_))));
     assert_bits("add_rmsnorm errors leave x", &a.read().unwrap(), &[1.0; 5]);
     common::assert_no_validation_errors();
 }
@@ -112,15 +113,15 @@ fn silu_mul_matches_f64_reference() {
         let up = scaled(&mut rng, n, 2.0);
         let (gt, ut) = (m.upload_f32(&gate).unwrap(), m.upload_f32(&up).unwrap());
         let at = m.upload_f32(&common::random(&mut rng, n)).unwrap();
-        m.silu_mul(&gt, &ut, &at).unwrap();
+        m.transformer().silu_mul(&gt, &ut, &at).unwrap();
         let got = at.read().unwrap();
         let want = reference::silu_mul(&Ev::from_f32(&gate), &Ev::from_f32(&up), BOUND);
         assert_within_ev(&format!("silu_mul n={n}"), &got, &want);
     }
     let e = m.upload_f32(&[]).unwrap();
-    m.silu_mul(&e, &e, &e).unwrap();
+    m.transformer().silu_mul(&e, &e, &e).unwrap();
     let (a, b) = (m.upload_f32(&[1.0; 3]).unwrap(), m.upload_f32(&[1.0; 2]).unwrap());
-    assert!(matches!(m.silu_mul(&a, &b, &a), Err(Error::LengthMismatch { .. })));
+    assert!(matches!(m.transformer().silu_mul(&a, &b, &a), Err(Error::LengthMismatch { .. })));
     common::assert_no_validation_errors();
 }
 
@@ -146,7 +147,7 @@ fn gate_up_silu_is_bitwise_the_two_products_and_silu_mul() {
         );
         let xt = m.upload_f32(&x).unwrap();
         let fused = m.upload_f32(&common::random(&mut rng, rows)).unwrap();
-        m.matvec_gate_up_silu(&wgt, &wut, &xt, &fused).unwrap();
+        m.transformer().matvec_gate_up_silu(&wgt, &wut, &xt, &fused).unwrap();
         let (gt, ut, at) = (
             m.empty(&[rows], DType::F32).unwrap(),
             m.empty(&[rows], DType::F32).unwrap(),
@@ -154,7 +155,7 @@ fn gate_up_silu_is_bitwise_the_two_products_and_silu_mul() {
         );
         m.matvec_f16_with("matvec_f16_vec8_rows4", &wgt, &xt, &gt).unwrap();
         m.matvec_f16_with("matvec_f16_vec8_rows4", &wut, &xt, &ut).unwrap();
-        m.silu_mul(&gt, &ut, &at).unwrap();
+        m.transformer().silu_mul(&gt, &ut, &at).unwrap();
         let got = fused.read().unwrap();
         assert_bits(&format!("gate/up {rows}x{cols} vs the unfused kernels"), &got, &at.read().unwrap());
         let (mut want, mut bound) = (Vec::with_capacity(rows), Vec::with_capacity(rows));
@@ -186,10 +187,22 @@ fn gate_up_silu_is_bitwise_the_two_products_and_silu_mul() {
         m.upload_f32(&[1.0; 9]).unwrap(),
         m.upload_f32(&[3.0; 2]).unwrap(),
     );
-    assert!(matches!(m.matvec_gate_up_silu(&w8, &w4, &x8, &y2), Err(Error::InvalidArgument(_))));
-    assert!(matches!(m.matvec_gate_up_silu(&w9, &w9, &x9, &y2), Err(Error::InvalidArgument(_))));
-    assert!(matches!(m.matvec_gate_up_silu(&w8, &w8, &x9, &y2), Err(Error::LengthMismatch { .. })));
-    assert!(matches!(m.matvec_gate_up_silu(&w4, &w4, &x8, &y2), Err(Error::LengthMismatch { .. })));
+    assert!(matches!(
+        m.transformer().matvec_gate_up_silu(&w8, &w4, &x8, &y2),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        m.transformer().matvec_gate_up_silu(&w9, &w9, &x9, &y2),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        m.transformer().matvec_gate_up_silu(&w8, &w8, &x9, &y2),
+        Err(Error::LengthMismatch { .. })
+    ));
+    assert!(matches!(
+        m.transformer().matvec_gate_up_silu(&w4, &w4, &x8, &y2),
+        Err(Error::LengthMismatch { .. })
+    ));
     assert_eq!(y2.read().unwrap(), vec![3.0; 2], "a refused call writes nothing");
     common::assert_no_validation_errors();
 }
@@ -229,7 +242,9 @@ fn qkv_rope_store_is_bitwise_the_six_dispatches_it_replaces() {
             m.upload_f32(&cache0).unwrap(),
             m.upload_f32(&cache1).unwrap(),
         );
-        m.matvec_qkv_rope_store((&tq, &tk, &tv), &x, &q, (&kc, &vc), d, pos, max_seq, base).unwrap();
+        m.transformer()
+            .matvec_qkv_rope_store((&tq, &tk, &tv), &x, &q, (&kc, &vc), d, pos, max_seq, base)
+            .unwrap();
         // The six dispatches it replaces.
         let (q2, k2, v2) = (
             m.empty(&[qh * d], DType::F32).unwrap(),
@@ -240,9 +255,9 @@ fn qkv_rope_store_is_bitwise_the_six_dispatches_it_replaces() {
         for (wt, out) in [(&tq, &q2), (&tk, &k2), (&tv, &v2)] {
             m.matvec_f16_with("matvec_f16_vec8_rows4", wt, &x, out).unwrap();
         }
-        m.rope(&q2, qh, d, pos, base).unwrap();
-        m.rope(&k2, kvh, d, pos, base).unwrap();
-        m.kv_store(&k2, &v2, &kc2, &vc2, kvh, d, pos, max_seq).unwrap();
+        m.transformer().rope(&q2, qh, d, pos, base).unwrap();
+        m.transformer().rope(&k2, kvh, d, pos, base).unwrap();
+        m.transformer().kv_store(&k2, &v2, &kc2, &vc2, kvh, d, pos, max_seq).unwrap();
         assert_bits(&format!("{what}: q"), &q.read().unwrap(), &q2.read().unwrap());
         assert_bits(&format!("{what}: k cache"), &kc.read().unwrap(), &kc2.read().unwrap());
         assert_bits(&format!("{what}: v cache"), &vc.read().unwrap(), &vc2.read().unwrap());
@@ -258,11 +273,11 @@ fn qkv_rope_store_is_bitwise_the_six_dispatches_it_replaces() {
         m.upload_f32(&[7.0; 4]).unwrap(),
     );
     let call = |wk: &Tensor, d: usize, pos: usize, q: &Tensor| {
-        m.matvec_qkv_rope_store((&wq, wk, wk), &x, q, (&kc, &vc), d, pos, 2, base)
+        m.transformer().matvec_qkv_rope_store((&wq, wk, wk), &x, q, (&kc, &vc), d, pos, 2, base)
     };
     assert!(matches!(call(&wk, 1, 0, &q), Err(Error::InvalidArgument(_))));
     assert!(matches!(
-        m.matvec_qkv_rope_store((&wq, &wk, &w6), &x, &q, (&kc, &vc), 2, 0, 2, base),
+        m.transformer().matvec_qkv_rope_store((&wq, &wk, &w6), &x, &q, (&kc, &vc), 2, 0, 2, base),
         Err(Error::InvalidArgument(_))
     ));
     assert!(matches!(call(&wk, 2, 2, &q), Err(Error::InvalidArgument(_))));
@@ -293,19 +308,19 @@ fn embed_reads_the_token_row_exactly() {
         }
         for &t in &tokens {
             let tok = m.upload_u32(&[t]).unwrap();
-            m.embed(&table, &tok, &x).unwrap();
+            m.transformer().embed(&table, &tok, &x).unwrap();
             assert_bits(&format!("embed vocab={vocab} n={n} token={t}"), &x.read().unwrap(), row(t as usize));
         }
         // Past the end: the last row.
         let tok = m.upload_u32(&[vocab as u32 + 3]).unwrap();
-        m.embed(&table, &tok, &x).unwrap();
+        m.transformer().embed(&table, &tok, &x).unwrap();
         assert_bits(&format!("embed vocab={vocab} n={n} clamped"), &x.read().unwrap(), row(vocab - 1));
         // The token tensor is rewritten between steps without re-recording anything else.
         let tok = m.upload_u32(&[0]).unwrap();
-        m.embed(&table, &tok, &x).unwrap();
+        m.transformer().embed(&table, &tok, &x).unwrap();
         m.write(&tok, &[(vocab - 1) as f32]).unwrap();
         let y = m.upload_f32(&common::random(&mut rng, n)).unwrap();
-        m.embed(&table, &tok, &y).unwrap();
+        m.transformer().embed(&table, &tok, &y).unwrap();
         assert_bits("embed before the token write", &x.read().unwrap(), row(0));
         assert_bits("embed after the token write", &y.read().unwrap(), row(vocab - 1));
     }
@@ -314,13 +329,13 @@ fn embed_reads_the_token_row_exactly() {
     let tok = m.upload_u32(&[0]).unwrap();
     let x = m.upload_f32(&[0.5; 3]).unwrap();
     let f32_token = m.upload_f32(&[0.0]).unwrap();
-    assert!(matches!(m.embed(&table, &f32_token, &x), Err(Error::DtypeMismatch { .. })));
+    assert!(matches!(m.transformer().embed(&table, &f32_token, &x), Err(Error::DtypeMismatch { .. })));
     let f32_table = m.upload(&[1.0; 6], &[2, 3], DType::F32).unwrap();
-    assert!(matches!(m.embed(&f32_table, &tok, &x), Err(Error::DtypeMismatch { .. })));
+    assert!(matches!(m.transformer().embed(&f32_table, &tok, &x), Err(Error::DtypeMismatch { .. })));
     let short = m.upload_f32(&[0.5; 2]).unwrap();
-    assert!(matches!(m.embed(&table, &tok, &short), Err(Error::LengthMismatch { .. })));
+    assert!(matches!(m.transformer().embed(&table, &tok, &short), Err(Error::LengthMismatch { .. })));
     let two_tokens = m.upload_u32(&[0, 1]).unwrap();
-    assert!(matches!(m.embed(&table, &two_tokens, &x), Err(Error::LengthMismatch { .. })));
+    assert!(matches!(m.transformer().embed(&table, &two_tokens, &x), Err(Error::LengthMismatch { .. })));
     common::assert_no_validation_errors();
 }
 
@@ -340,7 +355,7 @@ fn rope_matches_f64_reference() {
         for pos in [0usize, 1, 37, 63] {
             let v = common::random(&mut rng, heads * dim);
             let t = m.upload_f32(&v).unwrap();
-            m.rope(&t, heads, dim, pos, base).unwrap();
+            m.transformer().rope(&t, heads, dim, pos, base).unwrap();
             let got = t.read().unwrap();
             let what = format!("rope heads={heads} dim={dim} pos={pos}");
             if pos == 0 {
@@ -365,10 +380,10 @@ fn rope_matches_f64_reference() {
     eprintln!("rope: largest |error| / (|a| + |b|) = {worst_rel:.3e} ({:.1} U)", worst_rel / U);
     // Zero heads is a no-op; an odd head dimension and a wrong length are errors.
     let e = m.upload_f32(&[]).unwrap();
-    m.rope(&e, 0, 8, 3, base).unwrap();
+    m.transformer().rope(&e, 0, 8, 3, base).unwrap();
     let t = m.upload_f32(&[1.0; 6]).unwrap();
-    assert!(matches!(m.rope(&t, 2, 3, 1, base), Err(Error::InvalidArgument(_))));
-    assert!(matches!(m.rope(&t, 2, 4, 1, base), Err(Error::LengthMismatch { .. })));
+    assert!(matches!(m.transformer().rope(&t, 2, 3, 1, base), Err(Error::InvalidArgument(_))));
+    assert!(matches!(m.transformer().rope(&t, 2, 4, 1, base), Err(Error::LengthMismatch { .. })));
     common::assert_no_validation_errors();
 }
 
@@ -412,7 +427,7 @@ fn attention_matches_f64_reference() {
             let scores = m.upload_f32(&common::random(&mut rng, q_heads * max_seq)).unwrap();
             let out = m.upload_f32(&common::random(&mut rng, q_heads * d)).unwrap();
             let shape = AttentionShape { q_heads, group, head_dim: d, pos, max_seq };
-            m.attention(&qt, &kc, &vc, &scores, &out, shape).unwrap();
+            m.transformer().attention(&qt, &kc, &vc, &scores, &out, shape).unwrap();
             let want = reference::attention(&Ev::from_f32(&q), &kc_ref, &vc_ref, shape, BOUND);
             let what = format!("attention q_heads={q_heads} group={group} d={d} max_seq={max_seq} pos={pos}");
             assert_within_ev(&what, &out.read().unwrap(), &want);
@@ -423,15 +438,21 @@ fn attention_matches_f64_reference() {
     let t = |n: usize| m.upload_f32(&vec![0.5; n]).unwrap();
     let (q, c, sc, o) = (t(4 * 8), t(2 * 10 * 8), t(4 * 10), t(4 * 8));
     let ok = AttentionShape { q_heads: 4, group: 2, head_dim: 8, pos: 9, max_seq: 10 };
-    m.attention(&q, &c, &c, &sc, &o, ok).unwrap();
+    m.transformer().attention(&q, &c, &c, &sc, &o, ok).unwrap();
     let past = AttentionShape { pos: 10, ..ok };
-    assert!(matches!(m.attention(&q, &c, &c, &sc, &o, past), Err(Error::InvalidArgument(_))));
+    assert!(matches!(m.transformer().attention(&q, &c, &c, &sc, &o, past), Err(Error::InvalidArgument(_))));
     let groups = AttentionShape { group: 3, ..ok };
-    assert!(matches!(m.attention(&q, &c, &c, &sc, &o, groups), Err(Error::InvalidArgument(_))));
+    assert!(matches!(m.transformer().attention(&q, &c, &c, &sc, &o, groups), Err(Error::InvalidArgument(_))));
     let no_group = AttentionShape { group: 0, ..ok };
-    assert!(matches!(m.attention(&q, &c, &c, &sc, &o, no_group), Err(Error::InvalidArgument(_))));
+    assert!(matches!(
+        m.transformer().attention(&q, &c, &c, &sc, &o, no_group),
+        Err(Error::InvalidArgument(_))
+    ));
     let wide = AttentionShape { head_dim: 16, ..ok };
-    assert!(matches!(m.attention(&q, &c, &c, &sc, &o, wide), Err(Error::LengthMismatch { .. })));
+    assert!(matches!(
+        m.transformer().attention(&q, &c, &c, &sc, &o, wide),
+        Err(Error::LengthMismatch { .. })
+    ));
     common::assert_no_validation_errors();
 }
 
@@ -466,7 +487,7 @@ fn argmax_pair_writes_value_and_lowest_index() {
         let logits = m.upload_f32(v).unwrap();
         let before = common::random(&mut rng, 2 * slots);
         let pairs = m.upload_f32(&before).unwrap();
-        m.argmax_pair(&logits, offset, &pairs, slot).unwrap();
+        m.transformer().argmax_pair(&logits, offset, &pairs, slot).unwrap();
         let mut want = before.clone();
         let (bv, bi) = reference::argmax_pair(v, offset);
         want[2 * slot] = bv;
@@ -480,10 +501,13 @@ fn argmax_pair_writes_value_and_lowest_index() {
     let l = m.upload_f32(&[1.0; 3]).unwrap();
     let pairs = m.upload_f32(&[0.0; 4]).unwrap();
     assert!(matches!(
-        m.argmax_pair(&l, 0, &pairs, 2),
+        m.transformer().argmax_pair(&l, 0, &pairs, 2),
         Err(Error::IndexOutOfRange { what: "argmax pair slot", .. })
     ));
-    assert!(matches!(m.argmax_pair(&l, (1 << 24) - 3, &pairs, 0), Err(Error::InvalidArgument(_))));
+    assert!(matches!(
+        m.transformer().argmax_pair(&l, (1 << 24) - 3, &pairs, 0),
+        Err(Error::InvalidArgument(_))
+    ));
     common::assert_no_validation_errors();
 }
 
@@ -515,7 +539,7 @@ fn select_token_picks_the_best_pair() {
         let token = m.upload_u32(&[777_777]).unwrap();
         let history: Vec<u32> = (0..12).map(|i| 1000 + i).collect();
         let ht = m.upload_u32(&history).unwrap();
-        m.select_token(&pt, &token, &ht, step).unwrap();
+        m.transformer().select_token(&pt, &token, &ht, step).unwrap();
         assert_eq!(token.read_u32().unwrap(), vec![*want], "select_token {what}: token");
         let mut h = history.clone();
         h[step] = *want;
@@ -525,11 +549,14 @@ fn select_token_picks_the_best_pair() {
     let token = m.upload_u32(&[0]).unwrap();
     let ht = m.upload_u32(&[0; 4]).unwrap();
     assert!(matches!(
-        m.select_token(&pt, &token, &ht, 4),
+        m.transformer().select_token(&pt, &token, &ht, 4),
         Err(Error::IndexOutOfRange { what: "history step", .. })
     ));
     let f32_token = m.upload_f32(&[0.0]).unwrap();
-    assert!(matches!(m.select_token(&pt, &f32_token, &ht, 0), Err(Error::DtypeMismatch { .. })));
+    assert!(matches!(
+        m.transformer().select_token(&pt, &f32_token, &ht, 0),
+        Err(Error::DtypeMismatch { .. })
+    ));
     common::assert_no_validation_errors();
 }
 
@@ -570,7 +597,7 @@ fn argmax_pairs_of_several_members_select_the_global_argmax() {
             let l = m.upload_f32(&logits[ranges[i].clone()]).unwrap();
             let p = m.upload_f32(&common::random(&mut rng, 2 * n)).unwrap();
             m.fill(&p, 0.0).unwrap();
-            m.argmax_pair(&l, ranges[i].start, &p, i).unwrap();
+            m.transformer().argmax_pair(&l, ranges[i].start, &p, i).unwrap();
             pairs.push(p);
             tokens.push(m.upload_u32(&[12345]).unwrap());
             histories.push(m.upload_u32(&[7; 3]).unwrap());
@@ -590,7 +617,7 @@ fn argmax_pairs_of_several_members_select_the_global_argmax() {
                 &pairs[i].read().unwrap(),
                 &gathered,
             );
-            m.select_token(&pairs[i], &tokens[i], &histories[i], 1).unwrap();
+            m.transformer().select_token(&pairs[i], &tokens[i], &histories[i], 1).unwrap();
             assert_eq!(tokens[i].read_u32().unwrap(), vec![want], "{what}: token on member {i}");
             assert_eq!(histories[i].read_u32().unwrap(), vec![7, want, 7], "{what}: history on member {i}");
         }
@@ -599,10 +626,10 @@ fn argmax_pairs_of_several_members_select_the_global_argmax() {
         let p = m.full(&[2 * n], DType::F32, 0.0).unwrap();
         let slices: Vec<Tensor> = ranges.iter().map(|r| m.upload_f32(&logits[r.clone()]).unwrap()).collect();
         for (i, (l, r)) in slices.iter().zip(&ranges).enumerate() {
-            m.argmax_pair(l, r.start, &p, i).unwrap();
+            m.transformer().argmax_pair(l, r.start, &p, i).unwrap();
         }
         let (token, history) = (m.upload_u32(&[0]).unwrap(), m.upload_u32(&[0]).unwrap());
-        m.select_token(&p, &token, &history, 0).unwrap();
+        m.transformer().select_token(&p, &token, &history, 0).unwrap();
         assert_eq!(token.read_u32().unwrap(), vec![want], "{what}: token on one member");
         assert_eq!(history.read_u32().unwrap(), vec![want], "{what}: history on one member");
     }
@@ -679,7 +706,7 @@ fn kv_store_writes_each_heads_row_exactly() {
             }
             let (kd, vd) = (common::random(&mut rng, heads * dim), common::random(&mut rng, heads * dim));
             let (k, v) = (m.upload_f32(&kd).unwrap(), m.upload_f32(&vd).unwrap());
-            m.kv_store(&k, &v, &kc, &vc, heads, dim, pos, max_seq).unwrap();
+            m.transformer().kv_store(&k, &v, &kc, &vc, heads, dim, pos, max_seq).unwrap();
             reference::kv_store(&kd, &mut want_k, heads, dim, pos, max_seq);
             reference::kv_store(&vd, &mut want_v, heads, dim, pos, max_seq);
         }
@@ -690,12 +717,21 @@ fn kv_store_writes_each_heads_row_exactly() {
     // Errors: position past the cache, wrong lengths, aliasing, wrong dtype.
     let (k, v) = (m.upload_f32(&[0.5; 6]).unwrap(), m.upload_f32(&[0.25; 6]).unwrap());
     let (kc, vc) = (m.upload_f32(&[1.0; 24]).unwrap(), m.upload_f32(&[2.0; 24]).unwrap());
-    assert!(matches!(m.kv_store(&k, &v, &kc, &vc, 2, 3, 4, 4), Err(Error::InvalidArgument(_))));
-    assert!(matches!(m.kv_store(&k, &v, &kc, &vc, 2, 3, 0, 5), Err(Error::LengthMismatch { .. })));
-    assert!(matches!(m.kv_store(&k, &v, &kc, &vc, 3, 3, 0, 4), Err(Error::LengthMismatch { .. })));
-    assert!(matches!(m.kv_store(&k, &v, &kc, &kc, 2, 3, 0, 4), Err(Error::InvalidArgument(_))));
+    assert!(matches!(m.transformer().kv_store(&k, &v, &kc, &vc, 2, 3, 4, 4), Err(Error::InvalidArgument(_))));
+    assert!(matches!(
+        m.transformer().kv_store(&k, &v, &kc, &vc, 2, 3, 0, 5),
+        Err(Error::LengthMismatch { .. })
+    ));
+    assert!(matches!(
+        m.transformer().kv_store(&k, &v, &kc, &vc, 3, 3, 0, 4),
+        Err(Error::LengthMismatch { .. })
+    ));
+    assert!(matches!(m.transformer().kv_store(&k, &v, &kc, &kc, 2, 3, 0, 4), Err(Error::InvalidArgument(_))));
     let h = m.upload(&[1.0; 6], &[6], DType::F16).unwrap();
-    assert!(matches!(m.kv_store(&h, &v, &kc, &vc, 2, 3, 0, 4), Err(Error::DtypeMismatch { .. })));
+    assert!(matches!(
+        m.transformer().kv_store(&h, &v, &kc, &vc, 2, 3, 0, 4),
+        Err(Error::DtypeMismatch { .. })
+    ));
     assert_bits("kv_store errors leave the k cache", &kc.read().unwrap(), &[1.0; 24]);
     assert_bits("kv_store errors leave the v cache", &vc.read().unwrap(), &[2.0; 24]);
     common::assert_no_validation_errors();
@@ -721,7 +757,7 @@ fn init_weights_equals_cpu_twin_bit_for_bit() {
     ];
     for (rows, cols, full_cols, ro, co, shift, seed) in cases {
         let t = m.full(&[rows, cols], DType::F16, 3.0).unwrap();
-        m.init_weights(&t, seed, full_cols, ro, co, shift).unwrap();
+        m.transformer().init_weights(&t, seed, full_cols, ro, co, shift).unwrap();
         let got = t.read().unwrap();
         let want = reference::init_weights(seed, full_cols, ro..ro + rows, co..co + cols, shift);
         let what = format!("init_weights {rows}x{cols} of [*, {full_cols}] at ({ro}, {co}) shift {shift}");
@@ -736,12 +772,12 @@ fn init_weights_equals_cpu_twin_bit_for_bit() {
     // Slices tile the full matrix: 2×2 blocks cut at odd places.
     let (r, c, seed, shift) = (37usize, 101usize, 9u32, 12u32);
     let full = m.empty(&[r, c], DType::F16).unwrap();
-    m.init_weights(&full, seed, c, 0, 0, shift).unwrap();
+    m.transformer().init_weights(&full, seed, c, 0, 0, shift).unwrap();
     let full_v = full.read().unwrap();
     assert_bits("init_weights full", &full_v, &reference::init_weights(seed, c, 0..r, 0..c, shift));
     for (rr, cc) in [(0..11, 0..45), (11..37, 0..45), (0..11, 45..101), (11..37, 45..101)] {
         let t = m.empty(&[rr.len(), cc.len()], DType::F16).unwrap();
-        m.init_weights(&t, seed, c, rr.start, cc.start, shift).unwrap();
+        m.transformer().init_weights(&t, seed, c, rr.start, cc.start, shift).unwrap();
         let want: Vec<f32> = rr
             .clone()
             .flat_map(|i| cc.clone().map(move |j| (i, j)))
@@ -751,13 +787,16 @@ fn init_weights_equals_cpu_twin_bit_for_bit() {
     }
     // Errors: columns past the logical matrix, wrong dtype, not 2-D; empty is a no-op.
     let t = m.empty(&[2, 5], DType::F16).unwrap();
-    assert!(matches!(m.init_weights(&t, 1, 9, 0, 5, 10), Err(Error::LengthMismatch { .. })));
+    assert!(matches!(m.transformer().init_weights(&t, 1, 9, 0, 5, 10), Err(Error::LengthMismatch { .. })));
     let f = m.empty(&[2, 5], DType::F32).unwrap();
-    assert!(matches!(m.init_weights(&f, 1, 9, 0, 0, 10), Err(Error::DtypeMismatch { .. })));
+    assert!(matches!(m.transformer().init_weights(&f, 1, 9, 0, 0, 10), Err(Error::DtypeMismatch { .. })));
     let one_d = m.empty(&[10], DType::F16).unwrap();
-    assert!(matches!(m.init_weights(&one_d, 1, 10, 0, 0, 10), Err(Error::LengthMismatch { .. })));
+    assert!(matches!(
+        m.transformer().init_weights(&one_d, 1, 10, 0, 0, 10),
+        Err(Error::LengthMismatch { .. })
+    ));
     let e = m.empty(&[0, 5], DType::F16).unwrap();
-    m.init_weights(&e, 1, 5, 0, 0, 10).unwrap();
+    m.transformer().init_weights(&e, 1, 5, 0, 0, 10).unwrap();
     common::assert_no_validation_errors();
 }
 
@@ -778,15 +817,27 @@ fn model_ops_reject_overflowing_arguments_without_panicking() {
     let w = m.empty(&[2, 3], DType::F16).unwrap();
     let scores = m.upload_f32(&[0.0; 16]).unwrap();
     let max = usize::MAX;
-    let attn = |s: AttentionShape| m.attention(&src, &src, &src, &scores, &dst, s);
+    let attn = |s: AttentionShape| m.transformer().attention(&src, &src, &src, &scores, &dst, s);
     let cases: Vec<(&str, Result<crossgpu::Result<()>, String>)> = vec![
         ("copy_region(src, usize::MAX, dst, 0, 2)", no_panic(|| m.copy_region(&src, max, &dst, 0, 2))),
         ("copy_region(src, 0, dst, usize::MAX, 2)", no_panic(|| m.copy_region(&src, 0, &dst, max, 2))),
-        ("argmax_pair(logits, usize::MAX, pairs, 0)", no_panic(|| m.argmax_pair(&src, max, &pairs, 0))),
-        ("argmax_pair(logits, 0, pairs, usize::MAX)", no_panic(|| m.argmax_pair(&src, 0, &pairs, max))),
-        ("init_weights(t, 1, 10, 0, usize::MAX, 10)", no_panic(|| m.init_weights(&w, 1, 10, 0, max, 10))),
-        ("init_weights(t, 1, 10, usize::MAX, 0, 10)", no_panic(|| m.init_weights(&w, 1, 10, max, 0, 10))),
-        ("rope(v, usize::MAX, 2, 0, 1e4)", no_panic(|| m.rope(&src, max, 2, 0, 1e4))),
+        (
+            "argmax_pair(logits, usize::MAX, pairs, 0)",
+            no_panic(|| m.transformer().argmax_pair(&src, max, &pairs, 0)),
+        ),
+        (
+            "argmax_pair(logits, 0, pairs, usize::MAX)",
+            no_panic(|| m.transformer().argmax_pair(&src, 0, &pairs, max)),
+        ),
+        (
+            "init_weights(t, 1, 10, 0, usize::MAX, 10)",
+            no_panic(|| m.transformer().init_weights(&w, 1, 10, 0, max, 10)),
+        ),
+        (
+            "init_weights(t, 1, 10, usize::MAX, 0, 10)",
+            no_panic(|| m.transformer().init_weights(&w, 1, 10, max, 0, 10)),
+        ),
+        ("rope(v, usize::MAX, 2, 0, 1e4)", no_panic(|| m.transformer().rope(&src, max, 2, 0, 1e4))),
         (
             "attention(q_heads: usize::MAX, group 1, head_dim 2)",
             no_panic(|| attn(AttentionShape { q_heads: max, group: 1, head_dim: 2, pos: 0, max_seq: 1 })),
@@ -811,7 +862,7 @@ fn model_ops_reject_overflowing_arguments_without_panicking() {
         .collect();
     assert!(
         bad.is_empty(),
-        "BUG (src/ops/transformer.rs): range checks overflow instead of returning an error (use checked \
+        "BUG (src/tp/ops.rs): range checks overflow instead of returning an error (use checked \
          arithmetic); in release builds the wrapped check passes and u32-truncated offsets reach the \
          kernels:\n  {}",
         bad.join("\n  ")

@@ -52,7 +52,7 @@ fn column_parallel_linear_matches_full_matrix() {
         // The one-member product of the whole matrix, for the bitwise comparison.
         let m0 = groups[0].member(0).unwrap();
         let wt = m0.empty(&[out, inp], DType::F16).unwrap();
-        m0.init_weights(&wt, seed, inp, 0, 0, shift).unwrap();
+        m0.transformer().init_weights(&wt, seed, inp, 0, 0, shift).unwrap();
         let (xt, yt) = (m0.upload_f32(&x).unwrap(), m0.empty(&[out], DType::F32).unwrap());
         m0.matvec(&wt, &xt, &yt).unwrap();
         let whole = yt.read().unwrap();

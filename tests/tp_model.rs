@@ -54,8 +54,9 @@ use std::sync::OnceLock;
 
 use common::reference::{self, ErrorModel, Ev};
 use common::serial;
+use crossgpu::tp::AttentionShape;
 use crossgpu::tp::{init, Decoder, DecoderConfig, SplitSpec};
-use crossgpu::{AttentionShape, Comm, CommOptions, Member, ModeRequest};
+use crossgpu::{Comm, CommOptions, Member, ModeRequest};
 
 /// Tolerance in standard deviations of the modelled rounding error.
 const LAMBDA: f64 = 10.0;
@@ -439,7 +440,7 @@ fn greedy_tokens_are_identical_for_every_split() {
         let tokens = d
             .generate(FIRST, STEPS, |i| {
                 seen.push(i);
-                at_step.push(members.iter().map(|m| m.submit_count()).collect());
+                at_step.push(members.iter().map(|m| m.stats().submits).collect());
             })
             .unwrap();
         let after = d.stats();
@@ -550,7 +551,7 @@ fn device_poll_decodes_the_same_tokens_in_one_submit_per_token() {
         let members: Vec<Member> = d.members().to_vec();
         let mut at_step: Vec<Vec<u64>> = Vec::new();
         let tokens = d
-            .generate(FIRST, STEPS, |_| at_step.push(members.iter().map(|m| m.submit_count()).collect()))
+            .generate(FIRST, STEPS, |_| at_step.push(members.iter().map(|m| m.stats().submits).collect()))
             .unwrap();
         assert_eq!(tokens, one, "{name}: tokens differ from one member's");
         let per_step_max = (1..STEPS - 1)

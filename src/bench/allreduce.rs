@@ -93,13 +93,13 @@ pub fn measure(
         comm.all_reduce(&mut tensors, &ar)?;
     }
     group.synchronize()?;
-    let waited = || group.members().iter().map(|m| m.backpressure_wait()).sum::<Duration>();
+    let waited = || group.members().iter().map(|m| m.stats().backpressure_wait).sum::<Duration>();
     let submitted = || {
         group
             .members()
             .iter()
-            .map(|m| m.queue_submit_time())
-            .fold((0, Duration::ZERO), |a, b| (a.0 + b.0, a.1 + b.1))
+            .map(|m| m.stats())
+            .fold((0, Duration::ZERO), |a, s| (a.0 + s.queue_submits, a.1 + s.queue_submit_time))
     };
     let (bridge0, submit0) = (comm.bridge_stats(), submitted());
     let mut samples = Vec::new();

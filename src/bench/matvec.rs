@@ -40,7 +40,7 @@ pub fn measure_with(
     reps: usize,
 ) -> Result<MatvecPoint> {
     let w = m.empty(&[rows, cols], DType::F16)?;
-    m.init_weights(&w, 1, cols, 0, 0, 12)?;
+    m.transformer().init_weights(&w, 1, cols, 0, 0, 12)?;
     let x = m.upload_f32(&data(2, cols))?;
     let y = m.empty(&[rows], DType::F32)?;
     m.synchronize()?;
@@ -91,7 +91,7 @@ pub fn measure_decoder_kernels(
 ) -> Result<Vec<MatvecPoint>> {
     let weights = |rows: usize, seed: u32| -> Result<crate::tensor::Tensor> {
         let w = m.empty(&[rows, hidden], DType::F16)?;
-        m.init_weights(&w, seed, hidden, 0, 0, 12)?;
+        m.transformer().init_weights(&w, seed, hidden, 0, 0, 12)?;
         Ok(w)
     };
     let x = m.upload_f32(&data(3, hidden))?;
@@ -110,22 +110,33 @@ pub fn measure_decoder_kernels(
         time_batches(m, (rows, hidden), kernel, reps, f)
     };
     Ok(vec![
-        time(2 * ffn, "matvec_gate_up_silu (fused)", &|| m.matvec_gate_up_silu(&wg, &wu, &x, &a))?,
+        time(2 * ffn, "matvec_gate_up_silu (fused)", &|| {
+            m.transformer().matvec_gate_up_silu(&wg, &wu, &x, &a)
+        })?,
         time(2 * ffn, "gate, up (four rows each), silu_mul", &|| {
             m.matvec_f16_with(four, &wg, &x, &g)?;
             m.matvec_f16_with(four, &wu, &x, &u)?;
-            m.silu_mul(&g, &u, &a)
+            m.transformer().silu_mul(&g, &u, &a)
         })?,
         time(q_rows + 2 * kv_rows, "matvec_qkv_rope_store (fused)", &|| {
-            m.matvec_qkv_rope_store((&wq, &wk, &wv), &x, &q, (&kc, &vc), head_dim, 5, max_seq, 10_000.0)
+            m.transformer().matvec_qkv_rope_store(
+                (&wq, &wk, &wv),
+                &x,
+                &q,
+                (&kc, &vc),
+                head_dim,
+                5,
+                max_seq,
+                10_000.0,
+            )
         })?,
         time(q_rows + 2 * kv_rows, "q, k, v (four rows each), 2 ropes, kv_store", &|| {
             m.matvec_f16_with(four, &wq, &x, &q)?;
             m.matvec_f16_with(four, &wk, &x, &k)?;
             m.matvec_f16_with(four, &wv, &x, &v)?;
-            m.rope(&q, q_heads, head_dim, 5, 10_000.0)?;
-            m.rope(&k, kv_heads, head_dim, 5, 10_000.0)?;
-            m.kv_store(&k, &v, &kc, &vc, kv_heads, head_dim, 5, max_seq)
+            m.transformer().rope(&q, q_heads, head_dim, 5, 10_000.0)?;
+            m.transformer().rope(&k, kv_heads, head_dim, 5, 10_000.0)?;
+            m.transformer().kv_store(&k, &v, &kc, &vc, kv_heads, head_dim, 5, max_seq)
         })?,
     ])
 }

@@ -283,7 +283,7 @@ impl DevicePoll {
             words,
             plans,
             relay,
-            open: members.iter().map(|m| (m.submit_count(), 0)).collect(),
+            open: members.iter().map(|m| (m.stats().submits, 0)).collect(),
             checks,
             withheld: None,
             round_base: 0,
@@ -565,7 +565,7 @@ impl DevicePoll {
                 m.flush()?;
             }
             for (o, m) in self.open.iter_mut().zip(members) {
-                *o = (m.submit_count(), 0);
+                *o = (m.stats().submits, 0);
             }
         }
         Ok(())
@@ -624,7 +624,7 @@ impl DevicePoll {
 /// Restarts a member's count of rounds since its last submit (`open`: its submit count then,
 /// and the rounds) if it submitted since.
 fn restart_if_submitted(open: &mut (u64, u64), m: &Member) {
-    let submits = m.submit_count();
+    let submits = m.stats().submits;
     if open.0 != submits {
         *open = (submits, 0);
     }

@@ -301,7 +301,29 @@ impl MemberShared {
     }
 }
 
+/// What a member's stream has done since the member was opened ([`Member::stats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemberStats {
+    /// Submissions of recorded work (each may hold several command buffers).
+    pub submits: u64,
+    /// Compute dispatches recorded.
+    pub dispatches: u64,
+    /// `vkQueueSubmit` calls.
+    pub queue_submits: u64,
+    /// Host time spent in `vkQueueSubmit`.
+    pub queue_submit_time: std::time::Duration,
+    /// Host time spent waiting for the oldest submit because `CROSSGPU_MAX_IN_FLIGHT` submits
+    /// were in flight.
+    pub backpressure_wait: std::time::Duration,
+}
+
 /// One member of a group: a queue of a VkDevice, with its own stream. Cheap to clone.
+///
+/// Its methods: who it is ([`Member::index`], [`Member::label`], …), its stream
+/// ([`Member::flush`], [`Member::synchronize`], [`Member::stats`], the profile), tensors
+/// ([`Member::empty`], [`Member::upload`], …), the general operations ([`Member::fill`],
+/// [`Member::add`], [`Member::matvec`], …) and, apart, the transformer's kernels
+/// ([`Member::transformer`]).
 #[derive(Clone)]
 pub struct Member {
     pub(crate) shared: Arc<MemberShared>,
@@ -385,25 +407,24 @@ impl Member {
         self.shared.device.inject_device_lost();
     }
 
-    /// Host time this member's stream has spent waiting for its oldest submit because
-    /// `CROSSGPU_MAX_IN_FLIGHT` submits were in flight.
-    pub fn backpressure_wait(&self) -> std::time::Duration {
-        self.shared.stream().rec.backpressure_wait()
+    /// What this member's stream has done so far: submits, dispatches, host time in
+    /// `vkQueueSubmit` and in back-pressure waits.
+    pub fn stats(&self) -> MemberStats {
+        let s = self.shared.stream();
+        let (queue_submits, queue_submit_time) = s.rec.queue_submit_time();
+        MemberStats {
+            submits: s.submits,
+            dispatches: s.rec.dispatch_count(),
+            queue_submits,
+            queue_submit_time,
+            backpressure_wait: s.rec.backpressure_wait(),
+        }
     }
 
-    /// `vkQueueSubmit` calls this member's stream made and the host time spent in them.
-    pub fn queue_submit_time(&self) -> (u64, std::time::Duration) {
-        self.shared.stream().rec.queue_submit_time()
-    }
-
-    /// Number of queue submits this member has made.
-    pub fn submit_count(&self) -> u64 {
-        self.shared.stream().submits
-    }
-
-    /// Number of compute dispatches recorded on this member so far.
-    pub fn dispatch_count(&self) -> u64 {
-        self.shared.stream().rec.dispatch_count()
+    /// The transformer's kernels (norms, RoPE, attention, the fused products, the greedy
+    /// token) on this member's tensors.
+    pub fn transformer(&self) -> crate::tp::TransformerOps<'_> {
+        crate::tp::TransformerOps::new(self)
     }
 
     /// Starts a GPU profile of this member's work (timestamp queries): from its next command

@@ -11,12 +11,13 @@ use crate::kernels::{
     ADD_F16_INTO_F32, ADD_F32, COPY_U32, F32_TO_F16, FILL_U32, MATVEC_F16, MATVEC_F16_VEC8,
     MATVEC_F16_VEC8_ROWS4, MATVEC_F16_VEC8_ROWS8, MATVEC_F32, SCALE_F32,
 };
-mod transformer;
-
-pub use transformer::AttentionShape;
-pub(crate) use transformer::Position;
 
 use crate::tensor::{DType, Tensor};
+
+/// `a + b`, or an error naming `what` when it overflows.
+fn checked_add(what: &str, a: usize, b: usize) -> Result<usize> {
+    a.checked_add(b).ok_or_else(|| Error::InvalidArgument(format!("{what}: {a} + {b} overflows")))
+}
 
 fn same_len(what: &str, a: &Tensor, b: &Tensor) -> Result<()> {
     if a.len() != b.len() {
@@ -69,6 +70,42 @@ impl Member {
             &CopyParams { n: w as u32, src_offset: 0, dst_offset: 0 },
             elementwise_groups(w),
         )
+    }
+
+    /// Copies `len` elements of `src` from `src_offset` to `dst` at `dst_offset` (same dtype,
+    /// f32 or u32).
+    pub fn copy_region(
+        &self,
+        src: &Tensor,
+        src_offset: usize,
+        dst: &Tensor,
+        dst_offset: usize,
+        len: usize,
+    ) -> Result<()> {
+        src.check_on(&self.shared, "copy_region src")?;
+        dst.check_on(&self.shared, "copy_region dst")?;
+        dst.check_dtype(src.dtype(), "copy_region")?;
+        if src.dtype() == DType::F16 {
+            return Err(Error::DtypeMismatch {
+                what: "copy_region (element offsets)".into(),
+                expected: DType::F32,
+                got: DType::F16,
+            });
+        }
+        let (src_end, dst_end) =
+            (checked_add("copy_region", src_offset, len)?, checked_add("copy_region", dst_offset, len)?);
+        if src_end > src.len() || dst_end > dst.len() {
+            return Err(Error::LengthMismatch {
+                what: "copy_region range".into(),
+                expected: src.len().min(dst.len()),
+                got: src_end.max(dst_end),
+            });
+        }
+        if len == 0 {
+            return Ok(());
+        }
+        let imm = CopyParams { n: len as u32, src_offset: src_offset as u32, dst_offset: dst_offset as u32 };
+        self.shared.dispatch(COPY_U32, &[&src.buffer, &dst.buffer], &[], &imm, elementwise_groups(len))
     }
 
     /// `dst += src`, both f32.

@@ -5,13 +5,13 @@
 //! SiLU·mul, then the row-parallel down projection and its all-reduce.
 //!
 //! Where the hidden size is a multiple of 8, q, k, v, the ropes and the cache store run as one
-//! kernel (`Member::matvec_qkv_rope_store`) and gate, up and SiLU·mul as another
-//! (`Member::matvec_gate_up_silu`), each bitwise the dispatches it replaces.
+//! kernel (`TransformerOps::matvec_qkv_rope_store`) and gate, up and SiLU·mul as another
+//! (`TransformerOps::matvec_gate_up_silu`), each bitwise the dispatches it replaces.
 
+use super::{AttentionShape, Position};
 use crate::comm::{Comm, FusedRound};
 use crate::error::Result;
 use crate::group::Member;
-use crate::ops::{AttentionShape, Position};
 
 use super::linear::{ColumnParallelLinear, RowParallelLinear};
 use super::sharded::Sharded;
@@ -77,15 +77,24 @@ impl Attention {
             let at = Position { base: 0, counter: Some(counter) };
             if hi.len().is_multiple_of(8) {
                 let weights = (self.q.weight(i)?, self.k.weight(i)?, self.v.weight(i)?);
-                m.matvec_qkv_rope_store_at(weights, hi, q, caches, d, at, step.max_seq, step.rope_base)?;
+                m.transformer().matvec_qkv_rope_store_at(
+                    weights,
+                    hi,
+                    q,
+                    caches,
+                    d,
+                    at,
+                    step.max_seq,
+                    step.rope_base,
+                )?;
             } else {
                 let (k, v) = (s.k.part(i)?, s.v.part(i)?);
                 m.matvec(self.q.weight(i)?, hi, q)?;
                 m.matvec(self.k.weight(i)?, hi, k)?;
                 m.matvec(self.v.weight(i)?, hi, v)?;
-                m.rope_at(q, kv_heads * step.group, d, at, step.rope_base)?;
-                m.rope_at(k, kv_heads, d, at, step.rope_base)?;
-                m.kv_store_at(k, v, caches.0, caches.1, kv_heads, d, at, step.max_seq)?;
+                m.transformer().rope_at(q, kv_heads * step.group, d, at, step.rope_base)?;
+                m.transformer().rope_at(k, kv_heads, d, at, step.rope_base)?;
+                m.transformer().kv_store_at(k, v, caches.0, caches.1, kv_heads, d, at, step.max_seq)?;
             }
             let shape = AttentionShape {
                 q_heads: kv_heads * step.group,
@@ -94,7 +103,15 @@ impl Attention {
                 pos: 0,
                 max_seq: step.max_seq,
             };
-            m.attention_at(q, caches.0, caches.1, s.scores.part(i)?, s.attn.part(i)?, shape, Some(counter))?;
+            m.transformer().attention_at(
+                q,
+                caches.0,
+                caches.1,
+                s.scores.part(i)?,
+                s.attn.part(i)?,
+                shape,
+                Some(counter),
+            )?;
         }
         row_parallel(&self.o, members, comm, &s.attn.refs(), out)
     }
@@ -122,12 +139,12 @@ impl Mlp {
         for (i, m) in members.iter().enumerate() {
             let (hi, a) = (h.part(i)?, s.a.part(i)?);
             if hi.len().is_multiple_of(8) {
-                m.matvec_gate_up_silu(self.gate.weight(i)?, self.up.weight(i)?, hi, a)?;
+                m.transformer().matvec_gate_up_silu(self.gate.weight(i)?, self.up.weight(i)?, hi, a)?;
             } else {
                 let (g, u) = (s.g.part(i)?, s.u.part(i)?);
                 m.matvec(self.gate.weight(i)?, hi, g)?;
                 m.matvec(self.up.weight(i)?, hi, u)?;
-                m.silu_mul(g, u, a)?;
+                m.transformer().silu_mul(g, u, a)?;
             }
         }
         row_parallel(&self.down, members, comm, &s.a.refs(), out)

@@ -51,7 +51,7 @@ fn slices(
         .map(|(m, r)| {
             let (shape, (row, col)) = shape_at(r);
             let t = m.empty(&shape, DType::F16)?;
-            m.init_weights(&t, seed, in_features, row, col, shift)?;
+            m.transformer().init_weights(&t, seed, in_features, row, col, shift)?;
             Ok(t)
         })
         .collect()
@@ -102,7 +102,7 @@ pub struct ColumnParallelLinear {
 }
 
 impl ColumnParallelLinear {
-    /// Generates the layer's slices on the members (see `Member::init_weights`).
+    /// Generates the layer's slices on the members (see `TransformerOps::init_weights`).
     pub fn random(
         members: &[Member],
         in_features: usize,

@@ -5,6 +5,8 @@
 //! - [`linear`]: [`ColumnParallelLinear`] (no communication) and [`RowParallelLinear`]
 //!   (matrix–vector product, then all-reduce).
 //! - [`Sharded`]: an activation held across the members as one value.
+//! - [`TransformerOps`]: the transformer's kernels on one member's tensors (norms, RoPE,
+//!   attention, the fused products, the greedy token), reached with `Member::transformer`.
 //! - `block`: the decoder block's attention and MLP halves as tensor-parallel layers.
 //! - [`model`]: a decoder-only transformer built from them, for greedy decoding.
 //! - `init`: deterministic weights generated on the device, and their CPU twin (public with
@@ -22,10 +24,13 @@ pub mod init;
 mod init;
 pub mod linear;
 pub mod model;
+mod ops;
 mod sharded;
 pub mod split;
 
 pub use linear::{ColumnParallelLinear, RowParallelLinear};
 pub use model::{check_fits, DecodeStats, Decoder, DecoderConfig, Footprint, Plan};
+pub(crate) use ops::Position;
+pub use ops::{AttentionShape, TransformerOps};
 pub use sharded::Sharded;
 pub use split::{split_ranges, SplitSpec};

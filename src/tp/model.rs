@@ -13,10 +13,10 @@
 
 use std::ops::Range;
 
+use super::Position;
 use crate::comm::{AllReduceOptions, Comm, FusedRound, Precision};
 use crate::error::{Error, Result};
-use crate::group::{DeviceGroup, Member};
-use crate::ops::Position;
+use crate::group::{DeviceGroup, Member, MemberStats};
 use crate::tensor::{DType, Tensor};
 use vk_native::Replay;
 
@@ -489,7 +489,7 @@ impl Decoder {
             .map(|m| {
                 let t = m.empty(&[cfg.vocab, h], DType::F16)?;
                 // Embedding rows of amplitude 1: k * 2^-10.
-                m.init_weights(&t, matrix_seed(cfg.seed, usize::MAX, 9), h, 0, 0, 10)?;
+                m.transformer().init_weights(&t, matrix_seed(cfg.seed, usize::MAX, 9), h, 0, 0, 10)?;
                 Ok(t)
             })
             .collect::<Result<Vec<_>>>()?;
@@ -681,7 +681,7 @@ impl Decoder {
             rope_base: cfg.rope_base,
         };
         for (i, m) in members.iter().enumerate() {
-            m.embed(&self.embed[i], act.token.part(i)?, act.x.part(i)?)?;
+            m.transformer().embed(&self.embed[i], act.token.part(i)?, act.x.part(i)?)?;
         }
         // Each half adds its output to the residual stream in the next norm (add_rmsnorm), or,
         // where the all-reduce is fused, sums the members' partials there.
@@ -689,13 +689,13 @@ impl Decoder {
             for (i, m) in members.iter().enumerate() {
                 let (x, w, h) = (act.x.part(i)?, act.norm.part(i)?, act.h.part(i)?);
                 match &added {
-                    Residual::None => m.rmsnorm(x, w, h, cfg.eps)?,
-                    Residual::Tensor(a) => m.add_rmsnorm(x, a.part(i)?, w, h, cfg.eps)?,
+                    Residual::None => m.transformer().rmsnorm(x, w, h, cfg.eps)?,
+                    Residual::Tensor(a) => m.transformer().add_rmsnorm(x, a.part(i)?, w, h, cfg.eps)?,
                     Residual::Fused(r) => {
                         let comm = comm.ok_or_else(|| {
                             Error::InvalidArgument("a fused round without a communicator".into())
                         })?;
-                        m.reduce_add_rmsnorm(&comm.fused_input(r, i)?, x, w, h, cfg.eps)?
+                        m.transformer().reduce_add_rmsnorm(&comm.fused_input(r, i)?, x, w, h, cfg.eps)?
                     }
                 }
             }
@@ -721,7 +721,12 @@ impl Decoder {
         self.vocab.forward(members, &act.h.refs(), &act.logits.refs())?;
         for (i, m) in members.iter().enumerate() {
             m.fill(act.pairs.part(i)?, 0.0)?;
-            m.argmax_pair(act.logits.part(i)?, self.plan.vocab[i].start, act.pairs.part(i)?, i)?;
+            m.transformer().argmax_pair(
+                act.logits.part(i)?,
+                self.plan.vocab[i].start,
+                act.pairs.part(i)?,
+                i,
+            )?;
         }
         if let Some(comm) = self.comm.as_mut() {
             let opts = AllReduceOptions { precision: Precision::F32, ..Default::default() };
@@ -729,7 +734,13 @@ impl Decoder {
         }
         for (i, m) in members.iter().enumerate() {
             let at = Position { base: 0, counter: Some(act.position.part(i)?) };
-            m.select_token_at(act.pairs.part(i)?, act.token.part(i)?, act.history.part(i)?, at, true)?;
+            m.transformer().select_token_at(
+                act.pairs.part(i)?,
+                act.token.part(i)?,
+                act.history.part(i)?,
+                at,
+                true,
+            )?;
         }
         Ok(())
     }
@@ -795,17 +806,18 @@ impl Decoder {
 
     /// Counters so far: all-reduces and submits (summed over members).
     pub fn stats(&self) -> DecodeStats {
+        let each: Vec<MemberStats> = self.members.iter().map(Member::stats).collect();
         DecodeStats {
             tokens: self.pos,
             all_reduces: self.comm.as_ref().map_or(0, |c| c.all_reduce_count()),
-            submits: self.members.iter().map(|m| m.submit_count()).sum(),
-            dispatches: self.members.iter().map(|m| m.dispatch_count()).sum(),
+            submits: each.iter().map(|s| s.submits).sum(),
+            dispatches: each.iter().map(|s| s.dispatches).sum(),
             members: self.members.len(),
             step_host_time: self.step_host_time,
-            backpressure_wait: self.members.iter().map(|m| m.backpressure_wait()).sum(),
+            backpressure_wait: each.iter().map(|s| s.backpressure_wait).sum(),
             bridge: self.comm.as_ref().and_then(|c| c.bridge_stats()),
-            queue_submits: self.members.iter().map(|m| m.queue_submit_time().0).sum(),
-            queue_submit_time: self.members.iter().map(|m| m.queue_submit_time().1).sum(),
+            queue_submits: each.iter().map(|s| s.queue_submits).sum(),
+            queue_submit_time: each.iter().map(|s| s.queue_submit_time).sum(),
         }
     }
 }

@@ -92,7 +92,7 @@ impl SplitSpec {
 pub fn measure_speed(m: &Member) -> Result<f64> {
     let (rows, cols) = (1024, 4096);
     let w = m.empty(&[rows, cols], DType::F16)?;
-    m.init_weights(&w, 0x5EED, cols, 0, 0, 12)?;
+    m.transformer().init_weights(&w, 0x5EED, cols, 0, 0, 12)?;
     let x = m.full(&[cols], DType::F32, 0.5)?;
     let y = m.empty(&[rows], DType::F32)?;
     m.matvec(&w, &x, &y)?;

@@ -31,7 +31,7 @@
 use std::ops::Range;
 
 use crossgpu::tp::init;
-use crossgpu::AttentionShape;
+use crossgpu::tp::AttentionShape;
 
 /// Unit roundoff of f32 (round to nearest).
 pub const U: f64 = 1.0 / (1u64 << 24) as f64;

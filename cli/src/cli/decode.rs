@@ -169,7 +169,7 @@ pub fn run_decode(
         tokens.extend(dec.generate(args.first, warm, |_| {})?);
     }
     let before = dec.stats();
-    let dispatched = |dec: &Decoder| dec.members().iter().map(|m| m.dispatch_count()).collect::<Vec<_>>();
+    let dispatched = |dec: &Decoder| dec.members().iter().map(|m| m.stats().dispatches).collect::<Vec<_>>();
     let by_member_before = dispatched(&dec);
     let bar = if show { ProgressBar::new(args.tokens as u64) } else { ProgressBar::hidden() };
     bar.set_style(

@@ -1,16 +1,18 @@
-//! The decoder's kernels as operations on a member's tensors (the tensor-parallel model in
-//! `crate::tp` is written in these). Same rules as the basic operations: check everything, then
-//! record one dispatch.
+//! The transformer's kernels on one member's tensors: norms, RoPE, attention over the KV cache,
+//! the fused q/k/v and gate/up products, the greedy token's selection, the deterministic
+//! weights. The decoder (`model`, `block`) is written in these; they are public for the
+//! tests that check each against its CPU twin and for users building other decoders. Same
+//! rules as the member's general operations: check everything, then record one dispatch.
 
 use vk_native::{BindRange, GpuBuffer};
 
 use crate::error::{Error, Result};
 use crate::group::Member;
 use crate::kernels::{
-    elementwise_groups, row_groups, ArgmaxParams, AttentionParams, CopyParams, EmbedParams, GateUpParams,
+    elementwise_groups, row_groups, ArgmaxParams, AttentionParams, EmbedParams, GateUpParams,
     InitWeightsParams, KvStoreParams, NormParams, QkvParams, ReduceNormParams, ReduceNormPollParams,
-    RopeParams, SelectTokenParams, SiluMulParams, ADD_RMSNORM, ARGMAX_PAIR, ATTENTION_DECODE, COPY_U32,
-    EMBED_F16, INIT_WEIGHTS_F16, KV_STORE, MATVEC_GATE_UP_SILU, MATVEC_QKV_ROPE_STORE, REDUCE_ADD_RMSNORM,
+    RopeParams, SelectTokenParams, SiluMulParams, ADD_RMSNORM, ARGMAX_PAIR, ATTENTION_DECODE, EMBED_F16,
+    INIT_WEIGHTS_F16, KV_STORE, MATVEC_GATE_UP_SILU, MATVEC_QKV_ROPE_STORE, REDUCE_ADD_RMSNORM,
     REDUCE_ADD_RMSNORM_POLL, RMSNORM, ROPE, SELECT_TOKEN, SILU_MUL,
 };
 use crate::tensor::{DType, Tensor};
@@ -56,8 +58,8 @@ pub struct AttentionShape {
 
 /// Where a decoder kernel takes its position from: `base`, plus the u32 `counter[0]` on the
 /// device when there is one. The decoder keeps its position in such a counter, which
-/// [`Member::select_token`]'s decoder form advances at the end of every token, so a token's
-/// commands are the same at every step and can be recorded once and replayed. The kernels
+/// [`TransformerOps::select_token`]'s decoder form advances at the end of every token, so a
+/// token's commands are the same at every step and can be recorded once and replayed. The kernels
 /// store nothing past the cache whatever the counter holds; the decoder checks its own count.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Position<'a> {
@@ -85,9 +87,25 @@ impl<'a> Position<'a> {
     }
 }
 
-impl Member {
+/// The transformer kernels of one member ([`Member::transformer`]): each records one dispatch
+/// into the member's stream, like the member's general operations.
+#[derive(Clone, Copy)]
+pub struct TransformerOps<'m> {
+    m: &'m Member,
+}
+
+impl<'m> TransformerOps<'m> {
+    pub(crate) fn new(m: &'m Member) -> Self {
+        Self { m }
+    }
+
+    /// The member the kernels run on.
+    pub fn member(&self) -> &'m Member {
+        self.m
+    }
+
     fn own(&self, ts: &[(&Tensor, &str)]) -> Result<()> {
-        ts.iter().try_for_each(|(t, what)| t.check_on(&self.shared, what))
+        ts.iter().try_for_each(|(t, what)| t.check_on(&self.m.shared, what))
     }
 
     /// `y = x / sqrt(mean(x²) + eps) * w`, all f32 of the same length.
@@ -101,12 +119,12 @@ impl Member {
             return Ok(());
         }
         let b: [&dyn GpuBuffer; 3] = [&x.buffer, &w.buffer, &y.buffer];
-        self.shared.dispatch(RMSNORM, &b, &[], &NormParams { n: x.len() as u32, eps }, [1, 1, 1])
+        self.m.shared.dispatch(RMSNORM, &b, &[], &NormParams { n: x.len() as u32, eps }, [1, 1, 1])
     }
 
     /// `x += r`, then `y = x / sqrt(mean(x²) + eps) * w`, all f32 of one length: the decoder's
     /// residual add and the next norm in one dispatch, with the bits of [`Member::add`] then
-    /// [`Member::rmsnorm`]. `y` must be a tensor apart from `x` and `r`.
+    /// [`TransformerOps::rmsnorm`]. `y` must be a tensor apart from `x` and `r`.
     pub fn add_rmsnorm(&self, x: &Tensor, r: &Tensor, w: &Tensor, y: &Tensor, eps: f32) -> Result<()> {
         let named = [(x, "add_rmsnorm x"), (r, "add_rmsnorm r"), (w, "add_rmsnorm w"), (y, "add_rmsnorm y")];
         self.own(&named)?;
@@ -121,7 +139,7 @@ impl Member {
             return Ok(());
         }
         let b: [&dyn GpuBuffer; 4] = [&r.buffer, &w.buffer, &x.buffer, &y.buffer];
-        self.shared.dispatch(ADD_RMSNORM, &b, &[], &NormParams { n: x.len() as u32, eps }, [1, 1, 1])
+        self.m.shared.dispatch(ADD_RMSNORM, &b, &[], &NormParams { n: x.len() as u32, eps }, [1, 1, 1])
     }
 
     /// DevicePoll's phase B fused with `add_rmsnorm`: `x += Σ_j slots[j]` (every member's
@@ -171,7 +189,7 @@ impl Member {
             Some(wait) => {
                 let mut bindings = tensors.to_vec();
                 bindings.extend([wait.flags, wait.arrival]);
-                self.shared.dispatch_ranges(
+                self.m.shared.dispatch_ranges(
                     REDUCE_ADD_RMSNORM_POLL,
                     &bindings,
                     &[],
@@ -188,7 +206,7 @@ impl Member {
                     [1, 1, 1],
                 )
             }
-            None => self.shared.dispatch_ranges(
+            None => self.m.shared.dispatch_ranges(
                 REDUCE_ADD_RMSNORM,
                 &tensors,
                 &[input.after],
@@ -210,12 +228,12 @@ impl Member {
         }
         let n = gate.len();
         let b: [&dyn GpuBuffer; 3] = [&gate.buffer, &up.buffer, &a.buffer];
-        self.shared.dispatch(SILU_MUL, &b, &[], &SiluMulParams { n: n as u32 }, elementwise_groups(n))
+        self.m.shared.dispatch(SILU_MUL, &b, &[], &SiluMulParams { n: n as u32 }, elementwise_groups(n))
     }
 
     /// The MLP's `a = silu(Wg x) * (Wu x)` in one dispatch, with `wg` and `wu` f16 of one shape
     /// `[rows, cols]` (`cols % 8 == 0`), `x` f32 of `cols` and `a` f32 of `rows`. Bitwise equal
-    /// to `matvec` of each through `matvec_f16_vec8_rows4` followed by [`Member::silu_mul`]
+    /// to `matvec` of each through `matvec_f16_vec8_rows4` followed by [`TransformerOps::silu_mul`]
     /// (the kernel performs their operations in their order).
     pub fn matvec_gate_up_silu(&self, wg: &Tensor, wu: &Tensor, x: &Tensor, a: &Tensor) -> Result<()> {
         self.own(&[(wg, "gate weights"), (wu, "up weights"), (x, "gate/up input"), (a, "gate/up output")])?;
@@ -245,10 +263,10 @@ impl Member {
             return Ok(());
         }
         if cols == 0 {
-            return self.fill(a, 0.0);
+            return self.m.fill(a, 0.0);
         }
         let b: [&dyn GpuBuffer; 4] = [&wg.buffer, &wu.buffer, &x.buffer, &a.buffer];
-        self.shared.dispatch(
+        self.m.shared.dispatch(
             MATVEC_GATE_UP_SILU,
             &b,
             &[],
@@ -278,7 +296,7 @@ impl Member {
         }
         let b: [&dyn GpuBuffer; 3] = [&table.buffer, &token.buffer, &x.buffer];
         let imm = EmbedParams { n: n as u32, vocab: vocab as u32 };
-        self.shared.dispatch(EMBED_F16, &b, &[], &imm, elementwise_groups(n))
+        self.m.shared.dispatch(EMBED_F16, &b, &[], &imm, elementwise_groups(n))
     }
 
     /// Rotary position embedding in place on `heads` vectors of `head_dim` (even) in `v`.
@@ -286,7 +304,7 @@ impl Member {
         self.rope_at(v, heads, head_dim, Position::fixed(pos), base)
     }
 
-    /// [`Member::rope`] at a [`Position`].
+    /// [`TransformerOps::rope`] at a [`Position`].
     pub(crate) fn rope_at(
         &self,
         v: &Tensor,
@@ -296,7 +314,7 @@ impl Member {
         base: f32,
     ) -> Result<()> {
         let pos = at.base;
-        let counter = at.buffer(self)?;
+        let counter = at.buffer(self.m)?;
         self.own(&[(v, "rope")])?;
         v.check_dtype(DType::F32, "rope")?;
         need_len("rope heads * head_dim", v, mul("rope", heads, head_dim)?)?;
@@ -308,7 +326,13 @@ impl Member {
             return Ok(());
         }
         let imm = RopeParams { heads: heads as u32, dim: head_dim as u32, pos: pos as u32, base };
-        self.shared.dispatch(ROPE, &[&v.buffer, counter], &[], &imm, elementwise_groups(heads * head_dim / 2))
+        self.m.shared.dispatch(
+            ROPE,
+            &[&v.buffer, counter],
+            &[],
+            &imm,
+            elementwise_groups(heads * head_dim / 2),
+        )
     }
 
     /// One token's attention: `q` `[q_heads, head_dim]`, caches `[kv_heads, max_seq, head_dim]`,
@@ -325,7 +349,7 @@ impl Member {
         self.attention_at(q, k_cache, v_cache, scores, out, s, None)
     }
 
-    /// [`Member::attention`] at position `s.pos` plus `counter[0]` (see [`Position`]).
+    /// [`TransformerOps::attention`] at position `s.pos` plus `counter[0]` (see [`Position`]).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn attention_at(
         &self,
@@ -337,7 +361,7 @@ impl Member {
         s: AttentionShape,
         counter: Option<&Tensor>,
     ) -> Result<()> {
-        let position = Position { base: s.pos, counter }.buffer(self)?;
+        let position = Position { base: s.pos, counter }.buffer(self.m)?;
         self.own(&[
             (q, "attention q"),
             (k_cache, "attention k"),
@@ -395,13 +419,13 @@ impl Member {
         };
         let b: [&dyn GpuBuffer; 6] =
             [&q.buffer, &k_cache.buffer, &v_cache.buffer, &scores.buffer, &out.buffer, position];
-        self.shared.dispatch(ATTENTION_DECODE, &b, &[], &imm, [s.q_heads as u32, 1, 1])
+        self.m.shared.dispatch(ATTENTION_DECODE, &b, &[], &imm, [s.q_heads as u32, 1, 1])
     }
 
     /// One decode step's attention inputs in one dispatch: `q = rope(wq x)` and, at position
     /// `pos` of the caches `[kv_heads, max_seq, head_dim]`, `rope(wk x)` and `wv x` — what
-    /// three `matvec`s through `matvec_f16_vec8_rows4`, two [`Member::rope`]s and
-    /// [`Member::kv_store`] do, bitwise. `wq` is `[q_heads * head_dim, cols]`, `wk` and `wv`
+    /// three `matvec`s through `matvec_f16_vec8_rows4`, two [`TransformerOps::rope`]s and
+    /// [`TransformerOps::kv_store`] do, bitwise. `wq` is `[q_heads * head_dim, cols]`, `wk` and `wv`
     /// `[kv_heads * head_dim, cols]`, all f16 with `cols % 8 == 0`; `x` f32 of `cols`; `q` f32.
     #[allow(clippy::too_many_arguments)]
     pub fn matvec_qkv_rope_store(
@@ -427,7 +451,7 @@ impl Member {
         )
     }
 
-    /// [`Member::matvec_qkv_rope_store`] at a [`Position`].
+    /// [`TransformerOps::matvec_qkv_rope_store`] at a [`Position`].
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn matvec_qkv_rope_store_at(
         &self,
@@ -440,7 +464,7 @@ impl Member {
         max_seq: usize,
         base: f32,
     ) -> Result<()> {
-        let (pos, counter) = (at.base, at.buffer(self)?);
+        let (pos, counter) = (at.base, at.buffer(self.m)?);
         let named = [
             (wq, "q weights"),
             (wk, "k weights"),
@@ -522,7 +546,7 @@ impl Member {
             &v_cache.buffer,
             counter,
         ];
-        self.shared.dispatch(MATVEC_QKV_ROPE_STORE, &b, &[], &imm, row_groups(pairs.div_ceil(2)))
+        self.m.shared.dispatch(MATVEC_QKV_ROPE_STORE, &b, &[], &imm, row_groups(pairs.div_ceil(2)))
     }
 
     /// Stores one decode step's keys and values, `k` and `v` `[heads, head_dim]`, at position
@@ -543,7 +567,7 @@ impl Member {
         self.kv_store_at(k, v, k_cache, v_cache, heads, head_dim, Position::fixed(pos), max_seq)
     }
 
-    /// [`Member::kv_store`] at a [`Position`].
+    /// [`TransformerOps::kv_store`] at a [`Position`].
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn kv_store_at(
         &self,
@@ -556,7 +580,7 @@ impl Member {
         at: Position<'_>,
         max_seq: usize,
     ) -> Result<()> {
-        let (pos, counter) = (at.base, at.buffer(self)?);
+        let (pos, counter) = (at.base, at.buffer(self.m)?);
         let named = [
             (k, "kv_store k"),
             (v, "kv_store v"),
@@ -595,47 +619,13 @@ impl Member {
             pos: pos as u32,
             max_seq: max_seq as u32,
         };
-        self.shared.dispatch(
+        self.m.shared.dispatch(
             KV_STORE,
             &[&k.buffer, &v.buffer, &k_cache.buffer, &v_cache.buffer, counter],
             &[],
             &imm,
             elementwise_groups(step),
         )
-    }
-
-    /// Copies `len` elements of `src` from `src_offset` to `dst` at `dst_offset` (same dtype,
-    /// f32 or u32).
-    pub fn copy_region(
-        &self,
-        src: &Tensor,
-        src_offset: usize,
-        dst: &Tensor,
-        dst_offset: usize,
-        len: usize,
-    ) -> Result<()> {
-        self.own(&[(src, "copy_region src"), (dst, "copy_region dst")])?;
-        dst.check_dtype(src.dtype(), "copy_region")?;
-        if src.dtype() == DType::F16 {
-            return Err(Error::DtypeMismatch {
-                what: "copy_region (element offsets)".into(),
-                expected: DType::F32,
-                got: DType::F16,
-            });
-        }
-        let (src_end, dst_end) = (add("copy_region", src_offset, len)?, add("copy_region", dst_offset, len)?);
-        if src_end > src.len() || dst_end > dst.len() {
-            return Err(Error::LengthMismatch {
-                what: "copy_region range".into(),
-                expected: src.len().min(dst.len()),
-                got: src_end.max(dst_end),
-            });
-        }
-        if len == 0 {
-            return Ok(());
-        }
-        let imm = CopyParams { n: len as u32, src_offset: src_offset as u32, dst_offset: dst_offset as u32 };
-        self.shared.dispatch(COPY_U32, &[&src.buffer, &dst.buffer], &[], &imm, elementwise_groups(len))
     }
 
     /// Writes this member's greedy candidate from `logits` (its vocabulary slice starting at
@@ -665,7 +655,7 @@ impl Member {
         }
         let imm =
             ArgmaxParams { n: logits.len() as u32, index_offset: index_offset as u32, slot: slot as u32 };
-        self.shared.dispatch(ARGMAX_PAIR, &[&logits.buffer, &pairs.buffer], &[], &imm, [1, 1, 1])
+        self.m.shared.dispatch(ARGMAX_PAIR, &[&logits.buffer, &pairs.buffer], &[], &imm, [1, 1, 1])
     }
 
     /// Picks the greedy token from gathered `pairs` (2 per member) into `token[0]` and
@@ -674,7 +664,7 @@ impl Member {
         self.select_token_at(pairs, token, history, Position::fixed(step), false)
     }
 
-    /// [`Member::select_token`] at a [`Position`]; with `advance`, it then adds 1 to the
+    /// [`TransformerOps::select_token`] at a [`Position`]; with `advance`, it then adds 1 to the
     /// position counter (the decoder's last kernel of a token).
     pub(crate) fn select_token_at(
         &self,
@@ -684,7 +674,7 @@ impl Member {
         at: Position<'_>,
         advance: bool,
     ) -> Result<()> {
-        let (step, counter) = (at.base, at.buffer(self)?);
+        let (step, counter) = (at.base, at.buffer(self.m)?);
         if advance && at.counter.is_none() {
             return Err(Error::InvalidArgument("select_token: advancing needs a position counter".into()));
         }
@@ -706,7 +696,7 @@ impl Member {
             step: step as u32,
             advance: advance as u32,
         };
-        self.shared.dispatch(SELECT_TOKEN, &b, &[], &imm, [1, 1, 1])
+        self.m.shared.dispatch(SELECT_TOKEN, &b, &[], &imm, [1, 1, 1])
     }
 
     /// Fills f16 `t` (`[rows, cols]`) with the slice at (`row_offset`, `col_offset`) of the
@@ -753,7 +743,7 @@ impl Member {
             col_offset: col_offset as u32,
             shift,
         };
-        self.shared.dispatch(
+        self.m.shared.dispatch(
             INIT_WEIGHTS_F16,
             &[&t.buffer],
             &[],
