@@ -16,6 +16,8 @@
 #   pkg-config, libfontconfig-dev, libfreetype-dev
 #                            fonts for the benchmark charts (plotters links fontconfig/freetype)
 #   gcc, libc6-dev           only when no C linker (cc) is present: rustc links through it
+#   libopenmpi-dev, openmpi-bin, libclang-dev
+#                            `test` only: the `mpi` feature's tests (Open MPI; bindgen needs libclang)
 # Rust itself is not installed from apt (Debian's rustc is too old); install it with rustup.
 set -euo pipefail
 
@@ -35,8 +37,9 @@ commands:
   demo      run every kernel on every member of a group and check it against the CPU
             (cargo run -p crossgpu-cli -- demo ARGS; e.g. ./dev.sh demo --len 1000)
   test      run the test suite with the Khronos validation layer on
-            (cargo test --workspace ARGS; e.g. ./dev.sh test -- --nocapture), then the
-            library's tests again on Mesa 26's lavapipe (scripts/newer-lavapipe.sh)
+            (cargo test --workspace ARGS; e.g. ./dev.sh test -- --nocapture), the MPI
+            ranks' test (feature mpi, under mpirun), then the library's tests again on
+            Mesa 26's lavapipe (scripts/newer-lavapipe.sh)
   devices   list the Vulkan adapters and the capabilities crossgpu uses
             (cargo run -p crossgpu-cli -- devices)
 
@@ -48,7 +51,7 @@ EOF
 # Installs the Debian packages crossgpu needs that dpkg does not report as installed.
 ensure_packages() {
     local wanted=(libvulkan1 mesa-vulkan-drivers vulkan-validationlayers vulkan-tools
-        pkg-config libfontconfig-dev libfreetype-dev)
+        pkg-config libfontconfig-dev libfreetype-dev "$@")
     if ! command -v cc >/dev/null 2>&1; then
         wanted+=(gcc libc6-dev)
     fi
@@ -117,7 +120,7 @@ ensure_runtime_dir() {
 }
 
 setup() {
-    ensure_packages
+    ensure_packages "$@"
     ensure_cargo
     ensure_runtime_dir
 }
@@ -138,7 +141,7 @@ case "$cmd" in
         run cargo run -p crossgpu-cli -- demo "$@"
         ;;
     test)
-        setup
+        setup libopenmpi-dev openmpi-bin libclang-dev
         # llvmpipe runs all its VkDevices' kernels on one pool of threads (the CPU count by
         # default); the DevicePoll tests poll from up to 4 members at once, each holding one.
         if [ -z "${LP_NUM_THREADS:-}" ]; then
@@ -146,6 +149,9 @@ case "$cmd" in
             say "LP_NUM_THREADS=$LP_NUM_THREADS (DevicePoll tests poll from up to 4 lavapipe devices)"
         fi
         run cargo test --workspace "$@"
+        # The communicator across MPI ranks (feature `mpi`): its test starts itself under
+        # mpirun with 2, 3 and 4 ranks of lavapipe members.
+        run cargo test -p crossgpu --features mpi --test ranks "$@"
         # A second lavapipe generation (Mesa 26 from trixie-backports, unpacked into the
         # git-ignored .newer-lavapipe/; the system is not touched): its SYNC_FD semaphores run
         # the SyncFd mode, which Debian 12's lavapipe lacks, and the library's whole suite runs

@@ -111,6 +111,8 @@ mod group;
 mod instance;
 pub mod kernels;
 mod ops;
+#[cfg(feature = "mpi")]
+pub mod ranks;
 mod stream;
 mod tensor;
 pub mod tp;

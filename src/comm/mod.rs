@@ -401,7 +401,11 @@ impl Comm {
         self.hooks.arm(alloc, import);
     }
 
-    fn validate<T: Borrow<Tensor>>(&self, tensors: &[T], opts: &AllReduceOptions) -> Result<usize> {
+    pub(crate) fn validate<T: Borrow<Tensor>>(
+        &self,
+        tensors: &[T],
+        opts: &AllReduceOptions,
+    ) -> Result<usize> {
         if let Some(p) = &self.poisoned {
             return Err(Error::Poisoned("the communicator".into(), p.clone()));
         }

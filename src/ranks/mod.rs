@@ -1,0 +1,338 @@
+//! A communicator across MPI ranks (feature `mpi`): every member of every rank of
+//! `MPI_COMM_WORLD` in one all-reduce, each process opening its own members as a
+//! [`DeviceGroup`], the way NCCL and torchrun run one process per GPU and hosts side by side.
+//!
+//! The all-reduce is hierarchical, the shape Horovod, Gloo and NCCL use: inside a rank the
+//! host-slot protocol sums the rank's members as [`Comm`] always does; between ranks, MPI
+//! gathers every rank's sum (one copy per rank, read back from its first member) and each rank
+//! adds them **in rank order** in f32 on the host, then writes that total into each of its
+//! members. Every rank adds the same values in the same order, so every member of every rank
+//! ends bitwise identical. The cost over a one-process group: a read-back and a write of the
+//! tensor per rank, and an all-gather of `ranks × n` elements, where an MPI all-reduce would move
+//! about `2n`: for the sizes tensor parallelism all-reduces (tens of KiB) the latency dominates;
+//! for large tensors this first form pays for its exact, order-fixed sum with bandwidth.
+//!
+//! Member order across ranks is rank, then the member's index in its group
+//! ([`RankComm::global_members`]); the sum adds each rank's members in their order, then the
+//! ranks in theirs: `N - 1` roundings for `N` members in all, as in one process, so the same
+//! error bound holds (`(N-1)·u·Σ|x|`).
+//!
+//! MPI runs on a thread of the communicator's own (`crossgpu-mpi`), on a duplicate of
+//! `MPI_COMM_WORLD` so its messages never meet the application's; the caller waits for it at
+//! most the communicator's timeout (`CROSSGPU_TIMEOUT_MS`), so a rank that stops calling
+//! `all_reduce` gives the others [`Error::Timeout`] instead of a hang, and poisons the
+//! communicator (the MPI thread stays blocked in its collective; end the job). MPI must be
+//! initialized by the application with `Threading::Serialized` or `Multiple`; with
+//! `Serialized`, make no MPI calls from other threads while an `all_reduce` runs.
+
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use mpi::datatype::PartitionMut;
+use mpi::traits::{Communicator, CommunicatorCollectives};
+
+use crate::comm::{AllReduceOptions, Comm, CommOptions, Precision};
+use crate::error::{Error, Result};
+use crate::group::{DeviceGroup, Member};
+use crate::tensor::Tensor;
+
+/// The least time [`RankComm::new`] waits for the other ranks.
+const STARTUP_WAIT: Duration = Duration::from_secs(60);
+
+/// This process's rank among the ranks of its host, from the launcher's environment:
+/// `LOCAL_RANK` (torchrun), `OMPI_COMM_WORLD_LOCAL_RANK` (Open MPI), `MPI_LOCALRANKID` (MPICH's
+/// Hydra) or `SLURM_LOCALID`; `None` when none is set. A program that gives each rank one GPU
+/// opens the adapter of this index (e.g. `CROSSGPU_DEVICES` set per rank).
+pub fn local_rank() -> Option<usize> {
+    ["LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
+}
+
+/// A member of the communicator across ranks, as every rank sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GlobalMember {
+    /// The MPI rank (of `MPI_COMM_WORLD`) whose group holds the member.
+    pub rank: usize,
+    /// Its index in that rank's group.
+    pub index: usize,
+    /// Its label there (adapter and queue).
+    pub label: String,
+}
+
+/// An all-reduce over every member of every rank (see the module docs).
+pub struct RankComm {
+    local: Comm,
+    group_members: Vec<Member>,
+    rank: usize,
+    members: Vec<GlobalMember>,
+    mpi: MpiThread,
+    timeout: Duration,
+    calls: u64,
+    poisoned: Option<String>,
+}
+
+impl RankComm {
+    /// The communicator over `group` on this rank and the groups of every other rank of
+    /// `MPI_COMM_WORLD` (a collective call: every rank makes it). Errors: MPI not initialized,
+    /// or initialized without thread support; an empty group; another rank not answering
+    /// within `opts.timeout` (at least a minute here, as ranks start at their own pace).
+    pub fn new(group: &DeviceGroup, opts: CommOptions) -> Result<Self> {
+        if !mpi::environment::is_initialized() || mpi::environment::is_finalized() {
+            return Err(Error::InvalidArgument(
+                "RankComm: initialize MPI first (mpi::initialize_with_threading) and keep it until the RankComm is dropped".into(),
+            ));
+        }
+        let threading = mpi::environment::threading_support();
+        if threading < mpi::Threading::Serialized {
+            return Err(Error::Unsupported(format!(
+                "RankComm: MPI was initialized with {threading:?}; its collectives run on a thread of \
+                 their own, which needs Threading::Serialized or Multiple"
+            )));
+        }
+        if group.is_empty() {
+            return Err(Error::InvalidArgument("RankComm: this rank's group has no members".into()));
+        }
+        let timeout = opts.timeout;
+        let local = Comm::with_options(group, opts)?;
+        let mpi = MpiThread::start()?;
+        // Every rank's members and labels: "label\n" per member.
+        let labels: String =
+            group.members().iter().map(|m| format!("{}\n", m.label().replace('\n', " "))).collect();
+        let words: Vec<u32> = labels.bytes().map(u32::from).collect();
+        let mut mpi = mpi;
+        // Ranks start at their own pace (process launch, device creation): the first gather
+        // waits at least a minute.
+        let gathered = mpi.gather(words, timeout.max(STARTUP_WAIT), "the ranks' member lists")?;
+        let mut members = Vec::new();
+        for (rank, words) in gathered.iter().enumerate() {
+            let text: String = words.iter().map(|&w| char::from(w as u8)).collect();
+            for (index, label) in text.lines().enumerate() {
+                members.push(GlobalMember { rank, index, label: label.to_string() });
+            }
+        }
+        let group_members = group.members().to_vec();
+        Ok(Self { local, group_members, rank: mpi.rank, members, mpi, timeout, calls: 0, poisoned: None })
+    }
+
+    /// This process's rank.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// The number of ranks.
+    pub fn ranks(&self) -> usize {
+        self.mpi.size
+    }
+
+    /// Every member of every rank, in the order the sum adds them: rank, then index.
+    pub fn global_members(&self) -> &[GlobalMember] {
+        &self.members
+    }
+
+    /// The communicator over this rank's members.
+    pub fn local(&self) -> &Comm {
+        &self.local
+    }
+
+    /// One line per member of every rank, in sum order, e.g. `member 3 = rank 1, member 1:
+    /// llvmpipe (…)`.
+    pub fn describe(&self) -> String {
+        self.members
+            .iter()
+            .enumerate()
+            .map(|(g, m)| format!("member {g} = rank {}: {}\n", m.rank, m.label))
+            .collect()
+    }
+
+    /// Sums one f32 tensor per member of this rank (in member order) with every other rank's,
+    /// in place: afterwards every member of every rank holds the same bits. Every rank calls it
+    /// with tensors of one length and the same `opts.precision`; a rank that calls with another
+    /// length or precision gets, with every other rank, [`Error::InvalidArgument`], and nothing
+    /// is written. `opts` apply to the sum inside each rank (the wire between ranks is f32).
+    pub fn all_reduce(&mut self, tensors: &mut [Tensor], opts: &AllReduceOptions) -> Result<()> {
+        if let Some(p) = &self.poisoned {
+            return Err(Error::Poisoned("the communicator across ranks".into(), p.clone()));
+        }
+        // This rank's arguments, checked before anything is exchanged; the verdict travels with
+        // the call's header, so a bad call on one rank fails on every rank and leaves every
+        // tensor as it was.
+        let local = self.local.validate(tensors, opts).and_then(|n| {
+            if (n as u64).saturating_mul(self.mpi.size as u64) > i32::MAX as u64 {
+                return Err(Error::Unsupported(format!(
+                    "RankComm::all_reduce of {n} elements over {} ranks: the gather holds at most 2^31 - 1 words; split the tensor",
+                    self.mpi.size
+                )));
+            }
+            Ok(n)
+        });
+        let n = local.as_ref().map_or(0, |&n| n);
+        self.calls += 1;
+        let precision = match opts.precision {
+            Precision::Auto => 0,
+            Precision::F32 => 1,
+            Precision::F16 => 2,
+        };
+        let call = [self.calls as u32, (self.calls >> 32) as u32, n as u32, precision];
+        let header = [&call[..], &[u32::from(local.is_ok())]].concat();
+        let headers = self.run(|mpi, t| mpi.gather(header.clone(), t, "the ranks' all-reduce calls"))?;
+        local?;
+        if let Some(r) = headers.iter().position(|h| h.get(4) != Some(&1)) {
+            return Err(Error::InvalidArgument(format!(
+                "RankComm::all_reduce: rank {r} refused the call (its arguments were invalid; its error says why)"
+            )));
+        }
+        if let Some(r) = headers.iter().position(|h| h[..4] != call) {
+            let e = Error::InvalidArgument(format!(
+                "RankComm::all_reduce: rank {} made call {} with {n} elements and precision {precision}, rank {r} \
+                 call {} with {} elements and precision {}: every rank must make the same calls",
+                self.rank,
+                self.calls,
+                u64::from(headers[r][0]) | u64::from(headers[r][1]) << 32,
+                headers[r][2],
+                headers[r][3]
+            ));
+            // The calls no longer pair up across ranks.
+            self.poisoned = Some(e.to_string());
+            return Err(e);
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        self.local.all_reduce(tensors, opts)?;
+        let sum = tensors[0].read()?;
+        let words: Vec<u32> = sum.iter().map(|v| v.to_bits()).collect();
+        let all = self.run(|mpi, t| mpi.gather(words, t, "the ranks' sums"))?;
+        if let Some(r) = all.iter().position(|s| s.len() != n) {
+            let e = Error::InvalidArgument(format!(
+                "RankComm::all_reduce: rank {r} sent {} elements, not {n}",
+                all[r].len()
+            ));
+            self.poisoned = Some(e.to_string());
+            return Err(e);
+        }
+        // The ranks' sums added in rank order, the same on every rank.
+        let mut total: Vec<f32> = all[0].iter().map(|&w| f32::from_bits(w)).collect();
+        for rank_sum in &all[1..] {
+            for (t, &w) in total.iter_mut().zip(rank_sum) {
+                *t += f32::from_bits(w);
+            }
+        }
+        for (m, t) in self.group_members.iter().zip(tensors.iter()) {
+            m.write(t, &total)?;
+        }
+        Ok(())
+    }
+
+    /// Runs an MPI step, poisoning the communicator when it fails.
+    fn run<T>(&mut self, step: impl FnOnce(&mut MpiThread, Duration) -> Result<T>) -> Result<T> {
+        let r = step(&mut self.mpi, self.timeout);
+        if let Err(e) = &r {
+            self.poisoned = Some(e.to_string());
+        }
+        r
+    }
+}
+
+/// A gather the MPI thread runs: every rank's words, in rank order.
+struct Gather {
+    words: Vec<u32>,
+    reply: Sender<Vec<Vec<u32>>>,
+}
+
+/// The thread that makes every MPI call of a [`RankComm`], on its duplicate of
+/// `MPI_COMM_WORLD` (communicators cannot move between threads).
+struct MpiThread {
+    jobs: Option<Sender<Gather>>,
+    thread: Option<JoinHandle<()>>,
+    rank: usize,
+    size: usize,
+    /// A gather timed out: the thread may be blocked in it for good.
+    stuck: bool,
+}
+
+impl MpiThread {
+    fn start() -> Result<Self> {
+        let (jobs, inbox) = channel::<Gather>();
+        let (ready_tx, ready) = channel();
+        let thread = std::thread::Builder::new()
+            .name("crossgpu-mpi".into())
+            .spawn(move || serve(inbox, ready_tx))
+            .map_err(|e| Error::OutOfHostMemory(format!(": cannot start the MPI thread: {e}")))?;
+        let (rank, size) = ready
+            .recv()
+            .map_err(|_| Error::Unsupported("RankComm: the MPI thread ended before it started".into()))?;
+        Ok(Self { jobs: Some(jobs), thread: Some(thread), rank, size, stuck: false })
+    }
+
+    /// Every rank's `words`, in rank order; [`Error::Timeout`] when the gather does not finish
+    /// within `timeout` (a rank that does not take part).
+    fn gather(&mut self, words: Vec<u32>, timeout: Duration, what: &str) -> Result<Vec<Vec<u32>>> {
+        let (reply, answer) = channel();
+        let jobs = self.jobs.as_ref().expect("the sender lives as long as the thread");
+        jobs.send(Gather { words, reply })
+            .map_err(|_| Error::Unsupported("RankComm: the MPI thread has ended".into()))?;
+        match answer.recv_timeout(timeout) {
+            Ok(all) => Ok(all),
+            Err(RecvTimeoutError::Timeout) => {
+                self.stuck = true;
+                Err(Error::Timeout {
+                    what: format!("MPI all-gather of {what} (a rank did not take part; end the job)"),
+                    ms: timeout.as_millis() as u64,
+                })
+            }
+            Err(RecvTimeoutError::Disconnected) => Err(Error::Unsupported(format!(
+                "RankComm: the MPI thread ended during the all-gather of {what}"
+            ))),
+        }
+    }
+}
+
+impl Drop for MpiThread {
+    fn drop(&mut self) {
+        // Closing the channel ends the idle thread. One still blocked in a collective that a
+        // gone rank never joins is left behind rather than waited for.
+        drop(self.jobs.take());
+        if let Some(t) = self.thread.take() {
+            if !self.stuck {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+fn serve(inbox: Receiver<Gather>, ready: Sender<(usize, usize)>) {
+    let world = mpi::topology::SimpleCommunicator::world().duplicate();
+    let (rank, size) = (world.rank() as usize, world.size() as usize);
+    if ready.send((rank, size)).is_err() {
+        return;
+    }
+    while let Ok(job) = inbox.recv() {
+        let count = [job.words.len() as u64];
+        let mut counts = vec![0u64; size];
+        world.all_gather_into(&count[..], &mut counts[..]);
+        let counts: Vec<i32> = counts.iter().map(|&c| c as i32).collect();
+        let displs: Vec<i32> = counts
+            .iter()
+            .scan(0i32, |at, &c| {
+                let d = *at;
+                *at += c;
+                Some(d)
+            })
+            .collect();
+        let mut all = vec![0u32; counts.iter().map(|&c| c as usize).sum()];
+        {
+            let mut partition = PartitionMut::new(&mut all[..], &counts[..], &displs[..]);
+            world.all_gather_varcount_into(&job.words[..], &mut partition);
+        }
+        let mut per_rank = Vec::with_capacity(size);
+        let mut at = 0;
+        for &c in &counts {
+            per_rank.push(all[at..at + c as usize].to_vec());
+            at += c as usize;
+        }
+        // The caller may have given up (timeout); then nobody reads the reply.
+        let _ = job.reply.send(per_rank);
+    }
+}

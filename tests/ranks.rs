@@ -1,0 +1,257 @@
+//! The communicator across MPI ranks (`crossgpu::ranks`, feature `mpi`) on lavapipe: each test
+//! starts itself under `mpirun -np 2, 3 and 4` (as root with `--allow-run-as-root`, more ranks
+//! than cores with `--oversubscribe`); each rank opens one or two lavapipe members (ranks
+//! alternate, so the layouts are uneven) and runs the rounds. Every rank checks each of its
+//! members against the f64 sum over every member of every rank (the inputs are a function of
+//! the global member and the round, so each rank computes the whole reference) and bitwise
+//! across its own members, then prints a hash of each round's bits: the parent asserts that
+//! every rank printed the same hashes, i.e. every member of every rank holds the same bits.
+//! Validation-layer errors fail the rank.
+
+mod common;
+
+use std::process::Command;
+
+use crossgpu::ranks::RankComm;
+use crossgpu::{AllReduceOptions, CommOptions, DType, Error, Precision};
+
+/// Set in the ranks mpirun starts: the test body runs instead of starting mpirun.
+const RANK_ENV: &str = "CROSSGPU_TEST_RANK_CHILD";
+
+fn members_of(rank: usize) -> usize {
+    1 + rank % 2
+}
+
+/// Deterministic input of global member `g` in round `k`: values in [-1, 1), never zero.
+fn input(g: usize, k: usize, n: usize) -> Vec<f32> {
+    let mut rng = common::rng(((g as u64) << 32) ^ k as u64 ^ 0x5EED);
+    common::random(&mut rng, n)
+}
+
+fn hash(bits: impl Iterator<Item = u32>) -> u64 {
+    bits.fold(0xcbf2_9ce4_8422_2325u64, |h, w| (h ^ u64::from(w)).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// Starts this test under `mpirun -np ranks` for `rounds` rounds; returns every rank's report
+/// (each rank writes its own file: mpirun interleaves the ranks' output), after asserting that
+/// all of them succeeded.
+fn mpirun(ranks: usize, rounds: usize, test: &str) -> String {
+    let dir = std::env::temp_dir().join(format!("crossgpu-ranks-{}-{test}-{ranks}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a report folder");
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let mut cmd = Command::new("mpirun");
+    cmd.args(["-np", &ranks.to_string(), "--oversubscribe"]);
+    if is_root() {
+        cmd.arg("--allow-run-as-root");
+    }
+    cmd.arg(&exe)
+        .args(["--exact", test, "--nocapture", "--test-threads", "1"])
+        .env(RANK_ENV, &dir)
+        .env("CROSSGPU_TEST_RANK_ROUNDS", rounds.to_string());
+    let out = cmd.output().unwrap_or_else(|e| panic!("mpirun (apt-get install openmpi-bin): {e}"));
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "mpirun -np {ranks} {test}: {}\n{text}", out.status);
+    let reports: String = (0..ranks)
+        .map(|r| std::fs::read_to_string(dir.join(format!("rank-{r}.txt"))).unwrap_or_default())
+        .collect();
+    let _ = std::fs::remove_dir_all(&dir);
+    reports
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+/// The lines `RANK r: KEY VALUE` of the ranks' reports, as (rank, key, value).
+fn reports(text: &str) -> Vec<(usize, String, String)> {
+    text.lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix("RANK ")?;
+            let (rank, rest) = rest.split_once(": ")?;
+            let (key, value) = rest.split_once(' ')?;
+            Some((rank.parse().ok()?, key.to_string(), value.to_string()))
+        })
+        .collect()
+}
+
+#[test]
+fn every_member_of_every_rank_holds_the_same_bits() {
+    if let Some(dir) = std::env::var_os(RANK_ENV) {
+        return rank_rounds(std::path::Path::new(&dir));
+    }
+    let _serial = common::serial();
+    // 1000 rounds with two ranks; fewer with three and four, whose six lavapipe members share
+    // the machine's cores.
+    for (ranks, rounds) in [(2, 1000), (3, 100), (4, 100)] {
+        let text = mpirun(ranks, rounds, "every_member_of_every_rank_holds_the_same_bits");
+        let got = reports(&text);
+        for r in 0..ranks {
+            assert!(
+                got.iter().any(|(q, k, _)| *q == r && k == "done"),
+                "rank {r} of {ranks} did not finish:\n{text}"
+            );
+        }
+        let hashes: Vec<&(usize, String, String)> =
+            got.iter().filter(|(_, k, _)| k.starts_with("round")).collect();
+        let rounds = hashes.iter().filter(|(q, _, _)| *q == 0).count();
+        assert!(rounds > 0, "no rounds reported:\n{text}");
+        for (q, k, v) in &hashes {
+            let zero = hashes.iter().find(|(p, kk, _)| *p == 0 && kk == k).map(|x| &x.2);
+            assert_eq!(Some(v), zero, "{ranks} ranks, {k}: rank {q} holds other bits than rank 0");
+        }
+        assert_eq!(hashes.len(), rounds * ranks, "every rank reports every round");
+        eprintln!("{ranks} ranks: {rounds} rounds, bitwise equal on every member of every rank");
+        print!(
+            "{}",
+            text.lines().filter(|l| l.starts_with("member ")).map(|l| format!("{l}\n")).collect::<String>()
+        );
+    }
+}
+
+/// One rank: uneven members, rounds of growing and shrinking sizes on both wires, checked
+/// against the f64 reference and bitwise across this rank's members.
+fn rank_rounds(dir: &std::path::Path) {
+    let (_universe, _) =
+        mpi::initialize_with_threading(mpi::Threading::Serialized).expect("MPI initializes once");
+    let world_rank = {
+        use mpi::traits::Communicator;
+        mpi::topology::SimpleCommunicator::world().rank() as usize
+    };
+    let ranks = {
+        use mpi::traits::Communicator;
+        mpi::topology::SimpleCommunicator::world().size() as usize
+    };
+    let mine = members_of(world_rank);
+    let first: usize = (0..world_rank).map(members_of).sum();
+    let total: usize = (0..ranks).map(members_of).sum();
+    let group = common::logical(mine);
+    let mut comm =
+        RankComm::new(&group, CommOptions::from_env().expect("CROSSGPU_* variables")).expect("RankComm::new");
+    assert_eq!(comm.rank(), world_rank);
+    assert_eq!(comm.ranks(), ranks);
+    assert_eq!(comm.global_members().len(), total, "{}", comm.describe());
+    let mut report = String::new();
+    if world_rank == 0 {
+        report += &comm.describe();
+    }
+    let rounds: usize =
+        std::env::var("CROSSGPU_TEST_RANK_ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(100);
+    for k in 0..rounds {
+        let n = match k {
+            0 => 1,
+            1 => 100_003,
+            _ => 1 + (k * 7919) % 30_000,
+        };
+        let f16_wire = k % 2 == 1;
+        let opts = AllReduceOptions {
+            precision: if f16_wire { Precision::F16 } else { Precision::F32 },
+            ..Default::default()
+        };
+        let mut tensors: Vec<_> = group
+            .members()
+            .iter()
+            .enumerate()
+            .map(|(j, m)| m.upload_f32(&input(first + j, k, n)).unwrap())
+            .collect();
+        comm.all_reduce(&mut tensors, &opts).unwrap_or_else(|e| panic!("rank {world_rank} round {k}: {e}"));
+        let parts: Vec<Vec<f32>> = (0..total).map(|g| input(g, k, n)).collect();
+        let want = common::reference::all_reduce(&parts, &[], f16_wire);
+        let got: Vec<Vec<f32>> = tensors.iter().map(|t| t.read().unwrap()).collect();
+        common::assert_within_ev(&format!("rank {world_rank} round {k}"), &got[0], &want);
+        for (j, g) in got.iter().enumerate().skip(1) {
+            common::assert_bits(&format!("rank {world_rank} round {k} member {j}"), g, &got[0]);
+        }
+        report += &format!("RANK {world_rank}: round{k} {:016x}\n", hash(got[0].iter().map(|v| v.to_bits())));
+    }
+
+    // A rank whose arguments are wrong (a u32 tensor): it gets its own error, every other rank
+    // an error naming it, nothing is written, and the next call works everywhere.
+    let n = 1000;
+    let mut tensors: Vec<_> = group.members().iter().map(|m| m.upload_f32(&vec![1.0; n]).unwrap()).collect();
+    if world_rank == 1 {
+        tensors[0] = group.members()[0].empty(&[n], DType::U32).unwrap();
+    }
+    let e = comm.all_reduce(&mut tensors, &AllReduceOptions::default()).expect_err("a rank refused");
+    match world_rank {
+        1 => assert!(matches!(e, Error::DtypeMismatch { .. }), "{e}"),
+        _ => {
+            assert!(matches!(e, Error::InvalidArgument(_)) && e.to_string().contains("rank 1"), "{e}");
+            assert_eq!(tensors[0].read().unwrap(), vec![1.0; n], "nothing is written on a refused call");
+        }
+    }
+    let mut tensors: Vec<_> = group.members().iter().map(|m| m.upload_f32(&vec![1.0; n]).unwrap()).collect();
+    comm.all_reduce(&mut tensors, &AllReduceOptions::default()).expect("the call after a refused one");
+    for t in &tensors {
+        assert_eq!(t.read().unwrap(), vec![total as f32; n]);
+    }
+
+    // Ranks that disagree on the length: every rank gets InvalidArgument and the communicator
+    // is poisoned (the calls no longer pair up).
+    let n = if world_rank == 0 { 10 } else { 11 };
+    let mut tensors: Vec<_> = group.members().iter().map(|m| m.upload_f32(&vec![1.0; n]).unwrap()).collect();
+    let e = comm.all_reduce(&mut tensors, &AllReduceOptions::default()).expect_err("lengths differ");
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    assert_eq!(tensors[0].read().unwrap(), vec![1.0; n], "nothing is written on a mismatched call");
+    let e = comm.all_reduce(&mut tensors, &AllReduceOptions::default()).expect_err("poisoned");
+    assert!(matches!(e, Error::Poisoned(..)), "{e}");
+
+    drop(comm);
+    drop(group);
+    common::assert_no_validation_errors();
+    report += &format!("RANK {world_rank}: done {rounds}\n");
+    std::fs::write(dir.join(format!("rank-{world_rank}.txt")), report).expect("the rank's report");
+}
+
+/// A rank that stops taking part (here: rank 0 never makes its call): every other rank gets
+/// `Error::Timeout` within `CROSSGPU_TIMEOUT_MS` and a poisoned communicator, not a hang; the
+/// job still ends (the stuck MPI threads are left behind).
+#[test]
+fn a_rank_that_stops_calling_gives_the_others_a_timeout() {
+    if let Some(dir) = std::env::var_os(RANK_ENV) {
+        return absent_rank(std::path::Path::new(&dir));
+    }
+    let _serial = common::serial();
+    for ranks in [2, 3] {
+        let text = mpirun(ranks, 0, "a_rank_that_stops_calling_gives_the_others_a_timeout");
+        let got = reports(&text);
+        for r in 1..ranks {
+            assert!(got.iter().any(|(q, k, _)| *q == r && k == "timeout"), "rank {r} of {ranks}:\n{text}");
+        }
+        assert!(got.iter().any(|(q, k, _)| *q == 0 && k == "done"), "rank 0 of {ranks}:\n{text}");
+        eprint!("{ranks} ranks:\n{text}");
+    }
+}
+
+fn absent_rank(dir: &std::path::Path) {
+    std::env::set_var("CROSSGPU_TIMEOUT_MS", "3000");
+    let (_universe, _) =
+        mpi::initialize_with_threading(mpi::Threading::Serialized).expect("MPI initializes once");
+    let rank = {
+        use mpi::traits::Communicator;
+        mpi::topology::SimpleCommunicator::world().rank() as usize
+    };
+    let group = common::logical(1);
+    let mut comm =
+        RankComm::new(&group, CommOptions::from_env().expect("CROSSGPU_* variables")).expect("RankComm::new");
+    let mut report = String::new();
+    if rank == 0 {
+        // Never calls: the others wait for it.
+        report += "RANK 0: done absent\n";
+    } else {
+        let mut t = vec![group.members()[0].upload_f32(&[1.0; 64]).unwrap()];
+        let start = std::time::Instant::now();
+        let e = comm.all_reduce(&mut t, &AllReduceOptions::default()).expect_err("rank 0 is absent");
+        assert!(matches!(e, Error::Timeout { .. }), "{e}");
+        let e = comm.all_reduce(&mut t, &AllReduceOptions::default()).expect_err("poisoned");
+        assert!(matches!(e, Error::Poisoned(..)), "{e}");
+        report += &format!("RANK {rank}: timeout after {:?}\n", start.elapsed());
+    }
+    std::fs::write(dir.join(format!("rank-{rank}.txt")), report).expect("the rank's report");
+    drop(comm);
+}
