@@ -30,9 +30,7 @@ fn decode(cfg: &DecoderConfig, members: usize, split: &SplitSpec, mode: Mode) ->
     let comm = match Comm::with_options(&g, opts) {
         Ok(c) => c,
         // Too few llvmpipe threads, or (GPU machine layouts) two members on one GPU.
-        Err(Error::Unsupported(why))
-            if why.contains("LP_NUM_THREADS") || std::env::var_os("CROSSGPU_TEST_ADAPTERS").is_some() =>
-        {
+        Err(Error::Unsupported(why)) if common::device_poll_refused_by_layout(&why) => {
             eprintln!("SKIPPED: {mode} over {members} members: {why}");
             return None;
         }

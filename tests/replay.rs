@@ -83,9 +83,7 @@ fn device_poll(g: &DeviceGroup) -> Option<Comm> {
         CommOptions { mode: ModeRequest::Forced(Mode::DevicePoll), ..CommOptions::from_env().unwrap() };
     match Comm::with_options(g, opts) {
         Ok(c) => Some(c),
-        Err(Error::Unsupported(why))
-            if why.contains("LP_NUM_THREADS") || std::env::var_os("CROSSGPU_TEST_ADAPTERS").is_some() =>
-        {
+        Err(Error::Unsupported(why)) if common::device_poll_refused_by_layout(&why) => {
             eprintln!("SKIPPED: DevicePoll over {} members: {why}", g.len());
             None
         }

@@ -539,9 +539,7 @@ fn device_poll_decodes_the_same_tokens_in_one_submit_per_token() {
         let comm = match Comm::with_options(&g, opts) {
             Ok(c) => c,
             // Too few llvmpipe threads, or (GPU machine layouts) two members on one GPU.
-            Err(crossgpu::Error::Unsupported(why))
-                if why.contains("LP_NUM_THREADS") || std::env::var_os("CROSSGPU_TEST_ADAPTERS").is_some() =>
-            {
+            Err(crossgpu::Error::Unsupported(why)) if common::device_poll_refused_by_layout(&why) => {
                 eprintln!("SKIPPED: {name}: {why}");
                 continue;
             }

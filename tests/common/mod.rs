@@ -100,6 +100,17 @@ pub fn logical(n: usize) -> DeviceGroup {
     }
 }
 
+/// Whether DevicePoll's refusal `why` comes from the test layout, not from a fault: too few
+/// llvmpipe threads, or members on one GPU (`CROSSGPU_TEST_ADAPTERS` spreading more members
+/// than GPUs, `CROSSGPU_TEST_STANDINS` members sharing a VkDevice), which DevicePoll refuses
+/// by design. The caller skips loudly.
+pub fn device_poll_refused_by_layout(why: &str) -> bool {
+    why.contains("LP_NUM_THREADS")
+        || why.contains("share a VkDevice")
+        || why.contains("VkDevices of one GPU")
+        || std::env::var_os("CROSSGPU_TEST_ADAPTERS").is_some()
+}
+
 /// Fails the calling test if the validation layer reported any error so far in this process.
 /// The layer's one known false positive (`crossgpu::KNOWN_LAYER_FALSE_POSITIVES`, its own
 /// timeline bookkeeping on wait-before-signal, which the spec allows) is not an error; the
