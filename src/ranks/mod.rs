@@ -61,7 +61,8 @@ pub struct GlobalMember {
     pub label: String,
 }
 
-/// An all-reduce over every member of every rank (see the module docs).
+/// An all-reduce over every member of every rank (see the module docs). Drop it before MPI
+/// is finalized (before the `mpi::environment::Universe`).
 pub struct RankComm {
     local: Comm,
     group_members: Vec<Member>,
@@ -334,5 +335,10 @@ fn serve(inbox: Receiver<Gather>, ready: Sender<(usize, usize)>) {
         }
         // The caller may have given up (timeout); then nobody reads the reply.
         let _ = job.reply.send(per_rank);
+    }
+    // Freeing the duplicate after MPI_Finalize would be an MPI error: an application that
+    // finalized first leaves it to the process's end.
+    if mpi::environment::is_finalized() {
+        std::mem::forget(world);
     }
 }
