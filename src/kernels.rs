@@ -92,6 +92,13 @@ impl<P> Entry<P> {
     }
 }
 
+impl KernelSpec {
+    /// The SPIR-V module as 32-bit words, as `vkCreateShaderModule` takes it.
+    pub fn spirv_words(&self) -> Vec<u32> {
+        self.spirv.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+    }
+}
+
 include!(concat!(env!("OUT_DIR"), "/kernels.rs"));
 
 /// Finds an entry point by name.
@@ -116,8 +123,7 @@ impl KernelSet {
             return Ok(k.clone());
         }
         let spec = entry.spec();
-        let words: Vec<u32> =
-            spec.spirv.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        let words = spec.spirv_words();
         let layout =
             KernelLayout { read_only: spec.read_only.to_vec(), immediate_bytes: spec.immediate_bytes };
         let k = Kernel::new(&self.device, spec.entry, &words, spec.entry, &layout)?;

@@ -136,8 +136,7 @@ impl WgpuComm {
             }
         }
         let spec = REDUCE_SLOTS_F32.spec();
-        let words: Vec<u32> =
-            spec.spirv.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        let words = spec.spirv_words();
         let mut members = Vec::new();
         let mut check_layouts = Vec::new();
         for (i, (d, q)) in devices.iter().enumerate() {
