@@ -68,6 +68,16 @@ fn is_root() -> bool {
         .unwrap_or(false)
 }
 
+/// In a rank: MPI initialized as `RankComm` needs it, this rank and the number of ranks.
+fn init_mpi() -> (mpi::environment::Universe, usize, usize) {
+    use mpi::traits::Communicator;
+    let (universe, _) =
+        mpi::initialize_with_threading(mpi::Threading::Serialized).expect("MPI initializes once");
+    let world = universe.world();
+    let (rank, size) = (world.rank() as usize, world.size() as usize);
+    (universe, rank, size)
+}
+
 /// The lines `RANK r: KEY VALUE` of the ranks' reports, as (rank, key, value).
 fn reports(text: &str) -> Vec<(usize, String, String)> {
     text.lines()
@@ -117,16 +127,7 @@ fn every_member_of_every_rank_holds_the_same_bits() {
 /// One rank: uneven members, rounds of growing and shrinking sizes on both wires, checked
 /// against the f64 reference and bitwise across this rank's members.
 fn rank_rounds(dir: &std::path::Path) {
-    let (_universe, _) =
-        mpi::initialize_with_threading(mpi::Threading::Serialized).expect("MPI initializes once");
-    let world_rank = {
-        use mpi::traits::Communicator;
-        mpi::topology::SimpleCommunicator::world().rank() as usize
-    };
-    let ranks = {
-        use mpi::traits::Communicator;
-        mpi::topology::SimpleCommunicator::world().size() as usize
-    };
+    let (_universe, world_rank, ranks) = init_mpi();
     let mine = members_of(world_rank);
     let first: usize = (0..world_rank).map(members_of).sum();
     let total: usize = (0..ranks).map(members_of).sum();
@@ -230,12 +231,7 @@ fn a_rank_that_stops_calling_gives_the_others_a_timeout() {
 
 fn absent_rank(dir: &std::path::Path) {
     std::env::set_var("CROSSGPU_TIMEOUT_MS", "3000");
-    let (_universe, _) =
-        mpi::initialize_with_threading(mpi::Threading::Serialized).expect("MPI initializes once");
-    let rank = {
-        use mpi::traits::Communicator;
-        mpi::topology::SimpleCommunicator::world().rank() as usize
-    };
+    let (_universe, rank, _) = init_mpi();
     let group = common::logical(1);
     let mut comm =
         RankComm::new(&group, CommOptions::from_env().expect("CROSSGPU_* variables")).expect("RankComm::new");

@@ -348,6 +348,12 @@ impl Comm {
         self.members.len()
     }
 
+    /// The members, in the order [`Comm::all_reduce`] takes their tensors (for `RankComm`).
+    #[cfg(feature = "mpi")]
+    pub(crate) fn members(&self) -> &[Member] {
+        &self.members
+    }
+
     /// Whether the communicator has no members.
     pub fn is_empty(&self) -> bool {
         self.members.is_empty()

@@ -34,7 +34,7 @@ use mpi::traits::{Communicator, CommunicatorCollectives};
 
 use crate::comm::{AllReduceOptions, Comm, CommOptions, Precision};
 use crate::error::{Error, Result};
-use crate::group::{DeviceGroup, Member};
+use crate::group::DeviceGroup;
 use crate::tensor::Tensor;
 
 /// The least time [`RankComm::new`] waits for the other ranks.
@@ -65,8 +65,6 @@ pub struct GlobalMember {
 /// is finalized (before the `mpi::environment::Universe`).
 pub struct RankComm {
     local: Comm,
-    group_members: Vec<Member>,
-    rank: usize,
     members: Vec<GlobalMember>,
     mpi: MpiThread,
     timeout: Duration,
@@ -97,29 +95,27 @@ impl RankComm {
         }
         let timeout = opts.timeout;
         let local = Comm::with_options(group, opts)?;
-        let mpi = MpiThread::start()?;
-        // Every rank's members and labels: "label\n" per member.
+        let mut mpi = MpiThread::start()?;
+        // Every rank's members and labels: "label\n" per member, one UTF-8 byte per word.
         let labels: String =
             group.members().iter().map(|m| format!("{}\n", m.label().replace('\n', " "))).collect();
         let words: Vec<u32> = labels.bytes().map(u32::from).collect();
-        let mut mpi = mpi;
         // Ranks start at their own pace (process launch, device creation): the first gather
         // waits at least a minute.
         let gathered = mpi.gather(words, timeout.max(STARTUP_WAIT), "the ranks' member lists")?;
         let mut members = Vec::new();
         for (rank, words) in gathered.iter().enumerate() {
-            let text: String = words.iter().map(|&w| char::from(w as u8)).collect();
-            for (index, label) in text.lines().enumerate() {
+            let bytes: Vec<u8> = words.iter().map(|&w| w as u8).collect();
+            for (index, label) in String::from_utf8_lossy(&bytes).lines().enumerate() {
                 members.push(GlobalMember { rank, index, label: label.to_string() });
             }
         }
-        let group_members = group.members().to_vec();
-        Ok(Self { local, group_members, rank: mpi.rank, members, mpi, timeout, calls: 0, poisoned: None })
+        Ok(Self { local, members, mpi, timeout, calls: 0, poisoned: None })
     }
 
     /// This process's rank.
     pub fn rank(&self) -> usize {
-        self.rank
+        self.mpi.rank
     }
 
     /// The number of ranks.
@@ -137,8 +133,8 @@ impl RankComm {
         &self.local
     }
 
-    /// One line per member of every rank, in sum order, e.g. `member 3 = rank 1, member 1:
-    /// llvmpipe (…)`.
+    /// One line per member of every rank, in sum order, e.g. `member 3 = rank 1: member 1:
+    /// llvmpipe (…)` (the rank's own label of the member follows the colon).
     pub fn describe(&self) -> String {
         self.members
             .iter()
@@ -177,7 +173,7 @@ impl RankComm {
         };
         let call = [self.calls as u32, (self.calls >> 32) as u32, n as u32, precision];
         let header = [&call[..], &[u32::from(local.is_ok())]].concat();
-        let headers = self.run(|mpi, t| mpi.gather(header.clone(), t, "the ranks' all-reduce calls"))?;
+        let headers = self.run(|mpi, t| mpi.gather(header, t, "the ranks' all-reduce calls"))?;
         local?;
         if let Some(r) = headers.iter().position(|h| h.get(4) != Some(&1)) {
             return Err(Error::InvalidArgument(format!(
@@ -188,7 +184,7 @@ impl RankComm {
             let e = Error::InvalidArgument(format!(
                 "RankComm::all_reduce: rank {} made call {} with {n} elements and precision {precision}, rank {r} \
                  call {} with {} elements and precision {}: every rank must make the same calls",
-                self.rank,
+                self.mpi.rank,
                 self.calls,
                 u64::from(headers[r][0]) | u64::from(headers[r][1]) << 32,
                 headers[r][2],
@@ -220,7 +216,7 @@ impl RankComm {
                 *t += f32::from_bits(w);
             }
         }
-        for (m, t) in self.group_members.iter().zip(tensors.iter()) {
+        for (m, t) in self.local.members().iter().zip(tensors.iter()) {
             m.write(t, &total)?;
         }
         Ok(())
