@@ -36,12 +36,17 @@ fn hash(bits: impl Iterator<Item = u32>) -> u64 {
 /// (each rank writes its own file: mpirun interleaves the ranks' output), after asserting that
 /// all of them succeeded.
 fn mpirun(ranks: usize, rounds: usize, test: &str) -> String {
+    mpirun_with(ranks, rounds, test, &[], true)
+}
+
+/// [`mpirun`] with more `mpirun` arguments; `must_succeed: false` when a rank is meant to die.
+fn mpirun_with(ranks: usize, rounds: usize, test: &str, args: &[&str], must_succeed: bool) -> String {
     let dir = std::env::temp_dir().join(format!("crossgpu-ranks-{}-{test}-{ranks}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("a report folder");
     let exe = std::env::current_exe().expect("the test binary's path");
     let mut cmd = Command::new("mpirun");
-    cmd.args(["-np", &ranks.to_string(), "--oversubscribe"]);
+    cmd.args(["-np", &ranks.to_string(), "--oversubscribe"]).args(args);
     if is_root() {
         cmd.arg("--allow-run-as-root");
     }
@@ -51,7 +56,7 @@ fn mpirun(ranks: usize, rounds: usize, test: &str) -> String {
         .env("CROSSGPU_TEST_RANK_ROUNDS", rounds.to_string());
     let out = cmd.output().unwrap_or_else(|e| panic!("mpirun (apt-get install openmpi-bin): {e}"));
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "mpirun -np {ranks} {test}: {}\n{text}", out.status);
+    assert!(!must_succeed || out.status.success(), "mpirun -np {ranks} {test}: {}\n{text}", out.status);
     let reports: String = (0..ranks)
         .map(|r| std::fs::read_to_string(dir.join(format!("rank-{r}.txt"))).unwrap_or_default())
         .collect();
@@ -210,10 +215,10 @@ fn rank_rounds(dir: &std::path::Path) {
 }
 
 /// A rank that stops taking part (here: rank 0 never makes its call): every other rank gets
-/// `Error::Timeout` within `CROSSGPU_TIMEOUT_MS` and a poisoned communicator, not a hang; the
-/// job still ends (the stuck MPI threads are left behind).
+/// `Error::Timeout` within `CROSSGPU_TIMEOUT_MS` and a poisoned communicator, not a hang; then
+/// every rank finalizes MPI and the job ends cleanly (the timed-out ranks' MPI threads parked,
+/// out of MPI, with their collective pending).
 #[test]
-#[ignore = "flaky: a timed-out rank finalizes MPI while its MPI thread is still in the collective, which aborted Open MPI once in CI (malloc_consolidate in mca_base_var_finalize); needs a finalize-safe end for the stuck thread. Run with --ignored"]
 fn a_rank_that_stops_calling_gives_the_others_a_timeout() {
     if let Some(dir) = std::env::var_os(RANK_ENV) {
         return absent_rank(std::path::Path::new(&dir));
@@ -251,4 +256,87 @@ fn absent_rank(dir: &std::path::Path) {
     }
     std::fs::write(dir.join(format!("rank-{rank}.txt")), report).expect("the rank's report");
     drop(comm);
+}
+
+/// A rank killed (SIGKILL) at a random point of its rounds, while the others keep calling:
+/// every other rank gets an error (`Error::Timeout`: Open MPI 4.1 reports no peer failure to
+/// the survivors, on shared memory as on TCP), none a wrong sum or a hang, and each then
+/// finalizes MPI and ends. `mpirun --enable-recovery` keeps the survivors running after the
+/// death (by default it ends the whole job at once, which is also no hang).
+#[test]
+fn a_rank_killed_mid_round_gives_the_others_an_error() {
+    if let Some(dir) = std::env::var_os(RANK_ENV) {
+        return killed_rank(std::path::Path::new(&dir));
+    }
+    let _serial = common::serial();
+    for ranks in [2, 3] {
+        let test = "a_rank_killed_mid_round_gives_the_others_an_error";
+        let text = mpirun_with(ranks, 0, test, &["--enable-recovery"], false);
+        let got = reports(&text);
+        for r in 1..ranks {
+            assert!(got.iter().any(|(q, k, _)| *q == r && k == "error"), "rank {r} of {ranks}:\n{text}");
+        }
+        assert!(!got.iter().any(|(q, _, _)| *q == 0), "rank 0 was to die before reporting:\n{text}");
+        eprint!("{ranks} ranks:\n{text}");
+    }
+}
+
+fn killed_rank(dir: &std::path::Path) {
+    // Above the validation layer's own 10 s stall on a queue waiting for a timeline value the
+    // host signals later (crossgpu::KNOWN_LAYER_FALSE_POSITIVES): with a shorter bound a rank
+    // held there looks absent to the others.
+    std::env::set_var("CROSSGPU_TIMEOUT_MS", "15000");
+    let (_universe, rank, ranks) = init_mpi();
+    let total: usize = (0..ranks).map(members_of).sum();
+    let first: usize = (0..rank).map(members_of).sum();
+    let group = common::logical(members_of(rank));
+    let mut comm =
+        RankComm::new(&group, CommOptions::from_env().expect("CROSSGPU_* variables")).expect("RankComm::new");
+    let mut report = String::new();
+    let mut last_good = std::time::Instant::now();
+    for k in 0.. {
+        if rank == 0 && k == 20 {
+            // Dies a little later, wherever its rounds are then.
+            let delay = std::time::Duration::from_millis(100 + u64::from(std::process::id() % 200));
+            std::thread::spawn(move || {
+                std::thread::sleep(delay);
+                let _ = Command::new("kill").args(["-9", &std::process::id().to_string()]).status();
+            });
+        }
+        let n = 1 + (k * 7919) % 4096;
+        let mut tensors: Vec<_> = group
+            .members()
+            .iter()
+            .enumerate()
+            .map(|(j, m)| m.upload_f32(&input(first + j, k, n)).unwrap())
+            .collect();
+        match comm.all_reduce(&mut tensors, &AllReduceOptions::default()) {
+            Ok(()) => {
+                let parts: Vec<Vec<f32>> = (0..total).map(|g| input(g, k, n)).collect();
+                let want = common::reference::all_reduce(&parts, &[], false);
+                for (j, t) in tensors.iter().enumerate() {
+                    common::assert_within_ev(
+                        &format!("rank {rank} round {k} member {j}"),
+                        &t.read().unwrap(),
+                        &want,
+                    );
+                }
+                last_good = std::time::Instant::now();
+            }
+            Err(e) => {
+                assert!(rank != 0, "rank 0 is the one that dies: {e}");
+                assert!(k >= 20, "rank {rank} failed in round {k}, before rank 0 was set to die: {e}");
+                assert!(matches!(e, Error::Timeout { .. }), "rank {rank} round {k}: {e}");
+                report += &format!(
+                    "RANK {rank}: error in round {k}, {:?} after its last completed round: {e}\n",
+                    last_good.elapsed()
+                );
+                break;
+            }
+        }
+    }
+    drop(comm);
+    drop(group);
+    common::assert_no_validation_errors();
+    std::fs::write(dir.join(format!("rank-{rank}.txt")), report).expect("the rank's report");
 }

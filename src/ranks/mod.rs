@@ -21,15 +21,21 @@
 //! `MPI_COMM_WORLD` so its messages never meet the application's; the caller waits for it at
 //! most the communicator's timeout (`CROSSGPU_TIMEOUT_MS`), so a rank that stops calling
 //! `all_reduce` gives the others [`Error::Timeout`] instead of a hang, and poisons the
-//! communicator (the MPI thread stays blocked in its collective; end the job). MPI must be
-//! initialized by the application with `Threading::Serialized` or `Multiple`; with
-//! `Serialized`, make no MPI calls from other threads while an `all_reduce` runs.
+//! communicator. The thread runs each collective non-blocking and polls it, so after a timeout
+//! it stops calling MPI at once (it parks with the collective's request still pending, which
+//! MPI owns until the process ends): the application may then make its own MPI calls and
+//! finalize. MPI must be initialized by the application with `Threading::Serialized` or
+//! `Multiple`; with `Serialized`, make no MPI calls from other threads while an `all_reduce`
+//! runs.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use mpi::datatype::PartitionMut;
+use mpi::request::{Request, Scope};
 use mpi::traits::{Communicator, CommunicatorCollectives};
 
 use crate::comm::{AllReduceOptions, Comm, CommOptions, Precision};
@@ -240,42 +246,58 @@ struct Gather {
 
 /// The thread that makes every MPI call of a [`RankComm`], on its duplicate of
 /// `MPI_COMM_WORLD` (communicators cannot move between threads).
+///
+/// It starts each collective non-blocking and polls it, so that it can stop making MPI calls
+/// when the communicator is dropped while a collective waits for a rank that never joins: the
+/// thread then parks for good, holding that request, and the application can finalize MPI
+/// without another thread inside the library (a blocked `MPI_Allgather` there aborted Open MPI
+/// in `MPI_Finalize`).
 struct MpiThread {
     jobs: Option<Sender<Gather>>,
     thread: Option<JoinHandle<()>>,
+    /// Set by `drop`: stop polling, end or park.
+    stop: Arc<AtomicBool>,
+    /// Answered once the thread makes no more MPI calls (it ended or parked).
+    quiet: Receiver<()>,
     rank: usize,
     size: usize,
-    /// A gather timed out: the thread may be blocked in it for good.
-    stuck: bool,
 }
 
 impl MpiThread {
     fn start() -> Result<Self> {
         let (jobs, inbox) = channel::<Gather>();
         let (ready_tx, ready) = channel();
+        let (quiet_tx, quiet) = channel();
+        let stop = Arc::new(AtomicBool::new(false));
+        let control = Control { stop: stop.clone(), quiet: quiet_tx };
         let thread = std::thread::Builder::new()
             .name("crossgpu-mpi".into())
-            .spawn(move || serve(inbox, ready_tx))
+            .spawn(move || {
+                serve(inbox, ready_tx, &control);
+                let _ = control.quiet.send(());
+            })
             .map_err(|e| Error::OutOfHostMemory(format!(": cannot start the MPI thread: {e}")))?;
         let (rank, size) = ready
             .recv()
             .map_err(|_| Error::Unsupported("RankComm: the MPI thread ended before it started".into()))?;
-        Ok(Self { jobs: Some(jobs), thread: Some(thread), rank, size, stuck: false })
+        Ok(Self { jobs: Some(jobs), thread: Some(thread), stop, quiet, rank, size })
     }
 
     /// Every rank's `words`, in rank order; [`Error::Timeout`] when the gather does not finish
     /// within `timeout` (a rank that does not take part).
     fn gather(&mut self, words: Vec<u32>, timeout: Duration, what: &str) -> Result<Vec<Vec<u32>>> {
         let (reply, answer) = channel();
-        let jobs = self.jobs.as_ref().expect("the sender lives as long as the thread");
-        jobs.send(Gather { words, reply })
-            .map_err(|_| Error::Unsupported("RankComm: the MPI thread has ended".into()))?;
+        let ended = || Error::Unsupported("RankComm: the MPI thread has ended".into());
+        let jobs = self.jobs.as_ref().ok_or_else(ended)?;
+        jobs.send(Gather { words, reply }).map_err(|_| ended())?;
         match answer.recv_timeout(timeout) {
             Ok(all) => Ok(all),
             Err(RecvTimeoutError::Timeout) => {
-                self.stuck = true;
+                // The communicator is poisoned from here on: the thread stops polling at once,
+                // so the application may make MPI calls of its own again.
+                self.silence();
                 Err(Error::Timeout {
-                    what: format!("MPI all-gather of {what} (a rank did not take part; end the job)"),
+                    what: format!("MPI all-gather of {what} (a rank did not take part)"),
                     ms: timeout.as_millis() as u64,
                 })
             }
@@ -284,22 +306,44 @@ impl MpiThread {
             ))),
         }
     }
+
+    /// Ends the thread's MPI calls and returns once it makes none: an idle thread ends when
+    /// its job channel closes, one polling a collective that a gone rank never joins parks.
+    fn silence(&mut self) {
+        if self.jobs.is_none() {
+            return;
+        }
+        self.stop.store(true, Ordering::Release);
+        drop(self.jobs.take());
+        // At most one poll of a pending collective away.
+        let _ = self.quiet.recv_timeout(QUIET_WAIT);
+    }
 }
+
+/// How long [`MpiThread::silence`] waits for the thread to leave MPI.
+const QUIET_WAIT: Duration = Duration::from_secs(10);
 
 impl Drop for MpiThread {
     fn drop(&mut self) {
-        // Closing the channel ends the idle thread. One still blocked in a collective that a
-        // gone rank never joins is left behind rather than waited for.
-        drop(self.jobs.take());
+        self.silence();
+        // Only an ended thread is joined; a parked one stays until the process ends.
         if let Some(t) = self.thread.take() {
-            if !self.stuck {
+            if t.is_finished() {
                 let _ = t.join();
             }
         }
     }
 }
 
-fn serve(inbox: Receiver<Gather>, ready: Sender<(usize, usize)>) {
+/// What the MPI thread is told and tells back outside its jobs.
+struct Control {
+    /// Set when the communicator is dropped.
+    stop: Arc<AtomicBool>,
+    /// Sent once the thread makes no more MPI calls.
+    quiet: Sender<()>,
+}
+
+fn serve(inbox: Receiver<Gather>, ready: Sender<(usize, usize)>, control: &Control) {
     let world = mpi::topology::SimpleCommunicator::world().duplicate();
     let (rank, size) = (world.rank() as usize, world.size() as usize);
     if ready.send((rank, size)).is_err() {
@@ -308,7 +352,10 @@ fn serve(inbox: Receiver<Gather>, ready: Sender<(usize, usize)>) {
     while let Ok(job) = inbox.recv() {
         let count = [job.words.len() as u64];
         let mut counts = vec![0u64; size];
-        world.all_gather_into(&count[..], &mut counts[..]);
+        mpi::request::scope(|scope| {
+            let request = world.immediate_all_gather_into(scope, &count[..], &mut counts[..]);
+            finish(request, control);
+        });
         let counts: Vec<i32> = counts.iter().map(|&c| c as i32).collect();
         let displs: Vec<i32> = counts
             .iter()
@@ -321,7 +368,10 @@ fn serve(inbox: Receiver<Gather>, ready: Sender<(usize, usize)>) {
         let mut all = vec![0u32; counts.iter().map(|&c| c as usize).sum()];
         {
             let mut partition = PartitionMut::new(&mut all[..], &counts[..], &displs[..]);
-            world.all_gather_varcount_into(&job.words[..], &mut partition);
+            mpi::request::scope(|scope| {
+                let request = world.immediate_all_gather_varcount_into(scope, &job.words[..], &mut partition);
+                finish(request, control);
+            });
         }
         let mut per_rank = Vec::with_capacity(size);
         let mut at = 0;
@@ -336,5 +386,34 @@ fn serve(inbox: Receiver<Gather>, ready: Sender<(usize, usize)>) {
     // finalized first leaves it to the process's end.
     if mpi::environment::is_finalized() {
         std::mem::forget(world);
+    }
+}
+
+/// Polls `request` until it completes. When the communicator is dropped first (`stop`), the
+/// collective waits for a rank that will not come: MPI still owns the request's buffers, so
+/// the thread neither completes nor drops it (rsmpi aborts on a dropped request) but says it
+/// is out of MPI and parks until the process ends.
+fn finish<'a, D: ?Sized, S: Scope<'a>>(mut request: Request<'a, D, S>, control: &Control) {
+    loop {
+        match request.test() {
+            Ok(_) => return,
+            Err(pending) => request = pending,
+        }
+        if control.stop.load(Ordering::Acquire) {
+            let _ = control.quiet.send(());
+            park_forever(request);
+        }
+        // Ranks may outnumber cores (oversubscribed hosts): give the core away between polls,
+        // as Open MPI's own blocking collectives do there.
+        std::thread::yield_now();
+    }
+}
+
+/// Keeps `request` (and the buffers MPI writes into) alive and untouched until the process
+/// ends.
+fn park_forever<T>(request: T) -> ! {
+    let _pending = request;
+    loop {
+        std::thread::park();
     }
 }
