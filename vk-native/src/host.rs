@@ -16,10 +16,21 @@ use crate::device::{Device, DeviceId};
 use crate::error::{map_vk, NativeError, Result};
 use crate::GpuBuffer;
 
-/// Zeroed host memory with a chosen alignment, shared by the host and any device that imports it.
+/// Zeroed host memory with a chosen alignment, shared by the host and any device that imports
+/// it; [`HostAllocation::shared`] maps a file instead, so other processes that map the same
+/// file (and their devices) share it too.
 pub struct HostAllocation {
     ptr: NonNull<u8>,
-    layout: Layout,
+    len: usize,
+    backing: Backing,
+}
+
+/// Where a [`HostAllocation`]'s bytes come from, and so how they are given back.
+enum Backing {
+    /// The process's heap, with this layout.
+    Heap(Layout),
+    /// A shared mapping of a file (`munmap` on drop).
+    Mapped,
 }
 
 // SAFETY: the allocation is plain memory owned by this value; the host reaches its bytes only
@@ -31,7 +42,7 @@ unsafe impl Sync for HostAllocation {}
 
 impl std::fmt::Debug for HostAllocation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HostAllocation").field("len", &self.layout.size()).finish()
+        f.debug_struct("HostAllocation").field("len", &self.len).field("shared", &self.is_shared()).finish()
     }
 }
 
@@ -47,12 +58,69 @@ impl HostAllocation {
         let ptr = NonNull::new(ptr)
             .ok_or_else(|| NativeError::OutOfHostMemory(format!(": {size} bytes of host slots")))?;
         crate::live::inc(&crate::live::HOST_ALLOCATIONS);
-        Ok(Self { ptr, layout })
+        Ok(Self { ptr, len: size as usize, backing: Backing::Heap(layout) })
+    }
+
+    /// Maps the first `len` bytes of `file` shared, readable and writable: every process that
+    /// maps the same file sees the same memory, and so do the devices each imports it into.
+    /// `len` must be a non-zero multiple of `align` (a power of two) and the file at least that
+    /// long; a new file on a memory file system (`/dev/shm`, a memfd) reads as zeros. The
+    /// mapping starts on a page; an error if that is not a multiple of `align`.
+    pub fn shared(file: &std::fs::File, len: u64, align: u64) -> Result<Self> {
+        use std::os::fd::AsRawFd;
+        let align = align.max(4096);
+        if len == 0 || !len.is_multiple_of(align) {
+            return Err(NativeError::Unsupported(format!(
+                "shared host memory of {len} bytes: must be a non-zero multiple of {align}"
+            )));
+        }
+        let file_len =
+            file.metadata().map_err(|e| NativeError::Unsupported(format!("shared host memory: {e}")))?.len();
+        if file_len < len {
+            return Err(NativeError::Unsupported(format!(
+                "shared host memory: the file holds {file_len} bytes, {len} asked for"
+            )));
+        }
+        let size =
+            usize::try_from(len).map_err(|_| NativeError::OutOfHostMemory(format!(": {len} bytes")))?;
+        // SAFETY: a new mapping (no address given) of an open file descriptor; the result is
+        // checked before use and unmapped in Drop. The file may be closed afterwards: the
+        // mapping keeps its own reference.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                size,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            let e = std::io::Error::last_os_error();
+            return Err(NativeError::OutOfHostMemory(format!(": mapping {len} bytes of shared memory: {e}")));
+        }
+        let ptr = NonNull::new(ptr.cast::<u8>())
+            .ok_or_else(|| NativeError::OutOfHostMemory(": mmap gave null".into()))?;
+        let this = Self { ptr, len: size, backing: Backing::Mapped };
+        crate::live::inc(&crate::live::HOST_ALLOCATIONS);
+        if !(ptr.as_ptr() as u64).is_multiple_of(align) {
+            return Err(NativeError::Unsupported(format!(
+                "shared host memory mapped at {:p}, not a multiple of {align}",
+                ptr.as_ptr()
+            )));
+        }
+        Ok(this)
+    }
+
+    /// Whether the memory is a shared file mapping ([`HostAllocation::shared`]).
+    pub fn is_shared(&self) -> bool {
+        matches!(self.backing, Backing::Mapped)
     }
 
     /// Size in bytes: the length asked for, rounded up to the alignment.
     pub fn len(&self) -> u64 {
-        self.layout.size() as u64
+        self.len as u64
     }
 
     /// The 32-bit word at `byte_offset` (a multiple of 4 inside the allocation), for atomic
@@ -71,16 +139,23 @@ impl HostAllocation {
     /// Whether the allocation has no bytes (never, since [`HostAllocation::new`] allocates at
     /// least one page).
     pub fn is_empty(&self) -> bool {
-        self.layout.size() == 0
+        self.len == 0
     }
 }
 
 impl Drop for HostAllocation {
     fn drop(&mut self) {
         crate::live::dec(&crate::live::HOST_ALLOCATIONS);
-        // SAFETY: allocated in `new` with this layout; every ImportedBuffer over it holds an Arc
-        // to this value, so none is alive.
-        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) }
+        match self.backing {
+            // SAFETY: allocated in `new` with this layout; every ImportedBuffer over it holds an
+            // Arc to this value, so none is alive.
+            Backing::Heap(layout) => unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) },
+            Backing::Mapped => {
+                // SAFETY: mapped in `shared` with this length; no ImportedBuffer over it is
+                // alive (as above). Other processes' mappings are their own.
+                unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+            }
+        }
     }
 }
 
