@@ -12,11 +12,29 @@ mod common;
 
 use std::process::Command;
 
-use crossgpu::ranks::RankComm;
+use crossgpu::ranks::{RankComm, RankPath};
 use crossgpu::{AllReduceOptions, CommOptions, DType, Error, Precision};
 
 /// Set in the ranks mpirun starts: the test body runs instead of starting mpirun.
 const RANK_ENV: &str = "CROSSGPU_TEST_RANK_CHILD";
+
+/// The path between ranks a rank asks for: `shared` or `gather` (unset: `RankPath::Auto`).
+const PATH_ENV: &str = "CROSSGPU_TEST_RANK_PATH";
+
+/// The communicator over `group` on the path [`PATH_ENV`] names; checks that it took it.
+fn rank_comm(group: &crossgpu::DeviceGroup) -> RankComm {
+    let opts = CommOptions::from_env().expect("CROSSGPU_* variables");
+    let path = match std::env::var(PATH_ENV).as_deref() {
+        Ok("shared") => RankPath::SharedMemory,
+        Ok("gather") => RankPath::Gather,
+        _ => RankPath::Auto,
+    };
+    let comm = RankComm::with_path(group, opts, path).expect("RankComm::with_path");
+    // Every rank of these tests runs on this host: Auto takes shared memory.
+    let want = if path == RankPath::Gather { RankPath::Gather } else { RankPath::SharedMemory };
+    assert_eq!(comm.path(), want);
+    comm
+}
 
 fn members_of(rank: usize) -> usize {
     1 + rank % 2
@@ -102,8 +120,12 @@ fn every_member_of_every_rank_holds_the_same_bits() {
     }
     let _serial = common::serial();
     // 1000 rounds with two ranks; fewer with three and four, whose six lavapipe members share
-    // the machine's cores.
-    for (ranks, rounds) in [(2, 1000), (3, 100), (4, 100)] {
+    // the machine's cores. Both paths between ranks: shared memory (the ranks share this host)
+    // and the all-gather (what ranks on several hosts take).
+    let runs =
+        [(2, 1000, "shared"), (3, 100, "shared"), (4, 100, "shared"), (2, 300, "gather"), (4, 100, "gather")];
+    for (ranks, rounds, path) in runs {
+        std::env::set_var(PATH_ENV, path);
         let text = mpirun(ranks, rounds, "every_member_of_every_rank_holds_the_same_bits");
         let got = reports(&text);
         for r in 0..ranks {
@@ -121,7 +143,7 @@ fn every_member_of_every_rank_holds_the_same_bits() {
             assert_eq!(Some(v), zero, "{ranks} ranks, {k}: rank {q} holds other bits than rank 0");
         }
         assert_eq!(hashes.len(), rounds * ranks, "every rank reports every round");
-        eprintln!("{ranks} ranks: {rounds} rounds, bitwise equal on every member of every rank");
+        eprintln!("{ranks} ranks, {path} path: {rounds} rounds, bitwise equal on every member of every rank");
         print!(
             "{}",
             text.lines().filter(|l| l.starts_with("member ")).map(|l| format!("{l}\n")).collect::<String>()
@@ -137,8 +159,10 @@ fn rank_rounds(dir: &std::path::Path) {
     let first: usize = (0..world_rank).map(members_of).sum();
     let total: usize = (0..ranks).map(members_of).sum();
     let group = common::logical(mine);
-    let mut comm =
-        RankComm::new(&group, CommOptions::from_env().expect("CROSSGPU_* variables")).expect("RankComm::new");
+    let mut comm = rank_comm(&group);
+    // Shared slots hold at most 4096 words per member here: calls of up to 100,003 elements
+    // take up to 25 exchanges (the limit of real devices is their maxStorageBufferRange).
+    comm.limit_shared_exchange(4096);
     assert_eq!(comm.rank(), world_rank);
     assert_eq!(comm.ranks(), ranks);
     assert_eq!(comm.global_members().len(), total, "{}", comm.describe());
@@ -224,14 +248,15 @@ fn a_rank_that_stops_calling_gives_the_others_a_timeout() {
         return absent_rank(std::path::Path::new(&dir));
     }
     let _serial = common::serial();
-    for ranks in [2, 3] {
+    for (ranks, path) in [(2, "shared"), (3, "gather")] {
+        std::env::set_var(PATH_ENV, path);
         let text = mpirun(ranks, 0, "a_rank_that_stops_calling_gives_the_others_a_timeout");
         let got = reports(&text);
         for r in 1..ranks {
             assert!(got.iter().any(|(q, k, _)| *q == r && k == "timeout"), "rank {r} of {ranks}:\n{text}");
         }
         assert!(got.iter().any(|(q, k, _)| *q == 0 && k == "done"), "rank 0 of {ranks}:\n{text}");
-        eprint!("{ranks} ranks:\n{text}");
+        eprint!("{ranks} ranks, {path} path:\n{text}");
     }
 }
 
@@ -239,8 +264,7 @@ fn absent_rank(dir: &std::path::Path) {
     std::env::set_var("CROSSGPU_TIMEOUT_MS", "3000");
     let (_universe, rank, _) = init_mpi();
     let group = common::logical(1);
-    let mut comm =
-        RankComm::new(&group, CommOptions::from_env().expect("CROSSGPU_* variables")).expect("RankComm::new");
+    let mut comm = rank_comm(&group);
     let mut report = String::new();
     if rank == 0 {
         // Never calls: the others wait for it.
@@ -269,7 +293,8 @@ fn a_rank_killed_mid_round_gives_the_others_an_error() {
         return killed_rank(std::path::Path::new(&dir));
     }
     let _serial = common::serial();
-    for ranks in [2, 3] {
+    for (ranks, path) in [(2, "shared"), (3, "shared"), (3, "gather")] {
+        std::env::set_var(PATH_ENV, path);
         let test = "a_rank_killed_mid_round_gives_the_others_an_error";
         let text = mpirun_with(ranks, 0, test, &["--enable-recovery"], false);
         let got = reports(&text);
@@ -277,7 +302,7 @@ fn a_rank_killed_mid_round_gives_the_others_an_error() {
             assert!(got.iter().any(|(q, k, _)| *q == r && k == "error"), "rank {r} of {ranks}:\n{text}");
         }
         assert!(!got.iter().any(|(q, _, _)| *q == 0), "rank 0 was to die before reporting:\n{text}");
-        eprint!("{ranks} ranks:\n{text}");
+        eprint!("{ranks} ranks, {path} path:\n{text}");
     }
 }
 
@@ -290,8 +315,7 @@ fn killed_rank(dir: &std::path::Path) {
     let total: usize = (0..ranks).map(members_of).sum();
     let first: usize = (0..rank).map(members_of).sum();
     let group = common::logical(members_of(rank));
-    let mut comm =
-        RankComm::new(&group, CommOptions::from_env().expect("CROSSGPU_* variables")).expect("RankComm::new");
+    let mut comm = rank_comm(&group);
     let mut report = String::new();
     let mut last_good = std::time::Instant::now();
     for k in 0.. {

@@ -59,7 +59,7 @@ mod poll;
 mod relay;
 pub(crate) mod slots;
 mod sync_fd;
-mod two_phase;
+pub(crate) mod two_phase;
 
 use std::borrow::Borrow;
 use std::sync::Arc;

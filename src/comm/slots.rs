@@ -55,8 +55,12 @@ impl SlotLayout {
 }
 
 pub(crate) struct HostSlots {
-    /// One import per member, in group order; each holds the host allocation alive.
+    /// One import per member of this process, in group order; each holds the host allocation
+    /// alive.
     pub(crate) imports: Vec<ImportedBuffer>,
+    /// The layout's index of `imports[0]`'s member: 0, except for slots shared between
+    /// processes ([`HostSlots::shared`]), whose layout counts every process's members.
+    first: usize,
     /// Words per member and entry.
     pub(crate) capacity: u64,
     pub(crate) layout: SlotLayout,
@@ -106,7 +110,35 @@ impl HostSlots {
         }
         let max_binding =
             members.iter().map(|m| m.adapter().caps.max_storage_buffer_range).min().unwrap_or(0);
-        Ok(Self { imports, capacity, layout, max_binding })
+        Ok(Self { imports, first: 0, capacity, layout, max_binding })
+    }
+
+    /// Slots laid out for every member of several processes (`layout`, `capacity` words per
+    /// member), in host memory those processes share (`host`), imported into this process's
+    /// `members`: layout members `first..first + members.len()`.
+    #[cfg(feature = "mpi")]
+    pub(crate) fn shared(
+        members: &[Member],
+        first: usize,
+        host: &Arc<HostAllocation>,
+        layout: SlotLayout,
+        capacity: u64,
+    ) -> Result<Self> {
+        let imports = members
+            .iter()
+            .map(|m| {
+                ImportedBuffer::new(m.device(), host)
+                    .map_err(|e| Error::native(&format!("shared host memory import into {}", m.label()), e))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let max_binding =
+            members.iter().map(|m| m.adapter().caps.max_storage_buffer_range).min().unwrap_or(0);
+        Ok(Self { imports, first, capacity, layout, max_binding })
+    }
+
+    /// The import layout member `j` (one of this process's) reads and writes through.
+    pub(crate) fn import(&self, j: usize) -> &ImportedBuffer {
+        &self.imports[j - self.first]
     }
 
     /// Byte offset of member `j`'s region in entry `e`.
@@ -128,7 +160,7 @@ impl HostSlots {
     }
 
     fn region(&self, member: usize, j: usize, e: u64, size: u64) -> (BindRange<'_>, u64) {
-        let buffer = &self.imports[member];
+        let buffer = self.import(member);
         if buffer.size() <= self.max_binding {
             (BindRange::whole(buffer), self.region_bytes(j, e) / 4)
         } else {

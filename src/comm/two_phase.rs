@@ -226,7 +226,7 @@ pub(super) fn forget_slots(
 /// converts into `scratch`, device memory made or grown here). The caller records the barrier
 /// that makes it visible to the host.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn record_phase_a(
+pub(crate) fn record_phase_a(
     m: &Member,
     i: usize,
     t: &Tensor,
@@ -239,7 +239,7 @@ pub(super) fn record_phase_a(
     f16_wire: bool,
 ) -> Result<()> {
     let sh = &m.shared;
-    let slot = &slots.imports[i];
+    let slot = slots.import(i);
     let words = if f16_wire { n.div_ceil(2) } else { n } as u64;
     if words * 4 <= opts.phase_a_kernel_bytes {
         // A kernel stores straight into this member's region of the entry.
@@ -281,7 +281,7 @@ pub(super) fn record_phase_a(
 /// in member order, into elements `c0..c0 + n` of `t`. `after` are buffers the sum must wait
 /// for (hazard tracking places the barrier).
 #[allow(clippy::too_many_arguments)]
-pub(super) fn record_reduce(
+pub(crate) fn record_reduce(
     m: &Member,
     i: usize,
     nm: usize,

@@ -2,20 +2,24 @@
 //! `MPI_COMM_WORLD` in one all-reduce, each process opening its own members as a
 //! [`DeviceGroup`], the way NCCL and torchrun run one process per GPU and hosts side by side.
 //!
-//! The all-reduce is hierarchical, the shape Horovod, Gloo and NCCL use: inside a rank the
-//! host-slot protocol sums the rank's members as [`Comm`] always does; between ranks, MPI
-//! gathers every rank's sum (one copy per rank, read back from its first member) and each rank
-//! adds them **in rank order** in f32 on the host, then writes that total into each of its
-//! members. Every rank adds the same values in the same order, so every member of every rank
-//! ends bitwise identical. The cost over a one-process group: a read-back and a write of the
-//! tensor per rank, and an all-gather of `ranks × n` elements, where an MPI all-reduce would move
-//! about `2n`: for the sizes tensor parallelism all-reduces (tens of KiB) the latency dominates;
-//! for large tensors this first form pays for its exact, order-fixed sum with bandwidth.
+//! Two paths between ranks ([`RankPath`]); both leave every member of every rank bitwise
+//! identical, with `N - 1` roundings for `N` members, so the one-process error bound holds
+//! (`(N-1)·u·Σ|x|`). Member order across ranks is rank, then the member's index in its group
+//! ([`RankComm::global_members`]).
 //!
-//! Member order across ranks is rank, then the member's index in its group
-//! ([`RankComm::global_members`]); the sum adds each rank's members in their order, then the
-//! ranks in theirs: `N - 1` roundings for `N` members in all, as in one process, so the same
-//! error bound holds (`(N-1)·u·Σ|x|`).
+//! - **Shared memory**, when every rank runs on one host (module `shared`): the host slots lie
+//!   in memory the ranks map together, imported into every member of every rank, so the ranks'
+//!   members exchange partials as one process's members do (phase A into the slots, phase B
+//!   summing every member's slot in global order on every member); MPI only synchronizes.
+//! - **Gather**, on any number of hosts — the hierarchical shape Horovod, Gloo and NCCL use:
+//!   inside a rank the host-slot protocol sums the rank's members as [`Comm`] always does;
+//!   between ranks, MPI gathers every rank's sum (read back from its first member) and each
+//!   rank adds them **in rank order** in f32 on the host, then writes that total into each of
+//!   its members. The cost over a one-process group: a read-back and a write of the tensor per
+//!   rank, and an all-gather of `ranks × n` elements, where an MPI all-reduce would move about
+//!   `2n`: for the sizes tensor parallelism all-reduces (tens of KiB) the latency dominates; for
+//!   large tensors it pays for its exact, order-fixed sum with bandwidth. The wire between
+//!   ranks is f32.
 //!
 //! MPI runs on a thread of the communicator's own (`crossgpu-mpi`), on a duplicate of
 //! `MPI_COMM_WORLD` so its messages never meet the application's; the caller waits for it at
@@ -38,10 +42,14 @@ use mpi::datatype::PartitionMut;
 use mpi::request::{Request, Scope};
 use mpi::traits::{Communicator, CommunicatorCollectives};
 
+use crate::comm::slots::HostSlots;
 use crate::comm::{AllReduceOptions, Comm, CommOptions, Precision};
 use crate::error::{Error, Result};
 use crate::group::DeviceGroup;
 use crate::tensor::Tensor;
+
+mod shared;
+use shared::{SharedPlan, SharedSlots};
 
 /// The least time [`RankComm::new`] waits for the other ranks.
 const STARTUP_WAIT: Duration = Duration::from_secs(60);
@@ -67,16 +75,39 @@ pub struct GlobalMember {
     pub label: String,
 }
 
+/// How the ranks exchange their members' partials.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RankPath {
+    /// [`RankPath::SharedMemory`] when every rank runs on one host, else
+    /// [`RankPath::Gather`].
+    #[default]
+    Auto,
+    /// Every rank on one host: the slots in host memory the ranks share, imported into every
+    /// member (module `shared`); only the synchronization goes through MPI.
+    SharedMemory,
+    /// Each rank sums its members, reads that sum back, and MPI all-gathers the ranks' sums;
+    /// any number of hosts.
+    Gather,
+}
+
 /// An all-reduce over every member of every rank (see the module docs). Drop it before MPI
 /// is finalized (before the `mpi::environment::Universe`).
 pub struct RankComm {
     local: Comm,
+    /// This rank's members (the group's), for the shared path.
+    group_members: Vec<crate::group::Member>,
+    opts: CommOptions,
     members: Vec<GlobalMember>,
     mpi: MpiThread,
+    /// The slots the ranks of one host share, on [`RankPath::SharedMemory`].
+    shared: Option<SharedSlots>,
     timeout: Duration,
     calls: u64,
     poisoned: Option<String>,
 }
+
+/// Communicators made by this process: with rank 0's process id, the shared slots' names.
+static COMMS_MADE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 impl RankComm {
     /// The communicator over `group` on this rank and the groups of every other rank of
@@ -84,6 +115,12 @@ impl RankComm {
     /// or initialized without thread support; an empty group; another rank not answering
     /// within `opts.timeout` (at least a minute here, as ranks start at their own pace).
     pub fn new(group: &DeviceGroup, opts: CommOptions) -> Result<Self> {
+        Self::with_path(group, opts, RankPath::Auto)
+    }
+
+    /// [`RankComm::new`] with the path between ranks chosen: [`RankPath::SharedMemory`] is an
+    /// error ([`Error::Unsupported`], on every rank) unless every rank runs on one host.
+    pub fn with_path(group: &DeviceGroup, opts: CommOptions, path: RankPath) -> Result<Self> {
         if !mpi::environment::is_initialized() || mpi::environment::is_finalized() {
             return Err(Error::InvalidArgument(
                 "RankComm: initialize MPI first (mpi::initialize_with_threading) and keep it until the RankComm is dropped".into(),
@@ -100,7 +137,7 @@ impl RankComm {
             return Err(Error::InvalidArgument("RankComm: this rank's group has no members".into()));
         }
         let timeout = opts.timeout;
-        let local = Comm::with_options(group, opts)?;
+        let local = Comm::with_options(group, opts.clone())?;
         let mut mpi = MpiThread::start()?;
         // Every rank's members and labels: "label\n" per member, one UTF-8 byte per word.
         let labels: String =
@@ -116,7 +153,76 @@ impl RankComm {
                 members.push(GlobalMember { rank, index, label: label.to_string() });
             }
         }
-        Ok(Self { local, members, mpi, timeout, calls: 0, poisoned: None })
+        let first = members.iter().take_while(|m| m.rank < mpi.rank).count();
+        let shared = match (path, mpi.one_host) {
+            (RankPath::Gather, _) | (RankPath::Auto, false) => None,
+            (RankPath::SharedMemory, false) => return Err(Error::Unsupported(
+                "RankComm: RankPath::SharedMemory needs every rank on one host; these ranks run on several"
+                    .into(),
+            )),
+            (_, true) => {
+                // What every rank needs to agree on: rank 0's name for the file, the largest
+                // alignment and the smallest binding of every member.
+                let align = HostSlots::alignment(group.members());
+                let binding = group
+                    .members()
+                    .iter()
+                    .map(|m| m.adapter().caps.max_storage_buffer_range)
+                    .min()
+                    .unwrap_or(0);
+                let comm_no = COMMS_MADE.fetch_add(1, Ordering::Relaxed);
+                let mine = [
+                    std::process::id(),
+                    comm_no,
+                    align as u32,
+                    (align >> 32) as u32,
+                    binding as u32,
+                    (binding >> 32) as u32,
+                ];
+                let all = mpi.gather(mine.to_vec(), timeout, "the ranks' shared-slot limits")?;
+                let word = |r: &Vec<u32>, i: usize| u64::from(r[i]) | u64::from(r[i + 1]) << 32;
+                let plan = SharedPlan {
+                    leader_pid: all[0][0],
+                    leader_comm: all[0][1],
+                    align: all.iter().map(|r| word(r, 2)).max().unwrap_or(4096),
+                    max_binding: all.iter().map(|r| word(r, 4)).min().unwrap_or(0),
+                    total: members.len(),
+                    first,
+                    rank: mpi.rank,
+                };
+                Some(SharedSlots::new(plan, group.len()))
+            }
+        };
+        Ok(Self {
+            local,
+            group_members: group.members().to_vec(),
+            opts,
+            members,
+            mpi,
+            shared,
+            timeout,
+            calls: 0,
+            poisoned: None,
+        })
+    }
+
+    /// Test hook: on [`RankPath::SharedMemory`], carries at most `words` words per member in
+    /// one exchange, so that large calls take many; a no-op on [`RankPath::Gather`].
+    #[cfg(feature = "test-hooks")]
+    pub fn limit_shared_exchange(&mut self, words: u64) {
+        if let Some(s) = self.shared.as_mut() {
+            s.limit_exchange(words);
+        }
+    }
+
+    /// The path between ranks this communicator takes ([`RankPath::SharedMemory`] or
+    /// [`RankPath::Gather`]).
+    pub fn path(&self) -> RankPath {
+        if self.shared.is_some() {
+            RankPath::SharedMemory
+        } else {
+            RankPath::Gather
+        }
     }
 
     /// This process's rank.
@@ -153,7 +259,9 @@ impl RankComm {
     /// in place: afterwards every member of every rank holds the same bits. Every rank calls it
     /// with tensors of one length and the same `opts.precision`; a rank that calls with another
     /// length or precision gets, with every other rank, [`Error::InvalidArgument`], and nothing
-    /// is written. `opts` apply to the sum inside each rank (the wire between ranks is f32).
+    /// is written. On [`RankPath::SharedMemory`] `opts` apply as in one process (every member's
+    /// partial crosses the chosen wire); on [`RankPath::Gather`] they apply to the sum inside
+    /// each rank, and the wire between ranks is f32.
     pub fn all_reduce(&mut self, tensors: &mut [Tensor], opts: &AllReduceOptions) -> Result<()> {
         if let Some(p) = &self.poisoned {
             return Err(Error::Poisoned("the communicator across ranks".into(), p.clone()));
@@ -161,8 +269,9 @@ impl RankComm {
         // This rank's arguments, checked before anything is exchanged; the verdict travels with
         // the call's header, so a bad call on one rank fails on every rank and leaves every
         // tensor as it was.
+        let gathering = self.shared.is_none();
         let local = self.local.validate(tensors, opts).and_then(|n| {
-            if (n as u64).saturating_mul(self.mpi.size as u64) > i32::MAX as u64 {
+            if gathering && (n as u64).saturating_mul(self.mpi.size as u64) > i32::MAX as u64 {
                 return Err(Error::Unsupported(format!(
                     "RankComm::all_reduce of {n} elements over {} ranks: the gather holds at most 2^31 - 1 words; split the tensor",
                     self.mpi.size
@@ -177,24 +286,33 @@ impl RankComm {
             Precision::F32 => 1,
             Precision::F16 => 2,
         };
-        let call = [self.calls as u32, (self.calls >> 32) as u32, n as u32, precision];
+        // The wire as the one-process communicator picks it; ranks whose options pick another
+        // disagree below.
+        let threshold = opts.f16_threshold_bytes.unwrap_or(self.opts.f16_threshold_bytes);
+        let f16_wire = match opts.precision {
+            Precision::F32 => false,
+            Precision::F16 => true,
+            Precision::Auto => n as u64 * 4 >= threshold,
+        };
+        let call = [self.calls as u32, (self.calls >> 32) as u32, n as u32, precision, u32::from(f16_wire)];
         let header = [&call[..], &[u32::from(local.is_ok())]].concat();
         let headers = self.run(|mpi, t| mpi.gather(header, t, "the ranks' all-reduce calls"))?;
         local?;
-        if let Some(r) = headers.iter().position(|h| h.get(4) != Some(&1)) {
+        if let Some(r) = headers.iter().position(|h| h.get(5) != Some(&1)) {
             return Err(Error::InvalidArgument(format!(
                 "RankComm::all_reduce: rank {r} refused the call (its arguments were invalid; its error says why)"
             )));
         }
-        if let Some(r) = headers.iter().position(|h| h[..4] != call) {
+        if let Some(r) = headers.iter().position(|h| h[..5] != call) {
             let e = Error::InvalidArgument(format!(
-                "RankComm::all_reduce: rank {} made call {} with {n} elements and precision {precision}, rank {r} \
-                 call {} with {} elements and precision {}: every rank must make the same calls",
+                "RankComm::all_reduce: rank {} made call {} with {n} elements, precision {precision} and f16 wire {f16_wire}, \
+                 rank {r} call {} with {} elements, precision {} and f16 wire {}: every rank must make the same calls",
                 self.mpi.rank,
                 self.calls,
                 u64::from(headers[r][0]) | u64::from(headers[r][1]) << 32,
                 headers[r][2],
-                headers[r][3]
+                headers[r][3],
+                headers[r][4] == 1
             ));
             // The calls no longer pair up across ranks.
             self.poisoned = Some(e.to_string());
@@ -202,6 +320,22 @@ impl RankComm {
         }
         if n == 0 {
             return Ok(());
+        }
+        if let Some(shared) = self.shared.as_mut() {
+            let (mpi, timeout) = (&mut self.mpi, self.timeout);
+            let mut sync = |words: Vec<u32>, what: &str| mpi.gather(words, timeout, what);
+            let mut run = || {
+                for &z in &opts.zero_contribution {
+                    self.group_members[z].fill(&tensors[z], 0.0)?;
+                }
+                shared.all_reduce(&self.group_members, tensors, &self.opts, n, f16_wire, &mut sync)
+            };
+            let r = run();
+            if let Err(e) = &r {
+                // The ranks may have stopped at different steps of the exchange.
+                self.poisoned = Some(e.to_string());
+            }
+            return r;
         }
         self.local.all_reduce(tensors, opts)?;
         let sum = tensors[0].read()?;
@@ -261,6 +395,8 @@ struct MpiThread {
     quiet: Receiver<()>,
     rank: usize,
     size: usize,
+    /// Every rank runs on this rank's host.
+    one_host: bool,
 }
 
 impl MpiThread {
@@ -277,10 +413,10 @@ impl MpiThread {
                 let _ = control.quiet.send(());
             })
             .map_err(|e| Error::OutOfHostMemory(format!(": cannot start the MPI thread: {e}")))?;
-        let (rank, size) = ready
+        let (rank, size, one_host) = ready
             .recv()
             .map_err(|_| Error::Unsupported("RankComm: the MPI thread ended before it started".into()))?;
-        Ok(Self { jobs: Some(jobs), thread: Some(thread), stop, quiet, rank, size })
+        Ok(Self { jobs: Some(jobs), thread: Some(thread), stop, quiet, rank, size, one_host })
     }
 
     /// Every rank's `words`, in rank order; [`Error::Timeout`] when the gather does not finish
@@ -343,10 +479,12 @@ struct Control {
     quiet: Sender<()>,
 }
 
-fn serve(inbox: Receiver<Gather>, ready: Sender<(usize, usize)>, control: &Control) {
+fn serve(inbox: Receiver<Gather>, ready: Sender<(usize, usize, bool)>, control: &Control) {
     let world = mpi::topology::SimpleCommunicator::world().duplicate();
     let (rank, size) = (world.rank() as usize, world.size() as usize);
-    if ready.send((rank, size)).is_err() {
+    // The ranks that can share memory with this one (MPI_COMM_TYPE_SHARED): all of them, or not.
+    let one_host = world.split_shared(0).size() == world.size();
+    if ready.send((rank, size, one_host)).is_err() {
         return;
     }
     while let Ok(job) = inbox.recv() {
