@@ -6,13 +6,16 @@
 //! the global member and the round, so each rank computes the whole reference) and bitwise
 //! across its own members, then prints a hash of each round's bits: the parent asserts that
 //! every rank printed the same hashes, i.e. every member of every rank holds the same bits.
-//! Validation-layer errors fail the rank.
+//! Validation-layer errors fail the rank. Both paths between ranks run (shared memory and the
+//! all-gather), as do a rank that stops calling, a rank killed mid-round, and the decoder split
+//! across ranks against a one-process decoder.
 
 mod common;
 
 use std::process::Command;
 
 use crossgpu::ranks::{RankComm, RankPath};
+use crossgpu::tp::{Decoder, DecoderConfig, SplitSpec};
 use crossgpu::{AllReduceOptions, CommOptions, DType, Error, Precision};
 
 /// Set in the ranks mpirun starts: the test body runs instead of starting mpirun.
@@ -363,4 +366,56 @@ fn killed_rank(dir: &std::path::Path) {
     drop(group);
     common::assert_no_validation_errors();
     std::fs::write(dir.join(format!("rank-{rank}.txt")), report).expect("the rank's report");
+}
+
+/// The decoder the rank tests split: `DecoderConfig::small()` cut to one layer, a vocabulary
+/// of 500 (cut unevenly by every split) and 24 positions, so a step is quick on lavapipe.
+fn decoder_config() -> DecoderConfig {
+    DecoderConfig { layers: 1, vocab: 500, max_seq: 24, ..DecoderConfig::small() }
+}
+
+const DECODE_FIRST: u32 = 7;
+const DECODE_STEPS: usize = 12;
+
+/// A decoder split over every member of every rank (`Decoder::across_ranks`) decodes the
+/// tokens a one-process decoder over as many members decodes: on the shared-memory path (2
+/// ranks, 3 members) and the gather path (3 ranks, 4 members).
+#[test]
+fn the_decoder_across_ranks_decodes_the_tokens_of_one_process() {
+    if let Some(dir) = std::env::var_os(RANK_ENV) {
+        return decoder_rank(std::path::Path::new(&dir));
+    }
+    let _serial = common::serial();
+    for (ranks, path) in [(2, "shared"), (3, "gather")] {
+        let total: usize = (0..ranks).map(members_of).sum();
+        let want = {
+            let group = common::logical(total);
+            let mut d =
+                Decoder::new(&group, decoder_config(), &SplitSpec::Even).expect("one-process decoder");
+            d.generate(DECODE_FIRST, DECODE_STEPS, |_| {}).expect("one-process decode")
+        };
+        std::env::set_var(PATH_ENV, path);
+        let text = mpirun(ranks, 0, "the_decoder_across_ranks_decodes_the_tokens_of_one_process");
+        let got = reports(&text);
+        for r in 0..ranks {
+            let tokens = got.iter().find(|(q, k, _)| *q == r && k == "tokens").map(|x| x.2.clone());
+            assert_eq!(tokens, Some(format!("{want:?}")), "rank {r} of {ranks} ({path} path):\n{text}");
+        }
+        eprintln!("{ranks} ranks, {path} path, {total} members: the one-process tokens {want:?}");
+    }
+}
+
+fn decoder_rank(dir: &std::path::Path) {
+    let (_universe, rank, _) = init_mpi();
+    let group = common::logical(members_of(rank));
+    let comm = rank_comm(&group);
+    let mut d =
+        Decoder::across_ranks(&group, decoder_config(), &SplitSpec::Even, comm).expect("across_ranks");
+    assert!(!d.replays(), "steps across ranks are recorded every time");
+    let tokens = d.generate(DECODE_FIRST, DECODE_STEPS, |_| {}).expect("decode across ranks");
+    drop(d);
+    drop(group);
+    common::assert_no_validation_errors();
+    std::fs::write(dir.join(format!("rank-{rank}.txt")), format!("RANK {rank}: tokens {tokens:?}\n"))
+        .expect("the rank's report");
 }

@@ -32,6 +32,7 @@
 //! `Multiple`; with `Serialized`, make no MPI calls from other threads while an `all_reduce`
 //! runs.
 
+use std::borrow::Borrow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
@@ -262,7 +263,11 @@ impl RankComm {
     /// is written. On [`RankPath::SharedMemory`] `opts` apply as in one process (every member's
     /// partial crosses the chosen wire); on [`RankPath::Gather`] they apply to the sum inside
     /// each rank, and the wire between ranks is f32.
-    pub fn all_reduce(&mut self, tensors: &mut [Tensor], opts: &AllReduceOptions) -> Result<()> {
+    pub fn all_reduce<T: Borrow<Tensor>>(
+        &mut self,
+        tensors: &mut [T],
+        opts: &AllReduceOptions,
+    ) -> Result<()> {
         if let Some(p) = &self.poisoned {
             return Err(Error::Poisoned("the communicator across ranks".into(), p.clone()));
         }
@@ -326,7 +331,7 @@ impl RankComm {
             let mut sync = |words: Vec<u32>, what: &str| mpi.gather(words, timeout, what);
             let mut run = || {
                 for &z in &opts.zero_contribution {
-                    self.group_members[z].fill(&tensors[z], 0.0)?;
+                    self.group_members[z].fill(tensors[z].borrow(), 0.0)?;
                 }
                 shared.all_reduce(&self.group_members, tensors, &self.opts, n, f16_wire, &mut sync)
             };
@@ -338,7 +343,7 @@ impl RankComm {
             return r;
         }
         self.local.all_reduce(tensors, opts)?;
-        let sum = tensors[0].read()?;
+        let sum = tensors[0].borrow().read()?;
         let words: Vec<u32> = sum.iter().map(|v| v.to_bits()).collect();
         let all = self.run(|mpi, t| mpi.gather(words, t, "the ranks' sums"))?;
         if let Some(r) = all.iter().position(|s| s.len() != n) {
@@ -357,7 +362,7 @@ impl RankComm {
             }
         }
         for (m, t) in self.local.members().iter().zip(tensors.iter()) {
-            m.write(t, &total)?;
+            m.write(t.borrow(), &total)?;
         }
         Ok(())
     }

@@ -12,6 +12,7 @@
 //! barrier, which every rank reaches after its phase A that follows (on each queue) its phase B
 //! reading the entry.
 
+use std::borrow::Borrow;
 use std::sync::Arc;
 
 use vk_native::{Buffer, GpuBuffer, HostAllocation};
@@ -90,10 +91,10 @@ impl SharedSlots {
     /// Sums `tensors` (one per member of this rank, `n` elements each, checked by the caller)
     /// with every other rank's, in place. A collective call: every rank makes it with the same
     /// `n` and `f16_wire`.
-    pub(super) fn all_reduce(
+    pub(super) fn all_reduce<T: Borrow<Tensor>>(
         &mut self,
         members: &[Member],
-        tensors: &[Tensor],
+        tensors: &[T],
         opts: &CommOptions,
         n: usize,
         f16_wire: bool,
@@ -121,10 +122,10 @@ impl SharedSlots {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn exchange(
+    fn exchange<T: Borrow<Tensor>>(
         &mut self,
         members: &[Member],
-        tensors: &[Tensor],
+        tensors: &[T],
         opts: &CommOptions,
         c0: usize,
         len: usize,
@@ -136,7 +137,18 @@ impl SharedSlots {
         self.exchanges += 1;
         let first = self.plan.first;
         for (i, (m, t)) in members.iter().zip(tensors).enumerate() {
-            record_phase_a(m, first + i, t, slots, e, &mut self.scratch[i], opts, c0, len, f16_wire)?;
+            record_phase_a(
+                m,
+                first + i,
+                t.borrow(),
+                slots,
+                e,
+                &mut self.scratch[i],
+                opts,
+                c0,
+                len,
+                f16_wire,
+            )?;
             m.shared.barrier_to_host()?;
         }
         for m in members {
@@ -145,7 +157,7 @@ impl SharedSlots {
         sync(Vec::new(), "the ranks' partials in shared memory")?;
         for (i, (m, t)) in members.iter().zip(tensors).enumerate() {
             m.shared.barrier_from_host()?;
-            record_reduce(m, first + i, self.plan.total, t, slots, e, c0, len, f16_wire, &[])?;
+            record_reduce(m, first + i, self.plan.total, t.borrow(), slots, e, c0, len, f16_wire, &[])?;
         }
         Ok(())
     }

@@ -8,8 +8,9 @@
 //! kernel (`TransformerOps::matvec_qkv_rope_store`) and gate, up and SiLU·mul as another
 //! (`TransformerOps::matvec_gate_up_silu`), each bitwise the dispatches it replaces.
 
+use super::Reducer;
 use super::{AttentionShape, Position};
-use crate::comm::{Comm, FusedRound};
+use crate::comm::FusedRound;
 use crate::error::Result;
 use crate::group::Member;
 
@@ -62,7 +63,7 @@ impl Attention {
     pub(crate) fn forward(
         &self,
         members: &[Member],
-        comm: Option<&mut Comm>,
+        comm: Option<&mut dyn Reducer>,
         h: &Sharded,
         s: &AttentionScratch,
         out: &Sharded,
@@ -131,7 +132,7 @@ impl Mlp {
     pub(crate) fn forward(
         &self,
         members: &[Member],
-        comm: Option<&mut Comm>,
+        comm: Option<&mut dyn Reducer>,
         h: &Sharded,
         s: &MlpScratch,
         out: &Sharded,
@@ -156,15 +157,19 @@ impl Mlp {
 fn row_parallel(
     linear: &RowParallelLinear,
     members: &[Member],
-    comm: Option<&mut Comm>,
+    comm: Option<&mut dyn Reducer>,
     x: &[&crate::tensor::Tensor],
     out: &Sharded,
 ) -> Result<Option<FusedRound>> {
     match comm {
-        Some(c) => match linear.forward_fused(members, c, x)? {
-            Some(r) => Ok(Some(r)),
-            None => linear.forward(members, Some(c), x, &mut out.refs()).map(|()| None),
-        },
-        None => linear.forward(members, None, x, &mut out.refs()).map(|()| None),
+        Some(c) => {
+            if let Some(local) = c.local() {
+                if let Some(r) = linear.forward_fused(members, local, x)? {
+                    return Ok(Some(r));
+                }
+            }
+            linear.forward_with(members, Some(c), x, &mut out.refs()).map(|()| None)
+        }
+        None => linear.forward_with(members, None, x, &mut out.refs()).map(|()| None),
     }
 }

@@ -9,14 +9,17 @@
 
 use std::ops::Range;
 
+use super::Reducer;
 use crate::comm::{AllReduceOptions, Comm, FusedRound, Precision};
 use crate::error::{Error, Result};
 use crate::group::Member;
 use crate::tensor::{DType, Tensor};
 
-/// Checks that `ranges` tile `0..features` in order, without gaps or overlaps.
-fn check_tiling(what: &str, ranges: &[Range<usize>], features: usize) -> Result<()> {
-    let mut at = 0;
+/// Checks that `ranges` tile `0..features` in order, without gaps or overlaps; with `share`,
+/// that they tile a part of it (this process's members' slices of a layer split over several
+/// processes).
+fn check_tiling(what: &str, ranges: &[Range<usize>], features: usize, share: bool) -> Result<()> {
+    let mut at = if share { ranges.first().map_or(0, |r| r.start) } else { 0 };
     for r in ranges {
         if r.start != at || r.end < r.start {
             return Err(Error::InvalidArgument(format!(
@@ -25,7 +28,7 @@ fn check_tiling(what: &str, ranges: &[Range<usize>], features: usize) -> Result<
         }
         at = r.end;
     }
-    if at != features {
+    if if share { at > features } else { at != features } {
         return Err(Error::LengthMismatch {
             what: format!("{what}: ranges cover"),
             expected: features,
@@ -111,8 +114,22 @@ impl ColumnParallelLinear {
         seed: u32,
         shift: u32,
     ) -> Result<Self> {
+        Self::random_share(members, in_features, out_features, ranges, seed, shift, false)
+    }
+
+    /// [`ColumnParallelLinear::random`]; with `share`, `ranges` may tile a part of the output
+    /// features (the slices of this process's members, the rest on other ranks').
+    pub(crate) fn random_share(
+        members: &[Member],
+        in_features: usize,
+        out_features: usize,
+        ranges: Vec<Range<usize>>,
+        seed: u32,
+        shift: u32,
+        share: bool,
+    ) -> Result<Self> {
         check_members("ColumnParallelLinear ranges", members, ranges.len())?;
-        check_tiling("ColumnParallelLinear", &ranges, out_features)?;
+        check_tiling("ColumnParallelLinear", &ranges, out_features, share)?;
         let weights =
             slices(members, &ranges, in_features, seed, shift, |r| ([r.len(), in_features], (r.start, 0)))?;
         Ok(Self { in_features, out_features, ranges, weights })
@@ -154,8 +171,22 @@ impl RowParallelLinear {
         seed: u32,
         shift: u32,
     ) -> Result<Self> {
+        Self::random_share(members, in_features, out_features, ranges, seed, shift, false)
+    }
+
+    /// [`RowParallelLinear::random`]; with `share`, `ranges` may tile a part of the input
+    /// features (this process's members' slices; the all-reduce adds the other ranks').
+    pub(crate) fn random_share(
+        members: &[Member],
+        in_features: usize,
+        out_features: usize,
+        ranges: Vec<Range<usize>>,
+        seed: u32,
+        shift: u32,
+        share: bool,
+    ) -> Result<Self> {
         check_members("RowParallelLinear ranges", members, ranges.len())?;
-        check_tiling("RowParallelLinear", &ranges, in_features)?;
+        check_tiling("RowParallelLinear", &ranges, in_features, share)?;
         let weights =
             slices(members, &ranges, in_features, seed, shift, |r| ([out_features, r.len()], (0, r.start)))?;
         Ok(Self { in_features, out_features, ranges, weights })
@@ -173,11 +204,23 @@ impl RowParallelLinear {
         x: &[&Tensor],
         y: &mut [&Tensor],
     ) -> Result<()> {
+        self.forward_with(members, comm.map(|c| c as &mut dyn Reducer), x, y)
+    }
+
+    /// [`RowParallelLinear::forward`] summing with any [`Reducer`]: across MPI ranks, `members`
+    /// are this process's and this layer holds their slices of the whole.
+    pub fn forward_with(
+        &self,
+        members: &[Member],
+        reducer: Option<&mut dyn Reducer>,
+        x: &[&Tensor],
+        y: &mut [&Tensor],
+    ) -> Result<()> {
         check_forward("RowParallelLinear", self.weights.len(), members, x.len(), y.len())?;
         for (i, m) in members.iter().enumerate() {
             m.matvec(&self.weights[i], x[i], y[i])?;
         }
-        match comm {
+        match reducer {
             Some(c) => {
                 c.all_reduce(y, &AllReduceOptions { precision: Precision::Auto, ..Default::default() })
             }

@@ -5,6 +5,8 @@
 //! - [`linear`]: [`ColumnParallelLinear`] (no communication) and [`RowParallelLinear`]
 //!   (matrix–vector product, then all-reduce).
 //! - [`Sharded`]: an activation held across the members as one value.
+//! - [`Reducer`]: what the row-parallel products sum with — a [`crate::Comm`], or the
+//!   communicator across MPI ranks (feature `mpi`).
 //! - [`TransformerOps`]: the transformer's kernels on one member's tensors (norms, RoPE,
 //!   attention, the fused products, the greedy token), reached with `Member::transformer`.
 //! - `block`: the decoder block's attention and MLP halves as tensor-parallel layers.
@@ -25,6 +27,7 @@ mod init;
 pub mod linear;
 pub mod model;
 mod ops;
+mod reduce;
 mod sharded;
 pub mod split;
 
@@ -32,5 +35,6 @@ pub use linear::{ColumnParallelLinear, RowParallelLinear};
 pub use model::{check_fits, DecodeStats, Decoder, DecoderConfig, Footprint, Plan};
 pub(crate) use ops::Position;
 pub use ops::{AttentionShape, TransformerOps};
+pub use reduce::Reducer;
 pub use sharded::Sharded;
 pub use split::{split_ranges, SplitSpec};

@@ -25,6 +25,7 @@ use super::init::{matrix_seed, shift_for_fan_in};
 use super::linear::{ColumnParallelLinear, RowParallelLinear};
 use super::sharded::Sharded;
 use super::split::{split_ranges, SplitSpec};
+use super::Reducer;
 
 /// Shape of the model.
 #[derive(Debug, Clone, PartialEq)]
@@ -361,6 +362,17 @@ pub struct DecodeStats {
     pub queue_submit_time: std::time::Duration,
 }
 
+/// The all-reduce of a decoder's partials: across ranks where there is one, else the group's.
+fn reducer<'a>(
+    comm: &'a mut Option<Comm>,
+    remote: &'a mut Option<Box<dyn Reducer + Send>>,
+) -> Option<&'a mut dyn Reducer> {
+    match remote {
+        Some(r) => Some(&mut **r),
+        None => comm.as_mut().map(|c| c as &mut dyn Reducer),
+    }
+}
+
 /// The model on a group.
 pub struct Decoder {
     /// The model's shape.
@@ -369,6 +381,11 @@ pub struct Decoder {
     pub plan: Plan,
     members: Vec<Member>,
     comm: Option<Comm>,
+    /// The communicator across MPI ranks when this process holds one share of a model split
+    /// over several processes (`comm` is then `None`).
+    remote: Option<Box<dyn Reducer + Send>>,
+    /// The global index of this process's first member (0 in one process).
+    first: usize,
     embed: Vec<Tensor>,
     vocab: ColumnParallelLinear,
     layers: Vec<Layer>,
@@ -424,7 +441,7 @@ impl Decoder {
         cfg: DecoderConfig,
         split: &SplitSpec,
         comm: Option<Comm>,
-        mut progress: impl FnMut(usize, usize),
+        progress: impl FnMut(usize, usize),
     ) -> Result<Self> {
         cfg.validate()?;
         let members = group.members().to_vec();
@@ -432,8 +449,65 @@ impl Decoder {
             return Err(Error::InvalidArgument("a decoder over several members needs a communicator".into()));
         }
         let weights = split.resolve(&members)?;
-        let plan = Plan::new(&cfg, &weights)?;
+        Self::load_share(group, cfg, &weights, 0, comm, None, progress)
+    }
+
+    /// Loads this process's share of a model split over every member of every MPI rank
+    /// (feature `mpi`): `ranks` spans them (a collective call: every rank loads its share with
+    /// the same `cfg` and `split`). The split is by weights, the same on every rank
+    /// ([`SplitSpec::Auto`], which measures the local devices only, is refused). Every rank's
+    /// steps then decode the same tokens a one-process decoder over all those members would;
+    /// steps are recorded every time (no replay across ranks).
+    #[cfg(feature = "mpi")]
+    pub fn across_ranks(
+        group: &DeviceGroup,
+        cfg: DecoderConfig,
+        split: &SplitSpec,
+        ranks: crate::ranks::RankComm,
+    ) -> Result<Self> {
+        cfg.validate()?;
+        if matches!(split, SplitSpec::Auto) {
+            return Err(Error::Unsupported(
+                "Decoder::across_ranks: SplitSpec::Auto measures this rank's devices only; give every rank the same weights (even or explicit)".into(),
+            ));
+        }
+        let total = ranks.global_members().len();
+        let first = ranks.global_members().iter().take_while(|m| m.rank < ranks.rank()).count();
+        let weights = split.weights(total)?;
+        Self::load_share(group, cfg, &weights, first, None, Some(Box::new(ranks)), |_, _| {})
+    }
+
+    /// Loads the share of `group`'s members, global members `first..first + group.len()` of a
+    /// model split by `weights` (one per member of every process).
+    fn load_share(
+        group: &DeviceGroup,
+        cfg: DecoderConfig,
+        weights: &[f64],
+        first: usize,
+        comm: Option<Comm>,
+        remote: Option<Box<dyn Reducer + Send>>,
+        mut progress: impl FnMut(usize, usize),
+    ) -> Result<Self> {
+        let members = group.members().to_vec();
+        let total = weights.len();
+        if first + members.len() > total {
+            return Err(Error::InvalidArgument(format!(
+                "a share of members {first}..{} of a model split over {total}",
+                first + members.len()
+            )));
+        }
+        let whole = Plan::new(&cfg, weights)?;
+        // This process's members' shares (ranges in the whole model's coordinates).
+        let mine = first..first + members.len();
+        let plan = Plan {
+            weights: whole.weights[mine.clone()].to_vec(),
+            kv_heads: whole.kv_heads[mine.clone()].to_vec(),
+            ffn: whole.ffn[mine.clone()].to_vec(),
+            vocab: whole.vocab[mine].to_vec(),
+        };
         check_fits(&members, &cfg, &plan)?;
+        // A share of a model split over other processes' members too.
+        let share = members.len() < total;
         let group_size = cfg.q_heads / cfg.kv_heads;
         let d = cfg.head_dim;
         let q_rows: Vec<_> =
@@ -447,42 +521,85 @@ impl Decoder {
             let caches = || Sharded::full(&members, |i| plan.kv_heads[i].len() * cfg.max_seq * d, 0.0);
             layers.push(Layer {
                 attention: Attention {
-                    q: ColumnParallelLinear::random(&members, h, qd, q_rows.clone(), seed(1), s_h)?,
-                    k: ColumnParallelLinear::random(&members, h, kvd, kv_rows.clone(), seed(2), s_h)?,
-                    v: ColumnParallelLinear::random(&members, h, kvd, kv_rows.clone(), seed(3), s_h)?,
-                    o: RowParallelLinear::random(
+                    q: ColumnParallelLinear::random_share(
+                        &members,
+                        h,
+                        qd,
+                        q_rows.clone(),
+                        seed(1),
+                        s_h,
+                        share,
+                    )?,
+                    k: ColumnParallelLinear::random_share(
+                        &members,
+                        h,
+                        kvd,
+                        kv_rows.clone(),
+                        seed(2),
+                        s_h,
+                        share,
+                    )?,
+                    v: ColumnParallelLinear::random_share(
+                        &members,
+                        h,
+                        kvd,
+                        kv_rows.clone(),
+                        seed(3),
+                        s_h,
+                        share,
+                    )?,
+                    o: RowParallelLinear::random_share(
                         &members,
                         qd,
                         h,
                         q_rows.clone(),
                         seed(4),
                         shift_for_fan_in(qd),
+                        share,
                     )?,
                     k_cache: caches()?,
                     v_cache: caches()?,
                 },
                 mlp: Mlp {
-                    gate: ColumnParallelLinear::random(&members, h, f, plan.ffn.clone(), seed(5), s_h)?,
-                    up: ColumnParallelLinear::random(&members, h, f, plan.ffn.clone(), seed(6), s_h)?,
-                    down: RowParallelLinear::random(
+                    gate: ColumnParallelLinear::random_share(
+                        &members,
+                        h,
+                        f,
+                        plan.ffn.clone(),
+                        seed(5),
+                        s_h,
+                        share,
+                    )?,
+                    up: ColumnParallelLinear::random_share(
+                        &members,
+                        h,
+                        f,
+                        plan.ffn.clone(),
+                        seed(6),
+                        s_h,
+                        share,
+                    )?,
+                    down: RowParallelLinear::random_share(
                         &members,
                         f,
                         h,
                         plan.ffn.clone(),
                         seed(7),
                         shift_for_fan_in(f),
+                        share,
                     )?,
                 },
             });
             progress(l + 1, cfg.layers);
         }
-        let vocab = ColumnParallelLinear::random(
+        let vocab = ColumnParallelLinear::random_share(
             &members,
             h,
             cfg.vocab,
             plan.vocab.clone(),
             matrix_seed(cfg.seed, usize::MAX, 8),
             s_h,
+            share,
         )?;
         let embed = members
             .iter()
@@ -493,7 +610,6 @@ impl Decoder {
                 Ok(t)
             })
             .collect::<Result<Vec<_>>>()?;
-        let n = members.len();
         let f32s = |len: &dyn Fn(usize) -> usize| Sharded::full(&members, len, 0.0);
         let kvh = |i: usize| plan.kv_heads[i].len();
         let u32s = |len: usize| -> Result<Sharded> {
@@ -517,7 +633,7 @@ impl Decoder {
             },
             d: f32s(&|_| h)?,
             logits: f32s(&|i| plan.vocab[i].len())?,
-            pairs: f32s(&|_| 2 * n)?,
+            pairs: f32s(&|_| 2 * total)?,
             token: u32s(1)?,
             history: u32s(cfg.max_seq)?,
             position: u32s(1)?,
@@ -531,6 +647,8 @@ impl Decoder {
             plan,
             members,
             comm,
+            remote,
+            first,
             embed,
             vocab,
             layers,
@@ -569,6 +687,7 @@ impl Decoder {
     pub fn replays(&self) -> bool {
         let rounds = 2 * self.cfg.layers as u64 + 1;
         self.replay
+            && self.remote.is_none()
             && match &self.comm {
                 None => self.members.len() == 1,
                 Some(c) => c.replay_fits(rounds, self.cfg.hidden),
@@ -709,10 +828,11 @@ impl Decoder {
         let mut last = Residual::None;
         for layer in &self.layers {
             norm(self.comm.as_ref(), last)?;
-            let o =
-                layer.attention.forward(members, self.comm.as_mut(), &act.h, &act.attention, &act.o, step)?;
+            let r = reducer(&mut self.comm, &mut self.remote);
+            let o = layer.attention.forward(members, r, &act.h, &act.attention, &act.o, step)?;
             norm(self.comm.as_ref(), residual(o, "o"))?;
-            let d = layer.mlp.forward(members, self.comm.as_mut(), &act.h, &act.mlp, &act.d)?;
+            let r = reducer(&mut self.comm, &mut self.remote);
+            let d = layer.mlp.forward(members, r, &act.h, &act.mlp, &act.d)?;
             last = residual(d, "d");
         }
         norm(self.comm.as_ref(), last)?;
@@ -725,12 +845,12 @@ impl Decoder {
                 act.logits.part(i)?,
                 self.plan.vocab[i].start,
                 act.pairs.part(i)?,
-                i,
+                self.first + i,
             )?;
         }
-        if let Some(comm) = self.comm.as_mut() {
+        if let Some(r) = reducer(&mut self.comm, &mut self.remote) {
             let opts = AllReduceOptions { precision: Precision::F32, ..Default::default() };
-            comm.all_reduce(&mut act.pairs.refs(), &opts)?;
+            r.all_reduce(&mut act.pairs.refs(), &opts)?;
         }
         for (i, m) in members.iter().enumerate() {
             let at = Position { base: 0, counter: Some(act.position.part(i)?) };
