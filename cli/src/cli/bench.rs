@@ -799,6 +799,7 @@ impl Run<'_> {
             warmup: 2,
             profile: 0,
             no_replay: false,
+            ranks: false,
         };
         let mut decode_layouts: Vec<(String, usize)> = Vec::new();
         for n in decode_counts(&self.s.members) {

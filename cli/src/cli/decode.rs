@@ -47,6 +47,11 @@ pub struct DecodeArgs {
     /// to one member and to DevicePoll; profiling records every step anyway).
     #[arg(long)]
     pub no_replay: bool,
+    /// Split the model over every member of every MPI rank (start under `mpirun`; each rank
+    /// opens CROSSGPU_DEVICES or its local rank's adapter; needs crossgpu-cli's `mpi`
+    /// feature). Rank 0 prints; `--check` compares with one member on rank 0.
+    #[arg(long)]
+    pub ranks: bool,
 }
 
 /// What one run measured.
@@ -392,6 +397,9 @@ pub fn decode(args: &DecodeArgs) -> CliResult {
         Some(s) => SplitSpec::parse(s).map_err(|e| e.for_setting("--split"))?,
         None => SplitSpec::from_env()?,
     };
+    if args.ranks {
+        return decode_across_ranks(args, &cfg, &split);
+    }
     let instance = Instance::new()?;
     let group = DeviceGroup::from_env(&instance)?;
     if let SplitSpec::Weighted(_) = split {
@@ -416,5 +424,66 @@ pub fn decode(args: &DecodeArgs) -> CliResult {
         }
         println!("--check: same {} tokens as one member", one.tokens.len());
     }
+    Ok(())
+}
+
+#[cfg(not(feature = "mpi"))]
+fn decode_across_ranks(_: &DecodeArgs, _: &DecoderConfig, _: &SplitSpec) -> CliResult {
+    Err(fail(
+        "decode --ranks: this crossgpu was built without MPI; build it with `cargo build --release -p crossgpu-cli --features mpi` and start it under mpirun",
+    ))
+}
+
+/// `crossgpu decode --ranks`: this rank's share of the model, decoded in step with every other
+/// rank's (`Decoder::across_ranks`).
+#[cfg(feature = "mpi")]
+fn decode_across_ranks(args: &DecodeArgs, cfg: &DecoderConfig, split: &SplitSpec) -> CliResult {
+    use crossgpu::ranks::RankComm;
+    use crossgpu::CommOptions;
+    if args.profile > 0 {
+        return Err(fail("decode --ranks: --profile records one process's members; leave it out"));
+    }
+    let (universe, rank) = super::ranks::init_mpi()?;
+    let lead = rank == 0;
+    let instance = Instance::new()?;
+    let group = super::ranks::rank_group(&instance)?;
+    let comm = RankComm::new(&group, CommOptions::from_env()?)?;
+    let (ranks, members, path) = (comm.ranks(), comm.global_members().len(), comm.path());
+    if lead {
+        println!("{ranks} ranks, {members} members, path between ranks {path:?}:");
+        print!("{}", comm.describe());
+    }
+    let mut d = Decoder::across_ranks(&group, cfg.clone(), split, comm).map_err(|e| with_hint(e, args))?;
+    let warm = d.generate(args.first, args.warmup, |_| {})?;
+    let from = warm.last().copied().unwrap_or(args.first);
+    let t0 = Instant::now();
+    let tokens = d.generate(from, args.tokens, |_| {})?;
+    let secs = t0.elapsed().as_secs_f64();
+    let host = d.stats().step_host_time.as_secs_f64() * 1e3 / (args.warmup + args.tokens) as f64;
+    drop(d);
+    drop(group);
+    if lead {
+        println!(
+            "{} in {secs:.3} s: {:.2} tokens/s over {ranks} ranks ({members} members); host time in step {host:.3} ms per token on rank 0",
+            plural(args.tokens, "token", "tokens"),
+            args.tokens as f64 / secs
+        );
+        println!("tokens: {tokens:?}");
+        if args.check {
+            let single = DeviceGroup::open(&instance, &GroupSpec::parse("0")?)?;
+            println!("--check: decoding again on one member ({}) of rank 0", single.members()[0].label());
+            let mut one = Decoder::new(&single, cfg.clone(), &SplitSpec::Even)?;
+            let one_warm = one.generate(args.first, args.warmup, |_| {})?;
+            let one_tokens =
+                one.generate(one_warm.last().copied().unwrap_or(args.first), args.tokens, |_| {})?;
+            if (&one_warm, &one_tokens) != (&warm, &tokens) {
+                return Err(fail(format!(
+                    "--check failed: {ranks} ranks gave {warm:?} then {tokens:?}, one member {one_warm:?} then {one_tokens:?}"
+                )));
+            }
+            println!("--check: same {} tokens as one member", warm.len() + tokens.len());
+        }
+    }
+    drop(universe);
     Ok(())
 }

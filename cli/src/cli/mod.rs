@@ -3,7 +3,7 @@
 pub mod bench;
 pub mod decode;
 #[cfg(feature = "mpi")]
-mod ranks;
+pub mod ranks;
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 mod scaleout;
 pub mod soak;

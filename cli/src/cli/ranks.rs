@@ -19,28 +19,39 @@ use super::{fail, CliResult};
 /// Ping-pong sizes for α and β, bytes.
 const PING_SIZES: [usize; 9] = [8, 64, 512, 4096, 32_768, 262_144, 2_097_152, 16_777_216, 67_108_864];
 
-pub fn bench_ranks(args: &RanksArgs) -> CliResult {
-    let sizes = args.checked_sizes()?;
+/// MPI initialized as `RankComm` needs it, and this process's rank.
+pub fn init_mpi() -> CliResult<(mpi::environment::Universe, usize)> {
     let (universe, threading) = mpi::initialize_with_threading(mpi::Threading::Serialized)
         .ok_or_else(|| fail("MPI was already initialized"))?;
     if threading < mpi::Threading::Serialized {
         return Err(fail(format!("the MPI library gives {threading:?} threads; RankComm needs Serialized")));
     }
-    let world = universe.world();
-    let (rank, ranks) = (world.rank() as usize, world.size() as usize);
-    let lead = rank == 0;
+    let rank = universe.world().rank() as usize;
+    Ok((universe, rank))
+}
 
-    let instance = Instance::new()?;
-    // CROSSGPU_DEVICES when set (the same in every rank unless the launcher sets it per rank),
-    // else the adapter of this rank's index on its host.
-    let group = match std::env::var("CROSSGPU_DEVICES") {
-        Ok(_) => DeviceGroup::from_env(&instance)?,
+/// This rank's members: CROSSGPU_DEVICES when set (the same in every rank unless the launcher
+/// sets it per rank), else the adapter of this rank's index on its host.
+pub fn rank_group(instance: &Instance) -> CliResult<DeviceGroup> {
+    Ok(match std::env::var("CROSSGPU_DEVICES") {
+        Ok(_) => DeviceGroup::from_env(instance)?,
         Err(_) => {
             let adapters = instance.adapters().len().max(1);
             let spec = (local_rank().unwrap_or(0) % adapters).to_string();
-            DeviceGroup::open(&instance, &GroupSpec::parse(&spec)?)?
+            DeviceGroup::open(instance, &GroupSpec::parse(&spec)?)?
         }
-    };
+    })
+}
+
+pub fn bench_ranks(args: &RanksArgs) -> CliResult {
+    let sizes = args.checked_sizes()?;
+    let (universe, rank) = init_mpi()?;
+    let world = universe.world();
+    let ranks = world.size() as usize;
+    let lead = rank == 0;
+
+    let instance = Instance::new()?;
+    let group = rank_group(&instance)?;
     for m in group.members() {
         let limit = m.adapter().caps.max_storage_buffer_range;
         if let Some(&too_big) = sizes.iter().find(|&&b| b as u64 > limit) {
