@@ -38,7 +38,7 @@ commands:
             (cargo run -p crossgpu-cli -- demo ARGS; e.g. ./dev.sh demo --len 1000)
   test      run the test suite with the Khronos validation layer on
             (cargo test --workspace ARGS; e.g. ./dev.sh test -- --nocapture), the MPI
-            ranks' test and a brief `bench ranks` (feature mpi, under mpirun), then the library's tests again on
+            ranks' test, a brief `bench ranks` and `decode --ranks` (feature mpi, mpirun), then the library's tests again on
             Mesa 26's lavapipe (scripts/newer-lavapipe.sh)
   devices   list the Vulkan adapters and the capabilities crossgpu uses
             (cargo run -p crossgpu-cli -- devices)
@@ -152,13 +152,15 @@ case "$cmd" in
         # The communicator across MPI ranks (feature `mpi`): its test starts itself under
         # mpirun with 2, 3 and 4 ranks of lavapipe members.
         run cargo test -p crossgpu --features mpi --test ranks "$@"
-        # `crossgpu bench ranks` briefly across two ranks, so that the command runs here too
-        # (its figures come from longer runs: docs/SCALE-OUT.md).
+        # `crossgpu bench ranks` and `decode --ranks` briefly across two ranks, so that the
+        # commands run here too (their figures come from longer runs: docs/SCALE-OUT.md).
         run cargo build -p crossgpu-cli --features mpi
         local_root=()
         if [ "$(id -u)" -eq 0 ]; then local_root=(--allow-run-as-root); fi
         run mpirun -np 2 --oversubscribe ${local_root[@]+"${local_root[@]}"} "${CARGO_TARGET_DIR:-target}/debug/crossgpu" \
             bench ranks --sizes 32768,262144 --iters 3
+        run mpirun -np 2 --oversubscribe ${local_root[@]+"${local_root[@]}"} "${CARGO_TARGET_DIR:-target}/debug/crossgpu" \
+            decode --ranks --layers 1 --tokens 4 --check
         # A second lavapipe generation (Mesa 26 from trixie-backports, unpacked into the
         # git-ignored .newer-lavapipe/; the system is not touched): its SYNC_FD semaphores run
         # the SyncFd mode, which Debian 12's lavapipe lacks, and the library's whole suite runs
