@@ -456,3 +456,98 @@ fn pipelined_rounds_never_read_a_slot_the_next_round_wrote() {
     }
     assert_no_wgpu_errors();
 }
+
+/// `all_reduce_ranges`: each member's tensor lies at its own aligned offset inside a larger
+/// buffer (as a sub-allocating framework such as cubecl places tensors), with random values
+/// around it. Over rounds of awkward lengths and offsets, the range holds the f64-checked sum,
+/// bitwise equal across members, and every byte outside it is untouched. An unaligned offset
+/// and a range past the buffer's end are errors before anything runs.
+#[test]
+fn ranges_at_offsets_sum_in_place_and_leave_the_rest_alone() {
+    let adapters = member_adapters(2);
+    let devices: Vec<(wgpu::Device, wgpu::Queue)> =
+        adapters.iter().map(|a| embed::request_device(a, &desc()).expect("request_device")).collect();
+    let pairs: Vec<(&wgpu::Device, &wgpu::Queue)> = devices.iter().map(|(d, q)| (d, q)).collect();
+    let mut comm = WgpuComm::new(&pairs).expect("WgpuComm::new");
+    let align =
+        devices.iter().map(|(d, _)| d.limits().min_storage_buffer_offset_alignment).max().unwrap() as usize;
+    let words = 40_000usize;
+    let buffers: Vec<wgpu::Buffer> = devices
+        .iter()
+        .map(|(d, _)| {
+            d.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("pool"),
+                size: (words * 4) as u64,
+                usage: embed::REQUIRED_USAGE,
+                mapped_at_creation: false,
+            })
+        })
+        .collect();
+    let mut rng = common::rng(0xB0FF);
+    for round in 0..40 {
+        let n = [1, 3, 1000, 4097, 12_345][round % 5];
+        // Offsets in whole alignment units, different on each member.
+        let offsets: Vec<usize> =
+            (0..2).map(|j| align * ((round * 7 + j * 13) % ((words * 4 - n * 4) / align).max(1))).collect();
+        let pools: Vec<Vec<f32>> = (0..2).map(|_| common::random(&mut rng, words)).collect();
+        for ((d, q), (b, p)) in devices.iter().zip(buffers.iter().zip(&pools)) {
+            q.write_buffer(b, 0, bytemuck::cast_slice(p));
+            let _ = d;
+        }
+        let ranges: Vec<(&wgpu::Buffer, u64)> =
+            buffers.iter().zip(&offsets).map(|(b, &o)| (b, o as u64)).collect();
+        comm.all_reduce_ranges(&ranges, n).expect("all_reduce_ranges");
+        comm.synchronize().expect("synchronize");
+        let parts: Vec<Vec<f32>> =
+            (0..2).map(|j| pools[j][offsets[j] / 4..offsets[j] / 4 + n].to_vec()).collect();
+        let want = common::reference::all_reduce(&parts, &[], false);
+        let got: Vec<Vec<f32>> =
+            devices.iter().zip(&buffers).map(|((d, q), b)| read_back(d, q, b, words)).collect();
+        for j in 0..2 {
+            let (o, w) = (offsets[j] / 4, &got[j]);
+            common::assert_within_ev(&format!("round {round} member {j}"), &w[o..o + n], &want);
+            assert_eq!(&w[..o], &pools[j][..o], "round {round} member {j}: bytes before the range changed");
+            assert_eq!(
+                &w[o + n..],
+                &pools[j][o + n..],
+                "round {round} member {j}: bytes after the range changed"
+            );
+        }
+        let (o0, o1) = (offsets[0] / 4, offsets[1] / 4);
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&got[0][o0..o0 + n]), bits(&got[1][o1..o1 + n]), "round {round}: members differ");
+    }
+    if align > 4 {
+        let e =
+            comm.all_reduce_ranges(&[(&buffers[0], 4), (&buffers[1], 0)], 8).expect_err("unaligned offset");
+        assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    }
+    let past = (words * 4 - align) as u64;
+    let e = comm.all_reduce_ranges(&[(&buffers[0], past), (&buffers[1], 0)], 1000).expect_err("past the end");
+    assert!(matches!(e, Error::LengthMismatch { .. }), "{e}");
+    comm.all_reduce_ranges(&[(&buffers[0], 0), (&buffers[1], align as u64)], 10)
+        .expect("after rejected calls");
+    comm.synchronize().expect("synchronize");
+    drop(comm);
+    assert_no_wgpu_errors();
+}
+
+/// The first `words` f32 of `buffer`, through a mapped copy.
+fn read_back(device: &wgpu::Device, queue: &wgpu::Queue, buffer: &wgpu::Buffer, words: usize) -> Vec<f32> {
+    let bytes = (words * 4) as u64;
+    let staging = device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("read back"),
+        size: bytes,
+        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    let mut enc = device.create_command_encoder(&Default::default());
+    enc.copy_buffer_to_buffer(buffer, 0, &staging, 0, bytes);
+    queue.submit([enc.finish()]);
+    let slice = staging.slice(..);
+    slice.map_async(wgpu::MapMode::Read, |r| r.expect("map_async"));
+    device.poll(wgpu::PollType::wait_indefinitely()).expect("poll");
+    let out = bytemuck::cast_slice(&slice.get_mapped_range().expect("mapped range")).to_vec();
+    staging.unmap();
+    out
+}

@@ -207,18 +207,20 @@ impl WgpuComm {
     }
 
     /// Checks, through wgpu's own validation, that `buffer` is a live buffer of member `i`'s
-    /// device with STORAGE usage covering `bytes`.
-    fn check_buffer(&self, i: usize, buffer: &wgpu::Buffer, bytes: u64) -> Result<()> {
+    /// device with STORAGE usage covering `bytes` from `offset` (and that a binding may start
+    /// there: `minStorageBufferOffsetAlignment`).
+    fn check_buffer(&self, i: usize, buffer: &wgpu::Buffer, offset: u64, bytes: u64) -> Result<()> {
         if !buffer.usage().contains(REQUIRED_USAGE) {
             return Err(Error::InvalidArgument(format!(
                 "buffer {i} has usage {:?}; all_reduce needs STORAGE | COPY_SRC | COPY_DST",
                 buffer.usage()
             )));
         }
-        if buffer.size() < bytes {
+        let end = offset.saturating_add(bytes);
+        if buffer.size() < end {
             return Err(Error::LengthMismatch {
-                what: format!("all_reduce buffer {i} (bytes)"),
-                expected: bytes as usize,
+                what: format!("all_reduce buffer {i} (bytes, to the end of the range from byte {offset})"),
+                expected: end as usize,
                 got: buffer.size() as usize,
             });
         }
@@ -231,14 +233,14 @@ impl WgpuComm {
                 binding: 0,
                 resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
                     buffer,
-                    offset: 0,
+                    offset,
                     size: wgpu::BufferSize::new(bytes),
                 }),
             }],
         });
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(Error::InvalidArgument(format!(
-                "buffer {i} cannot be used by member {i}'s device (another device's, or destroyed): {e}"
+                "buffer {i} cannot be used by member {i}'s device from byte {offset} (another device's, destroyed, or the offset unaligned): {e}"
             )));
         }
         Ok(())
@@ -273,6 +275,15 @@ impl WgpuComm {
     /// Errors: wrong number of buffers, a buffer too small, without the usages, or of another
     /// device; a sum larger than the devices' `maxStorageBufferRange`; an earlier failure.
     pub fn all_reduce(&mut self, buffers: &[&wgpu::Buffer], len_f32: usize) -> Result<()> {
+        let ranges: Vec<(&wgpu::Buffer, u64)> = buffers.iter().map(|&b| (b, 0)).collect();
+        self.all_reduce_ranges(&ranges, len_f32)
+    }
+
+    /// [`WgpuComm::all_reduce`] of `len_f32` f32 elements from a byte offset of each buffer:
+    /// `(buffer, offset)` per member, the offset a multiple of the device's
+    /// `minStorageBufferOffsetAlignment` (an allocator that sub-allocates tensors from large
+    /// buffers, as cubecl does, binds them at such offsets too).
+    pub fn all_reduce_ranges(&mut self, ranges: &[(&wgpu::Buffer, u64)], len_f32: usize) -> Result<()> {
         if let Some(p) = &self.poisoned {
             return Err(Error::Poisoned("WgpuComm".into(), p.clone()));
         }
@@ -280,11 +291,11 @@ impl WgpuComm {
             self.poisoned = Some(e.to_string());
             return Err(Error::Poisoned("WgpuComm".into(), e.to_string()));
         }
-        if buffers.len() != self.members.len() {
+        if ranges.len() != self.members.len() {
             return Err(Error::LengthMismatch {
                 what: "all_reduce buffers (one per member)".into(),
                 expected: self.members.len(),
-                got: buffers.len(),
+                got: ranges.len(),
             });
         }
         if len_f32 == 0 {
@@ -300,8 +311,8 @@ impl WgpuComm {
                 self.members.len()
             )));
         }
-        for (i, b) in buffers.iter().enumerate() {
-            self.check_buffer(i, b, bytes)?;
+        for (i, &(b, offset)) in ranges.iter().enumerate() {
+            self.check_buffer(i, b, offset, bytes)?;
         }
         self.ensure_slots(len_f32)?;
         let slots = self.slots.as_ref().expect("made above");
@@ -316,7 +327,8 @@ impl WgpuComm {
             // signals `done = round` when the copy is done.
             for (i, m) in self.members.iter_mut().enumerate() {
                 m.submit_copy(
-                    buffers[i],
+                    ranges[i].0,
+                    ranges[i].1,
                     &imports[i],
                     layout.region_bytes(i, half),
                     bytes,
@@ -342,7 +354,8 @@ impl WgpuComm {
                 // Four elements per thread and step (the kernel's vec4 loads).
                 let groups = (len_f32.div_ceil(4 * 256)).clamp(1, 65_535) as u32;
                 m.submit_kernel(
-                    buffers[i],
+                    ranges[i].0,
+                    ranges[i].1,
                     bytes,
                     &imports[i],
                     slot_bytes,

@@ -96,6 +96,8 @@ struct Shared {
     mem_props: vk::PhysicalDeviceMemoryProperties,
     min_align: u64,
     max_storage_range: u64,
+    /// `minStorageBufferOffsetAlignment`: where a binding of an application buffer may start.
+    storage_offset_align: u64,
     name: String,
     queue: wgpu::Queue,
     device: wgpu::Device,
@@ -263,6 +265,7 @@ impl EmbeddedMember {
                 mem_props,
                 min_align: host_props.min_imported_host_pointer_alignment.max(1),
                 max_storage_range: u64::from(props.limits.max_storage_buffer_range),
+                storage_offset_align: props.limits.min_storage_buffer_offset_alignment.max(1),
                 name,
                 queue: queue.clone(),
                 device: device.clone(),
@@ -427,11 +430,13 @@ impl EmbeddedMember {
         Ok(value)
     }
 
-    /// Copies the first `bytes` of `buffer` into `slots` at `slot_offset`, then signals
+    /// Copies `bytes` of `buffer` from `offset` into `slots` at `slot_offset`, then signals
     /// `signal` (a timeline of this device) when the copy is done.
+    #[allow(clippy::too_many_arguments)]
     pub fn submit_copy(
         &mut self,
         buffer: &wgpu::Buffer,
+        offset: u64,
         slots: &EmbeddedSlots,
         slot_offset: u64,
         bytes: u64,
@@ -440,15 +445,20 @@ impl EmbeddedMember {
         self.check_own(signal.0)?;
         self.recycle()?;
         let size = NonZeroU64::new(bytes).ok_or_else(|| NativeError::Unsupported("empty copy".into()))?;
-        if bytes > buffer.size() || slot_offset + bytes > slots.size() || !bytes.is_multiple_of(4) {
-            return Err(NativeError::Unsupported("copy into the slots out of range".into()));
+        let in_buffer = offset.checked_add(bytes).is_some_and(|end| end <= buffer.size());
+        if !in_buffer
+            || slot_offset + bytes > slots.size()
+            || !bytes.is_multiple_of(4)
+            || !offset.is_multiple_of(4)
+        {
+            return Err(NativeError::Unsupported("copy into the slots out of range or unaligned".into()));
         }
         let raw_buf = Self::raw_buffer(buffer)?;
         // SAFETY: a non-owning wgpu-hal wrapper of a live handle, never destroyed through it.
         let src = unsafe { wgpu_hal::vulkan::Buffer::from_raw(raw_buf) };
         let slot_hal = slots.hal();
         let value = Self::submit_raw(self.timelines(), None, Some(signal), |_, enc| {
-            let region = wgpu_hal::BufferCopy { src_offset: 0, dst_offset: slot_offset, size };
+            let region = wgpu_hal::BufferCopy { src_offset: offset, dst_offset: slot_offset, size };
             // SAFETY: both buffers are of this device and alive; the range is checked above.
             unsafe { enc.copy_buffer_to_buffer(&src, slot_hal, std::iter::once(region)) };
         })?;
@@ -463,12 +473,14 @@ impl EmbeddedMember {
     }
 
     /// Waits for `wait` (a timeline of this device), then runs the member's kernel once over
-    /// the first `slot_bytes` of `slots` (binding 0) and the first `dst_bytes` of `buffer`
-    /// (binding 1), with `immediates` and `groups` workgroups.
+    /// the first `slot_bytes` of `slots` (binding 0) and `dst_bytes` of `buffer` from
+    /// `dst_offset` (binding 1, the offset a multiple of `minStorageBufferOffsetAlignment`),
+    /// with `immediates` and `groups` workgroups.
     #[allow(clippy::too_many_arguments)]
     pub fn submit_kernel(
         &mut self,
         buffer: &wgpu::Buffer,
+        dst_offset: u64,
         dst_bytes: u64,
         slots: &EmbeddedSlots,
         slot_bytes: u64,
@@ -477,8 +489,15 @@ impl EmbeddedMember {
         wait: (&TimelineSemaphore, u64),
     ) -> Result<()> {
         self.check_own(wait.0)?;
-        if dst_bytes == 0 || slot_bytes == 0 || slot_bytes > slots.size() || dst_bytes > buffer.size() {
+        let in_buffer = dst_offset.checked_add(dst_bytes).is_some_and(|end| end <= buffer.size());
+        if dst_bytes == 0 || slot_bytes == 0 || slot_bytes > slots.size() || !in_buffer {
             return Err(NativeError::Unsupported("kernel bindings out of range".into()));
+        }
+        if !dst_offset.is_multiple_of(self.shared.storage_offset_align) {
+            return Err(NativeError::Unsupported(format!(
+                "a binding at byte {dst_offset}: minStorageBufferOffsetAlignment is {}",
+                self.shared.storage_offset_align
+            )));
         }
         if slot_bytes > self.shared.max_storage_range || dst_bytes > self.shared.max_storage_range {
             return Err(NativeError::Unsupported(format!(
@@ -506,7 +525,7 @@ impl EmbeddedMember {
                 .ok_or_else(|| NativeError::Unsupported("not a Vulkan device".into()))?;
             let bindings = [
                 wgpu_hal::BufferBinding::new_unchecked(slots.hal(), 0, NonZeroU64::new(slot_bytes)),
-                wgpu_hal::BufferBinding::new_unchecked(&dst, 0, NonZeroU64::new(dst_bytes)),
+                wgpu_hal::BufferBinding::new_unchecked(&dst, dst_offset, NonZeroU64::new(dst_bytes)),
             ];
             // SAFETY: the ranges are inside live buffers of this device and within its limits.
             unsafe { self.kernel.objects.bind(&d, "crossgpu reduce", &bindings)? }
