@@ -44,7 +44,7 @@ use mpi::request::{Request, Scope};
 use mpi::traits::{Communicator, CommunicatorCollectives};
 
 use crate::comm::slots::HostSlots;
-use crate::comm::{AllReduceOptions, Comm, CommOptions, Precision};
+use crate::comm::{AllReduceOptions, Comm, CommOptions, Mode, ModeRequest, Precision};
 use crate::error::{Error, Result};
 use crate::group::DeviceGroup;
 use crate::tensor::Tensor;
@@ -138,8 +138,23 @@ impl RankComm {
             return Err(Error::InvalidArgument("RankComm: this rank's group has no members".into()));
         }
         let timeout = opts.timeout;
-        let local = Comm::with_options(group, opts.clone())?;
         let mut mpi = MpiThread::start()?;
+        let sharing = match (path, mpi.one_host) {
+            (RankPath::SharedMemory, false) => return Err(Error::Unsupported(
+                "RankComm: RankPath::SharedMemory needs every rank on one host; these ranks run on several"
+                    .into(),
+            )),
+            (RankPath::Gather, _) | (RankPath::Auto, false) => false,
+            (_, true) => true,
+        };
+        // On the shared path the rank's own communicator only checks calls: Generic starts no
+        // bridge thread, slots or polling kernels.
+        let local_opts = if sharing {
+            CommOptions { mode: ModeRequest::Forced(Mode::Generic), ..opts.clone() }
+        } else {
+            opts.clone()
+        };
+        let local = Comm::with_options(group, local_opts)?;
         // Every rank's members and labels: "label\n" per member, one UTF-8 byte per word.
         let labels: String =
             group.members().iter().map(|m| format!("{}\n", m.label().replace('\n', " "))).collect();
@@ -155,13 +170,9 @@ impl RankComm {
             }
         }
         let first = members.iter().take_while(|m| m.rank < mpi.rank).count();
-        let shared = match (path, mpi.one_host) {
-            (RankPath::Gather, _) | (RankPath::Auto, false) => None,
-            (RankPath::SharedMemory, false) => return Err(Error::Unsupported(
-                "RankComm: RankPath::SharedMemory needs every rank on one host; these ranks run on several"
-                    .into(),
-            )),
-            (_, true) => {
+        let shared = match sharing {
+            false => None,
+            true => {
                 // What every rank needs to agree on: rank 0's name for the file, the largest
                 // alignment and the smallest binding of every member.
                 let align = HostSlots::alignment(group.members());
