@@ -419,3 +419,34 @@ fn decoder_rank(dir: &std::path::Path) {
     std::fs::write(dir.join(format!("rank-{rank}.txt")), format!("RANK {rank}: tokens {tokens:?}\n"))
         .expect("the rank's report");
 }
+
+/// Ranks that ask for different paths between them (rank 0 `Gather`, the others `Auto`, which
+/// takes shared memory on this host): every rank's `RankComm::with_path` fails with
+/// `InvalidArgument` naming the disagreement, instead of pairing mismatched collectives.
+#[test]
+fn ranks_that_ask_for_different_paths_all_fail() {
+    if let Some(dir) = std::env::var_os(RANK_ENV) {
+        return mixed_paths(std::path::Path::new(&dir));
+    }
+    let _serial = common::serial();
+    let text = mpirun(2, 0, "ranks_that_ask_for_different_paths_all_fail");
+    let got = reports(&text);
+    for r in 0..2 {
+        assert!(got.iter().any(|(q, k, _)| *q == r && k == "refused"), "rank {r}:\n{text}");
+    }
+    eprint!("{text}");
+}
+
+fn mixed_paths(dir: &std::path::Path) {
+    let (_universe, rank, _) = init_mpi();
+    let group = common::logical(1);
+    let path = if rank == 0 { RankPath::Gather } else { RankPath::Auto };
+    let e = RankComm::with_path(&group, CommOptions::from_env().expect("CROSSGPU_* variables"), path)
+        .err()
+        .expect("ranks on different paths");
+    assert!(matches!(e, Error::InvalidArgument(_)) && e.to_string().contains("RankPath"), "{e}");
+    drop(group);
+    common::assert_no_validation_errors();
+    std::fs::write(dir.join(format!("rank-{rank}.txt")), format!("RANK {rank}: refused {e}\n"))
+        .expect("report");
+}

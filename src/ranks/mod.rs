@@ -55,6 +55,10 @@ use shared::{SharedPlan, SharedSlots};
 /// The least time [`RankComm::new`] waits for the other ranks.
 const STARTUP_WAIT: Duration = Duration::from_secs(60);
 
+/// The version of the ranks' exchange, compared at start-up: ranks of different crossgpu
+/// builds must not pair their collectives.
+const PROTOCOL: u32 = 2;
+
 /// This process's rank among the ranks of its host, from the launcher's environment:
 /// `LOCAL_RANK` (torchrun), `OMPI_COMM_WORLD_LOCAL_RANK` (Open MPI), `MPI_LOCALRANKID` (MPICH's
 /// Hydra) or `SLURM_LOCALID`; `None` when none is set. A program that gives each rank one GPU
@@ -138,7 +142,10 @@ impl RankComm {
             return Err(Error::InvalidArgument("RankComm: this rank's group has no members".into()));
         }
         let timeout = opts.timeout;
-        let mut mpi = MpiThread::start()?;
+        // Ranks start at their own pace (process launch, device creation): start-up waits at
+        // least a minute.
+        let startup = timeout.max(STARTUP_WAIT);
+        let mut mpi = MpiThread::start(startup)?;
         let sharing = match (path, mpi.one_host) {
             (RankPath::SharedMemory, false) => return Err(Error::Unsupported(
                 "RankComm: RankPath::SharedMemory needs every rank on one host; these ranks run on several"
@@ -155,13 +162,24 @@ impl RankComm {
             opts.clone()
         };
         let local = Comm::with_options(group, local_opts)?;
+        // Every rank must take the same path (and speak the same protocol): a rank that asked
+        // for another would pair its collectives with the wrong ones.
+        let mine = [PROTOCOL, u32::from(sharing)];
+        let choices = mpi.gather(mine.to_vec(), startup, "the ranks' paths")?;
+        if let Some(r) = choices.iter().position(|c| c[..] != mine[..]) {
+            return Err(Error::InvalidArgument(format!(
+                "RankComm: rank {r} takes {} (protocol {}), rank {} {} (protocol {PROTOCOL}): give every rank the same RankPath",
+                if choices[r].get(1) == Some(&1) { "the shared-memory path" } else { "the gather path" },
+                choices[r].first().copied().unwrap_or(0),
+                mpi.rank,
+                if sharing { "the shared-memory path" } else { "the gather path" },
+            )));
+        }
         // Every rank's members and labels: "label\n" per member, one UTF-8 byte per word.
         let labels: String =
             group.members().iter().map(|m| format!("{}\n", m.label().replace('\n', " "))).collect();
         let words: Vec<u32> = labels.bytes().map(u32::from).collect();
-        // Ranks start at their own pace (process launch, device creation): the first gather
-        // waits at least a minute.
-        let gathered = mpi.gather(words, timeout.max(STARTUP_WAIT), "the ranks' member lists")?;
+        let gathered = mpi.gather(words, startup, "the ranks' member lists")?;
         let mut members = Vec::new();
         for (rank, words) in gathered.iter().enumerate() {
             let bytes: Vec<u8> = words.iter().map(|&w| w as u8).collect();
@@ -310,25 +328,33 @@ impl RankComm {
             Precision::F16 => true,
             Precision::Auto => n as u64 * 4 >= threshold,
         };
-        let call = [self.calls as u32, (self.calls >> 32) as u32, n as u32, precision, u32::from(f16_wire)];
+        let n64 = n as u64;
+        let call = [
+            self.calls as u32,
+            (self.calls >> 32) as u32,
+            n64 as u32,
+            (n64 >> 32) as u32,
+            precision,
+            u32::from(f16_wire),
+        ];
         let header = [&call[..], &[u32::from(local.is_ok())]].concat();
         let headers = self.run(|mpi, t| mpi.gather(header, t, "the ranks' all-reduce calls"))?;
         local?;
-        if let Some(r) = headers.iter().position(|h| h.get(5) != Some(&1)) {
+        if let Some(r) = headers.iter().position(|h| h.get(6) != Some(&1)) {
             return Err(Error::InvalidArgument(format!(
                 "RankComm::all_reduce: rank {r} refused the call (its arguments were invalid; its error says why)"
             )));
         }
-        if let Some(r) = headers.iter().position(|h| h[..5] != call) {
+        if let Some(r) = headers.iter().position(|h| h[..6] != call) {
             let e = Error::InvalidArgument(format!(
                 "RankComm::all_reduce: rank {} made call {} with {n} elements, precision {precision} and f16 wire {f16_wire}, \
                  rank {r} call {} with {} elements, precision {} and f16 wire {}: every rank must make the same calls",
                 self.mpi.rank,
                 self.calls,
                 u64::from(headers[r][0]) | u64::from(headers[r][1]) << 32,
-                headers[r][2],
-                headers[r][3],
-                headers[r][4] == 1
+                u64::from(headers[r][2]) | u64::from(headers[r][3]) << 32,
+                headers[r][4],
+                headers[r][5] == 1
             ));
             // The calls no longer pair up across ranks.
             self.poisoned = Some(e.to_string());
@@ -416,7 +442,9 @@ struct MpiThread {
 }
 
 impl MpiThread {
-    fn start() -> Result<Self> {
+    /// Starts the thread, which duplicates `MPI_COMM_WORLD` (a collective); waits for that at
+    /// most `wait`. After a timeout the thread stays blocked in MPI: end the job.
+    fn start(wait: Duration) -> Result<Self> {
         let (jobs, inbox) = channel::<Gather>();
         let (ready_tx, ready) = channel();
         let (quiet_tx, quiet) = channel();
@@ -429,9 +457,16 @@ impl MpiThread {
                 let _ = control.quiet.send(());
             })
             .map_err(|e| Error::OutOfHostMemory(format!(": cannot start the MPI thread: {e}")))?;
-        let (rank, size, one_host) = ready
-            .recv()
-            .map_err(|_| Error::Unsupported("RankComm: the MPI thread ended before it started".into()))?;
+        let (rank, size, one_host) = ready.recv_timeout(wait).map_err(|e| match e {
+            RecvTimeoutError::Timeout => Error::Timeout {
+                what: "MPI start-up (duplicating MPI_COMM_WORLD): a rank did not create its RankComm; end the job"
+                    .into(),
+                ms: wait.as_millis() as u64,
+            },
+            RecvTimeoutError::Disconnected => {
+                Error::Unsupported("RankComm: the MPI thread ended before it started".into())
+            }
+        })?;
         Ok(Self { jobs: Some(jobs), thread: Some(thread), stop, quiet, rank, size, one_host })
     }
 

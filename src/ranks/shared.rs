@@ -1,7 +1,8 @@
 //! Ranks on one host: the all-reduce's host slots in memory every rank maps (a file in
 //! `/dev/shm`, mapped shared) and imports into each of its devices, so the ranks exchange
 //! their members' partials the way one process's members do, and only the synchronization
-//! goes through MPI (two zero-byte all-gathers per call, over MPI's shared-memory transport).
+//! goes through MPI (per call the communicator's header all-gather, then one barrier — an
+//! all-gather of no data — per exchange, over MPI's shared-memory transport).
 //!
 //! Per exchange: every member of every rank writes its partial into its region of the shared
 //! slots (phase A, as [`crate::comm`] records it), each rank waits for its members and meets
@@ -187,25 +188,30 @@ impl SharedSlots {
         let path = shared_dir()
             .join(format!("crossgpu-{}-{}-{}", self.plan.leader_pid, self.plan.leader_comm, self.generation));
         let leader = self.plan.rank == 0;
-        let created = if leader {
+        // Rank 0's name for the file is removed on every way out of this function (once every
+        // rank mapped it, or gave up).
+        let _name = leader.then(|| RemoveOnDrop(path.clone()));
+        let created: Option<std::result::Result<std::fs::File, String>> = leader.then(|| {
             std::fs::OpenOptions::new()
                 .read(true)
                 .write(true)
                 .create_new(true)
                 .open(&path)
-                .and_then(|f| f.set_len(bytes).map(|()| f))
+                .and_then(|f| fill_zeros(&f, bytes).map(|()| f))
                 .map_err(|e| format!("creating {}: {e}", path.display()))
-        } else {
-            Err(String::new())
-        };
-        let verdicts = sync(vec![u32::from(created.is_ok())], "the shared slots' creation")?;
+        });
+        let verdicts =
+            sync(vec![u32::from(created.as_ref().is_some_and(|c| c.is_ok()))], "the shared slots' creation")?;
         if verdicts[0] != [1] {
-            let why = created.err().unwrap_or_else(|| "rank 0 could not create them".into());
+            let why = match created {
+                Some(Err(why)) => why,
+                _ => "rank 0 could not create them (its error says why)".into(),
+            };
             return Err(Error::OutOfHostMemory(format!(" for the shared slots ({bytes} bytes): {why}")));
         }
         let mapped = match created {
-            Ok(f) => Ok(f),
-            Err(_) => std::fs::OpenOptions::new()
+            Some(Ok(f)) => Ok(f),
+            _ => std::fs::OpenOptions::new()
                 .read(true)
                 .write(true)
                 .open(&path)
@@ -219,10 +225,6 @@ impl SharedSlots {
             .map_err(|e| Error::OutOfHostMemory(format!(" for the shared slots: {e}")))
             .and_then(|host| HostSlots::shared(members, self.plan.first, &Arc::new(host), layout, capacity));
         let verdicts = sync(vec![u32::from(made.is_ok())], "the shared slots' mapping")?;
-        if leader {
-            // Every rank holds a mapping or gave up: the name is no longer needed.
-            let _ = std::fs::remove_file(&path);
-        }
         let slots = made?;
         if let Some(r) = verdicts.iter().position(|v| v != &[1]) {
             return Err(Error::OutOfHostMemory(format!(
@@ -232,6 +234,30 @@ impl SharedSlots {
         self.slots = Some(slots);
         Ok(())
     }
+}
+
+/// Removes a file when dropped.
+struct RemoveOnDrop(std::path::PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Makes `file` `bytes` long by writing zeros: on a memory file system the pages exist from
+/// here on, so running out of room is this error, not a fault when a device first writes them.
+fn fill_zeros(file: &std::fs::File, bytes: u64) -> std::io::Result<()> {
+    use std::io::Write;
+    let zeros = vec![0u8; 1 << 20];
+    let mut w = std::io::BufWriter::new(file);
+    let mut left = bytes;
+    while left > 0 {
+        let n = left.min(zeros.len() as u64) as usize;
+        w.write_all(&zeros[..n])?;
+        left -= n as u64;
+    }
+    w.flush()
 }
 
 /// Where the shared slots' file is made: `/dev/shm` (memory) where it exists, else the

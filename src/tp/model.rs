@@ -473,6 +473,13 @@ impl Decoder {
         }
         let total = ranks.global_members().len();
         let first = ranks.global_members().iter().take_while(|m| m.rank < ranks.rank()).count();
+        let mine = ranks.global_members().iter().filter(|m| m.rank == ranks.rank()).count();
+        if mine != group.len() || ranks.local().members().len() != group.len() {
+            return Err(Error::InvalidArgument(format!(
+                "Decoder::across_ranks: the group has {} members, the RankComm {mine} on this rank: pass the group the RankComm was made over",
+                group.len()
+            )));
+        }
         let weights = split.weights(total)?;
         Self::load_share(group, cfg, &weights, first, None, Some(Box::new(ranks)), |_, _| {})
     }

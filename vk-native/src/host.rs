@@ -65,7 +65,10 @@ impl HostAllocation {
     /// maps the same file sees the same memory, and so do the devices each imports it into.
     /// `len` must be a non-zero multiple of `align` (a power of two) and the file at least that
     /// long; a new file on a memory file system (`/dev/shm`, a memfd) reads as zeros. The
-    /// mapping starts on a page; an error if that is not a multiple of `align`.
+    /// mapping starts on a page; an error if that is not a multiple of `align`. Give it a file
+    /// whose bytes exist (written, not only `set_len`) and that no process truncates while it is
+    /// mapped: touching a page past the file's end, or one a full memory file system cannot
+    /// supply, faults (SIGBUS). crossgpu writes its files in full and unlinks them once mapped.
     pub fn shared(file: &std::fs::File, len: u64, align: u64) -> Result<Self> {
         use std::os::fd::AsRawFd;
         let align = align.max(4096);
