@@ -354,6 +354,23 @@ impl Comm {
         &self.members
     }
 
+    /// Whether a call of `n` elements with `opts` exchanges f16 (`opts.precision`, for `Auto`
+    /// from the payload against the f16-wire threshold).
+    pub(crate) fn f16_wire(&self, opts: &AllReduceOptions, n: usize) -> bool {
+        let threshold = opts.f16_threshold_bytes.unwrap_or(self.opts.f16_threshold_bytes);
+        match opts.precision {
+            Precision::F32 => false,
+            Precision::F16 => true,
+            Precision::Auto => n as u64 * 4 >= threshold,
+        }
+    }
+
+    /// The options the communicator was made with (for `RankComm`'s shared path).
+    #[cfg(feature = "mpi")]
+    pub(crate) fn options(&self) -> &CommOptions {
+        &self.opts
+    }
+
     /// Whether the communicator has no members.
     pub fn is_empty(&self) -> bool {
         self.members.is_empty()
@@ -487,12 +504,7 @@ impl Comm {
         for &z in &opts.zero_contribution {
             self.members[z].fill(tensors[z].borrow(), 0.0)?;
         }
-        let threshold = opts.f16_threshold_bytes.unwrap_or(self.opts.f16_threshold_bytes);
-        let f16_wire = match opts.precision {
-            Precision::F32 => false,
-            Precision::F16 => true,
-            Precision::Auto => n as u64 * 4 >= threshold,
-        };
+        let f16_wire = self.f16_wire(opts, n);
         let words = if f16_wire { n.div_ceil(2) } else { n } as u64;
         self.prepare_slots(words)?;
         let cap = self.slot_capacity() as usize;

@@ -54,6 +54,14 @@ impl SlotLayout {
     }
 }
 
+/// The most words per member an entry of `members` regions can hold when a whole entry must
+/// fit one binding of `max_binding` bytes, each region starting on `align` bytes.
+pub(crate) fn capacity_within(max_binding: u64, members: usize, align: u64) -> u64 {
+    let align_words = align / 4;
+    let per_member = max_binding / 4 / members.max(1) as u64;
+    per_member / align_words * align_words
+}
+
 pub(crate) struct HostSlots {
     /// One import per member of this process, in group order; each holds the host allocation
     /// alive.
@@ -74,13 +82,15 @@ impl HostSlots {
         members.iter().map(|m| m.adapter().caps.min_imported_host_pointer_alignment).fold(4096, u64::max)
     }
 
+    /// The smallest `maxStorageBufferRange` of `members`.
+    pub(crate) fn max_binding(members: &[Member]) -> u64 {
+        members.iter().map(|m| m.adapter().caps.max_storage_buffer_range).min().unwrap_or(0)
+    }
+
     /// The largest capacity (words per member and half) whose half fits every member's
     /// `maxStorageBufferRange`.
     pub(crate) fn max_capacity(members: &[Member]) -> u64 {
-        let align_words = Self::alignment(members) / 4;
-        let range = members.iter().map(|m| m.adapter().caps.max_storage_buffer_range).min().unwrap_or(0);
-        let per_member = range / 4 / members.len().max(1) as u64;
-        per_member / align_words * align_words
+        capacity_within(Self::max_binding(members), members.len(), Self::alignment(members))
     }
 
     /// Allocates `entries` entries of `capacity` words per member and imports them into every
@@ -108,8 +118,7 @@ impl HostSlots {
                 .map_err(|e| Error::native(&format!("host pointer import into {}", m.label()), e))?;
             imports.push(b);
         }
-        let max_binding =
-            members.iter().map(|m| m.adapter().caps.max_storage_buffer_range).min().unwrap_or(0);
+        let max_binding = Self::max_binding(members);
         Ok(Self { imports, first: 0, capacity, layout, max_binding })
     }
 
@@ -131,8 +140,7 @@ impl HostSlots {
                     .map_err(|e| Error::native(&format!("shared host memory import into {}", m.label()), e))
             })
             .collect::<Result<Vec<_>>>()?;
-        let max_binding =
-            members.iter().map(|m| m.adapter().caps.max_storage_buffer_range).min().unwrap_or(0);
+        let max_binding = Self::max_binding(members);
         Ok(Self { imports, first, capacity, layout, max_binding })
     }
 

@@ -203,7 +203,7 @@ impl TwoPhase {
 
 /// Drops `slots` and every member's `scratch` buffer, and every cached bind group over them:
 /// what both two-phase transports (semaphore-released and DevicePoll) do before new slots.
-pub(super) fn forget_slots(
+pub(crate) fn forget_slots(
     members: &[Member],
     slots: &mut Option<HostSlots>,
     scratch: &mut [Option<Buffer>],

@@ -98,10 +98,9 @@ pub enum RankPath {
 /// An all-reduce over every member of every rank (see the module docs). Drop it before MPI
 /// is finalized (before the `mpi::environment::Universe`).
 pub struct RankComm {
+    /// The communicator over this rank's members: the sum inside the rank on the gather path;
+    /// on the shared path its members, options and argument checks.
     local: Comm,
-    /// This rank's members (the group's), for the shared path.
-    group_members: Vec<crate::group::Member>,
-    opts: CommOptions,
     members: Vec<GlobalMember>,
     mpi: MpiThread,
     /// The slots the ranks of one host share, on [`RankPath::SharedMemory`].
@@ -194,12 +193,7 @@ impl RankComm {
                 // What every rank needs to agree on: rank 0's name for the file, the largest
                 // alignment and the smallest binding of every member.
                 let align = HostSlots::alignment(group.members());
-                let binding = group
-                    .members()
-                    .iter()
-                    .map(|m| m.adapter().caps.max_storage_buffer_range)
-                    .min()
-                    .unwrap_or(0);
+                let binding = HostSlots::max_binding(group.members());
                 let comm_no = COMMS_MADE.fetch_add(1, Ordering::Relaxed);
                 let mine = [
                     std::process::id(),
@@ -223,17 +217,7 @@ impl RankComm {
                 Some(SharedSlots::new(plan, group.len()))
             }
         };
-        Ok(Self {
-            local,
-            group_members: group.members().to_vec(),
-            opts,
-            members,
-            mpi,
-            shared,
-            timeout,
-            calls: 0,
-            poisoned: None,
-        })
+        Ok(Self { local, members, mpi, shared, timeout, calls: 0, poisoned: None })
     }
 
     /// Test hook: on [`RankPath::SharedMemory`], carries at most `words` words per member in
@@ -268,6 +252,13 @@ impl RankComm {
     /// Every member of every rank, in the order the sum adds them: rank, then index.
     pub fn global_members(&self) -> &[GlobalMember] {
         &self.members
+    }
+
+    /// The global indices ([`RankComm::global_members`]) of this rank's members.
+    pub fn own_members(&self) -> std::ops::Range<usize> {
+        let first = self.members.iter().take_while(|m| m.rank < self.mpi.rank).count();
+        let mine = self.members[first..].iter().take_while(|m| m.rank == self.mpi.rank).count();
+        first..first + mine
     }
 
     /// The communicator over this rank's members.
@@ -322,12 +313,7 @@ impl RankComm {
         };
         // The wire as the one-process communicator picks it; ranks whose options pick another
         // disagree below.
-        let threshold = opts.f16_threshold_bytes.unwrap_or(self.opts.f16_threshold_bytes);
-        let f16_wire = match opts.precision {
-            Precision::F32 => false,
-            Precision::F16 => true,
-            Precision::Auto => n as u64 * 4 >= threshold,
-        };
+        let f16_wire = self.local.f16_wire(opts, n);
         let n64 = n as u64;
         let call = [
             self.calls as u32,
@@ -367,10 +353,11 @@ impl RankComm {
             let (mpi, timeout) = (&mut self.mpi, self.timeout);
             let mut sync = |words: Vec<u32>, what: &str| mpi.gather(words, timeout, what);
             let mut run = || {
+                let members = self.local.members();
                 for &z in &opts.zero_contribution {
-                    self.group_members[z].fill(tensors[z].borrow(), 0.0)?;
+                    members[z].fill(tensors[z].borrow(), 0.0)?;
                 }
-                shared.all_reduce(&self.group_members, tensors, &self.opts, n, f16_wire, &mut sync)
+                shared.all_reduce(members, tensors, self.local.options(), n, f16_wire, &mut sync)
             };
             let r = run();
             if let Err(e) = &r {

@@ -16,10 +16,10 @@
 use std::borrow::Borrow;
 use std::sync::Arc;
 
-use vk_native::{Buffer, GpuBuffer, HostAllocation};
+use vk_native::{Buffer, HostAllocation};
 
-use crate::comm::slots::{HostSlots, SlotLayout};
-use crate::comm::two_phase::{record_phase_a, record_reduce};
+use crate::comm::slots::{capacity_within, HostSlots, SlotLayout};
+use crate::comm::two_phase::{forget_slots, record_phase_a, record_reduce};
 use crate::comm::CommOptions;
 use crate::error::{Error, Result};
 use crate::group::Member;
@@ -81,8 +81,8 @@ impl SharedSlots {
     /// The most words per member one exchange carries: every member's region of an entry must
     /// fit one binding.
     fn max_capacity(&self) -> u64 {
+        let fits = capacity_within(self.plan.max_binding, self.plan.total, self.plan.align);
         let align_words = self.plan.align / 4;
-        let fits = (self.plan.max_binding / 4 / self.plan.total as u64) / align_words * align_words;
         match self.limit {
             Some(l) => fits.min((l / align_words).max(1) * align_words),
             None => fits,
@@ -173,11 +173,10 @@ impl SharedSlots {
         // Grow geometrically (fewer collective re-allocations), within the binding limit.
         let old = self.slots.as_ref().map_or(0, |s| s.capacity);
         let capacity = words.max(old.saturating_mul(2)).min(self.max_capacity()).max(words);
-        if let Some(old) = self.slots.take() {
-            for (m, b) in members.iter().zip(&old.imports) {
-                m.shared.forget_buffer(b.id());
-            }
-            // The previous exchanges' phase B may still read them.
+        if self.slots.is_some() {
+            forget_slots(members, &mut self.slots, &mut self.scratch);
+            // The previous exchanges' phase B may still read the old slots (the recorded
+            // commands keep them alive): the new file's mapping waits for them.
             for m in members {
                 m.synchronize()?;
             }

@@ -472,16 +472,16 @@ impl Decoder {
             ));
         }
         let total = ranks.global_members().len();
-        let first = ranks.global_members().iter().take_while(|m| m.rank < ranks.rank()).count();
-        let mine = ranks.global_members().iter().filter(|m| m.rank == ranks.rank()).count();
-        if mine != group.len() || ranks.local().members().len() != group.len() {
+        let own = ranks.own_members();
+        if own.len() != group.len() || ranks.local().members().len() != group.len() {
             return Err(Error::InvalidArgument(format!(
-                "Decoder::across_ranks: the group has {} members, the RankComm {mine} on this rank: pass the group the RankComm was made over",
-                group.len()
+                "Decoder::across_ranks: the group has {} members, the RankComm {} on this rank: pass the group the RankComm was made over",
+                group.len(),
+                own.len()
             )));
         }
         let weights = split.weights(total)?;
-        Self::load_share(group, cfg, &weights, first, None, Some(Box::new(ranks)), |_, _| {})
+        Self::load_share(group, cfg, &weights, own.start, None, Some(Box::new(ranks)), |_, _| {})
     }
 
     /// Loads the share of `group`'s members, global members `first..first + group.len()` of a

@@ -111,18 +111,8 @@ pub fn bench_ranks(args: &RanksArgs) -> CliResult {
         let mut tensors: Vec<Tensor> =
             group.members().iter().zip(&inputs).map(|(m, v)| m.upload_f32(v)).collect::<Result<_, _>>()?;
         let opts = AllReduceOptions::default();
-        let across = time_calls(args.iters, || {
-            refill(&group, &tensors, &inputs)?;
-            let t = Instant::now();
-            comm.all_reduce(&mut tensors, &opts)?;
-            Ok(t.elapsed())
-        })?;
-        let gathered = time_calls(args.iters, || {
-            refill(&group, &tensors, &inputs)?;
-            let t = Instant::now();
-            gather.all_reduce(&mut tensors, &opts)?;
-            Ok(t.elapsed())
-        })?;
+        let across = time_rank_comm(&mut comm, &group, &mut tensors, &inputs, args.iters)?;
+        let gathered = time_rank_comm(&mut gather, &group, &mut tensors, &inputs, args.iters)?;
         let host_in = inputs[0].clone();
         let mut host_out = vec![0f32; n];
         let mpi_host = time_calls(args.iters, || {
@@ -157,6 +147,22 @@ pub fn bench_ranks(args: &RanksArgs) -> CliResult {
     drop(comm);
     drop(group);
     Ok(())
+}
+
+/// Times `comm`'s all-reduce of `tensors`, each call on the `inputs` written back first.
+fn time_rank_comm(
+    comm: &mut RankComm,
+    group: &DeviceGroup,
+    tensors: &mut [Tensor],
+    inputs: &[Vec<f32>],
+    iters: usize,
+) -> CliResult<Spread> {
+    time_calls(iters, || {
+        refill(group, tensors, inputs)?;
+        let t = Instant::now();
+        comm.all_reduce(tensors, &AllReduceOptions::default())?;
+        Ok(t.elapsed())
+    })
 }
 
 /// Writes each member's input back (the all-reduce works in place).
