@@ -28,7 +28,8 @@
 //! communicator. The thread runs each collective non-blocking and polls it, so after a timeout
 //! it stops calling MPI at once (it parks with the collective's request still pending, which
 //! MPI owns until the process ends): the application may then make its own MPI calls and
-//! finalize. MPI must be initialized by the application with `Threading::Serialized` or
+//! finalize — unless a rank died, when Open MPI's `MPI_Finalize` waits for it: end the
+//! process without finalizing (or with `MPI_Abort`). MPI must be initialized by the application with `Threading::Serialized` or
 //! `Multiple`; with `Serialized`, make no MPI calls from other threads while an `all_reduce`
 //! runs.
 
