@@ -532,6 +532,64 @@ fn ranges_at_offsets_sum_in_place_and_leave_the_rest_alone() {
     assert_no_wgpu_errors();
 }
 
+/// A sum whose slots would not fit the devices' `maxStorageBufferRange` goes in chunks, each
+/// its own round: every element summed, at an offset, the bytes around the range untouched;
+/// a buffer too small for the last chunk is refused before the first is submitted.
+#[test]
+fn sums_larger_than_a_binding_go_in_chunks() {
+    let adapters = member_adapters(2);
+    let devices: Vec<(wgpu::Device, wgpu::Queue)> =
+        adapters.iter().map(|a| embed::request_device(a, &desc()).expect("request_device")).collect();
+    let pairs: Vec<(&wgpu::Device, &wgpu::Queue)> = devices.iter().map(|(d, q)| (d, q)).collect();
+    let mut comm = WgpuComm::new(&pairs).expect("WgpuComm::new");
+    // A range of more than the wgpu device binds at once needs two chunks at least (on
+    // lavapipe the slots, 2 entries x 2 members of the chunk within its 128 MiB
+    // maxStorageBufferRange, make it five).
+    let max = devices.iter().map(|(d, _)| d.limits().max_storage_buffer_binding_size).min().unwrap() as usize;
+    let n = max / 4 + 12_345;
+    let offset =
+        devices.iter().map(|(d, _)| d.limits().min_storage_buffer_offset_alignment).max().unwrap() as usize;
+    let words = offset / 4 + n + 7;
+    let mut rng = common::rng(0xC4A7);
+    let pools: Vec<Vec<f32>> = (0..2).map(|_| common::random(&mut rng, words)).collect();
+    let buffers: Vec<wgpu::Buffer> = devices
+        .iter()
+        .zip(&pools)
+        .map(|((d, q), p)| {
+            let b = d.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("large"),
+                size: (words * 4) as u64,
+                usage: embed::REQUIRED_USAGE,
+                mapped_at_creation: false,
+            });
+            q.write_buffer(&b, 0, bytemuck::cast_slice(p));
+            b
+        })
+        .collect();
+    // Refused whole: the last chunk would run past the end of buffer 1.
+    let e = comm
+        .all_reduce_ranges(&[(&buffers[0], offset as u64), (&buffers[1], offset as u64)], n + 8)
+        .expect_err("past the end");
+    assert!(matches!(e, Error::LengthMismatch { .. }), "{e}");
+    comm.all_reduce_ranges(&[(&buffers[0], offset as u64), (&buffers[1], offset as u64)], n)
+        .expect("chunked");
+    comm.synchronize().expect("synchronize");
+    let o = offset / 4;
+    let parts: Vec<Vec<f32>> = pools.iter().map(|p| p[o..o + n].to_vec()).collect();
+    let want = common::reference::all_reduce(&parts, &[], false);
+    let got: Vec<Vec<f32>> =
+        devices.iter().zip(&buffers).map(|((d, q), b)| read_back(d, q, b, words)).collect();
+    for j in 0..2 {
+        common::assert_within_ev(&format!("member {j}"), &got[j][o..o + n], &want);
+        assert_eq!(&got[j][..o], &pools[j][..o], "member {j}: bytes before the range changed");
+        assert_eq!(&got[j][o + n..], &pools[j][o + n..], "member {j}: bytes after the range changed");
+    }
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&got[0][o..o + n]), bits(&got[1][o..o + n]), "members differ");
+    drop(comm);
+    assert_no_wgpu_errors();
+}
+
 /// The first `words` f32 of `buffer`, through a mapped copy.
 fn read_back(device: &wgpu::Device, queue: &wgpu::Queue, buffer: &wgpu::Buffer, words: usize) -> Vec<f32> {
     let bytes = (words * 4) as u64;

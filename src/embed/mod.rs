@@ -272,8 +272,11 @@ impl WgpuComm {
     /// in place, on the f32 wire. Returns once the work is submitted; see the
     /// [ordering contract](self).
     ///
+    /// A sum larger than the devices bind at once goes in chunks, one round each
+    /// ([`WgpuComm::all_reduce_ranges`]).
+    ///
     /// Errors: wrong number of buffers, a buffer too small, without the usages, or of another
-    /// device; a sum larger than the devices' `maxStorageBufferRange`; an earlier failure.
+    /// device (all checked before any work is submitted); an earlier failure.
     pub fn all_reduce(&mut self, buffers: &[&wgpu::Buffer], len_f32: usize) -> Result<()> {
         let ranges: Vec<(&wgpu::Buffer, u64)> = buffers.iter().map(|&b| (b, 0)).collect();
         self.all_reduce_ranges(&ranges, len_f32)
@@ -283,6 +286,9 @@ impl WgpuComm {
     /// `(buffer, offset)` per member, the offset a multiple of the device's
     /// `minStorageBufferOffsetAlignment` (an allocator that sub-allocates tensors from large
     /// buffers, as cubecl does, binds them at such offsets too).
+    ///
+    /// A sum whose slots would not fit the devices' `maxStorageBufferRange` goes in chunks,
+    /// one round each (every range is checked before the first is submitted).
     pub fn all_reduce_ranges(&mut self, ranges: &[(&wgpu::Buffer, u64)], len_f32: usize) -> Result<()> {
         if let Some(p) = &self.poisoned {
             return Err(Error::Poisoned("WgpuComm".into(), p.clone()));
@@ -301,19 +307,42 @@ impl WgpuComm {
         if len_f32 == 0 {
             return Ok(());
         }
-        let bytes = (len_f32 as u64) * 4;
+        // A round's phase B binds both entries of the slots (Vulkan's `maxStorageBufferRange`)
+        // and each buffer's range (also the wgpu device's `max_storage_buffer_binding_size`):
+        // the chunk is what fits both, a multiple of the import alignment (so that chunks
+        // start at aligned offsets).
         let align = self.members.iter().map(|m| m.min_import_alignment()).fold(4096, u64::max);
-        let total = SlotLayout::new(self.members.len(), len_f32 as u64, 2, align).total_bytes();
         let max = self.members.iter().map(|m| m.max_storage_buffer_range()).min().unwrap_or(0);
-        if total > max || len_f32 > u32::MAX as usize / 2 {
+        let wgpu_max =
+            self.devices.iter().map(|d| d.limits().max_storage_buffer_binding_size).min().unwrap_or(0);
+        let align_words = align / 4;
+        let chunk = crate::comm::slots::capacity_within(max / 2, self.members.len(), align)
+            .min(wgpu_max / 4 / align_words * align_words)
+            .min(u64::from(u32::MAX) / 8 / align_words * align_words) as usize;
+        if chunk == 0 {
             return Err(Error::Unsupported(format!(
-                "all_reduce of {len_f32} f32 over {} members needs {total} bytes of slots; the devices bind at most {max}",
+                "the devices bind at most {max} bytes, too few for the slots of {} members",
                 self.members.len()
             )));
         }
+        let chunks: Vec<(usize, usize)> =
+            (0..len_f32).step_by(chunk).map(|start| (start, chunk.min(len_f32 - start))).collect();
         for (i, &(b, offset)) in ranges.iter().enumerate() {
-            self.check_buffer(i, b, offset, bytes)?;
+            for &(start, len) in &chunks {
+                self.check_buffer(i, b, offset + start as u64 * 4, len as u64 * 4)?;
+            }
         }
+        for (start, len) in chunks {
+            let sub: Vec<(&wgpu::Buffer, u64)> =
+                ranges.iter().map(|&(b, o)| (b, o + start as u64 * 4)).collect();
+            self.submit_round(&sub, len)?;
+        }
+        Ok(())
+    }
+
+    /// One round over checked ranges whose slots fit the devices' bindings.
+    fn submit_round(&mut self, ranges: &[(&wgpu::Buffer, u64)], len_f32: usize) -> Result<()> {
+        let bytes = (len_f32 as u64) * 4;
         self.ensure_slots(len_f32)?;
         let slots = self.slots.as_ref().expect("made above");
         let layout = slots.layout;
