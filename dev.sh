@@ -2,7 +2,7 @@
 # Set-up and day-to-day commands for crossgpu (see README.md, "Set-up: two commands").
 #
 #   ./dev.sh demo [ARGS...]     install what is missing, then: cargo run -p crossgpu-cli -- demo ARGS
-#   ./dev.sh test [ARGS...]     install what is missing, then: cargo test --workspace ARGS
+#   ./dev.sh test [ARGS...]     install what is missing, then: cargo test --workspace ARGS (and more: usage)
 #   ./dev.sh devices [ARGS...]  install what is missing, then: cargo run -p crossgpu-cli -- devices ARGS
 #
 # All three build in cargo's dev profile, which Cargo.toml optimises, so whichever runs second
@@ -37,9 +37,10 @@ commands:
   demo      run every kernel on every member of a group and check it against the CPU
             (cargo run -p crossgpu-cli -- demo ARGS; e.g. ./dev.sh demo --len 1000)
   test      run the test suite with the Khronos validation layer on
-            (cargo test --workspace ARGS; e.g. ./dev.sh test -- --nocapture), the MPI
-            ranks' test, a brief `bench ranks` and `decode --ranks` (feature mpi, mpirun), then the library's tests again on
-            Mesa 26's lavapipe (scripts/newer-lavapipe.sh)
+            (cargo test --workspace --exclude crossgpu-burn ARGS; e.g. ./dev.sh test --
+            --nocapture), the MPI ranks' test, a brief `bench ranks` and `decode --ranks`
+            (feature mpi, mpirun), the burn integration's tests and data-parallel example,
+            then the library's tests again on Mesa 26's lavapipe (scripts/newer-lavapipe.sh)
   devices   list the Vulkan adapters and the capabilities crossgpu uses
             (cargo run -p crossgpu-cli -- devices)
 
@@ -148,7 +149,9 @@ case "$cmd" in
             export LP_NUM_THREADS=$(($(nproc) > 4 ? $(nproc) : 4))
             say "LP_NUM_THREADS=$LP_NUM_THREADS (DevicePoll tests poll from up to 4 lavapipe devices)"
         fi
-        run cargo test --workspace "$@"
+        # The burn integration (integrations/burn) builds burn and cubecl, about 10 minutes on
+        # two cores: it runs on its own below.
+        run cargo test --workspace --exclude crossgpu-burn "$@"
         # The communicator across MPI ranks (feature `mpi`): its test starts itself under
         # mpirun with 2, 3 and 4 ranks of lavapipe members.
         run cargo test -p crossgpu --features mpi --test ranks "$@"
@@ -161,6 +164,10 @@ case "$cmd" in
             bench ranks --sizes 32768,262144 --iters 3
         run mpirun -np 2 --oversubscribe ${local_root[@]+"${local_root[@]}"} "${CARGO_TARGET_DIR:-target}/debug/crossgpu" \
             decode --ranks --layers 1 --tokens 4 --check
+        # The burn integration: its tests, and its data-parallel example (two lavapipe members
+        # against one; it exits non-zero when a check fails).
+        run cargo test -p crossgpu-burn "$@"
+        run cargo run -p crossgpu-burn --example data_parallel -- --devices llvmpipe --members 2 --steps 20
         # A second lavapipe generation (Mesa 26 from trixie-backports, unpacked into the
         # git-ignored .newer-lavapipe/; the system is not touched): its SYNC_FD semaphores run
         # the SyncFd mode, which Debian 12's lavapipe lacks, and the library's whole suite runs
