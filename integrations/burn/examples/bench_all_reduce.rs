@@ -191,5 +191,7 @@ fn run() -> BoxResult<()> {
         )?;
         report(bytes, "crossgpu tensors (HostBridge)", own_times);
     }
+    // burn's runtime threads must be idle before the process exits.
+    comm.synchronize()?;
     Ok(())
 }

@@ -278,6 +278,8 @@ fn run(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
             ));
         }
     }
+    // burn's runtime threads must be idle before the process exits.
+    comm.synchronize()?;
     let mut ms: Vec<f64> = step_time.iter().map(|d| d.as_secs_f64() * 1e3).collect();
     ms.sort_by(f64::total_cmp);
     println!(

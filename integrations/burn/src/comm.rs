@@ -123,10 +123,15 @@ impl Comm {
                 .into());
             }
             // What cubecl-wgpu's own set-up requests (every feature but mappable primary
-            // buffers, the adapter's limits), so burn sees the device it would have opened.
+            // buffers, the adapter's limits), so burn sees the device it would have opened —
+            // without wgpu's experimental features, which cubecl's WGSL path does not need and
+            // which would take `ExperimentalFeatures::enabled()` (an unsafe promise).
             let desc = wgpu::DeviceDescriptor {
                 label: Some("crossgpu-burn member"),
-                required_features: adapter.features().difference(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS),
+                required_features: adapter
+                    .features()
+                    .difference(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS)
+                    .difference(wgpu::Features::all_experimental_mask()),
                 required_limits: adapter.limits(),
                 memory_hints: wgpu::MemoryHints::MemoryUsage,
                 ..Default::default()
@@ -226,9 +231,15 @@ impl Comm {
         self.copied
     }
 
-    /// Blocks until every submitted all-reduce has completed on every member's GPU.
+    /// Blocks until every submitted all-reduce, and every burn operation queued on a member,
+    /// has completed on the members' GPUs. Call it before the process exits: burn's runtime
+    /// records queued work on threads of its own, which must not still be inside the Vulkan
+    /// driver (or a layer) while the process's exit handlers tear it down.
     pub fn synchronize(&mut self) -> Result<()> {
         self.wgpu.synchronize()?;
+        for (i, m) in self.members.iter().enumerate() {
+            m.burn.sync().map_err(|e| Error::Runtime { member: i, why: format!("{e:?}") })?;
+        }
         Ok(())
     }
 

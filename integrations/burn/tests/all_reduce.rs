@@ -83,7 +83,7 @@ fn random_tensors_of_awkward_shapes_sum_over_many_rounds() {
     }
     // Tensors no other handle shares are summed in their own memory.
     assert_eq!(comm.copied_tensors(), copied, "an owned tensor was copied");
-    common::assert_no_wgpu_errors();
+    common::finish(&mut comm);
 }
 
 #[test]
@@ -95,7 +95,7 @@ fn sixty_four_mebibytes_sum() {
     let ts = inputs.iter().zip(&devices).map(|(x, d)| tensor(x, [len], d)).collect();
     let got: Vec<Vec<f32>> = comm.all_reduce(ts).expect("all_reduce").iter().map(read).collect();
     check_sums(&inputs, &got, "64 MiB");
-    common::assert_no_wgpu_errors();
+    common::finish(&mut comm);
 }
 
 /// burn work queued before the all-reduce is summed, burn work queued after sees the sum, over
@@ -128,7 +128,7 @@ fn ordered_with_burns_own_work() {
             );
         }
     }
-    common::assert_no_wgpu_errors();
+    common::finish(&mut comm);
 }
 
 /// A tensor whose memory another tensor shares (a clone) or that is a strided view (a
@@ -164,7 +164,7 @@ fn shared_and_strided_tensors_are_not_changed() {
     let got: Vec<Vec<f32>> = sums.iter().map(read).collect();
     assert_eq!(sums[0].dims(), [cols, rows]);
     check_sums(&transposed, &got, "transposes");
-    common::assert_no_wgpu_errors();
+    common::finish(&mut comm);
 }
 
 /// Every refused input is refused before any work: the Comm sums correctly afterwards.
@@ -198,9 +198,11 @@ fn bad_inputs_get_errors_and_the_comm_still_works() {
 
     // A device crossgpu did not open.
     let mut ts: Vec<Tensor<2>> = devices.iter().map(|d| ones([2, 3], d)).collect();
-    ts[0] = ones([2, 3], &common::foreign_device(&common::member_adapters(1)[0]));
+    let foreign = common::foreign_device(&common::member_adapters(1)[0]);
+    ts[0] = ones([2, 3], &foreign);
     let e = comm.all_reduce(ts).unwrap_err();
     assert!(matches!(e, Error::Device { member: 0, .. }), "{e}");
+    foreign.sync().expect("the foreign device's work");
 
     // Nothing was submitted: the next all-reduce is right.
     let inputs: Vec<Vec<f32>> = (0..n).map(|m| common::random(8000 + m as u64, 6)).collect();
@@ -213,7 +215,7 @@ fn bad_inputs_get_errors_and_the_comm_still_works() {
     let ts: Vec<Tensor<2>> = devices.iter().map(|d| Tensor::zeros([0, 3], d)).collect();
     let sums = comm.all_reduce(ts).expect("empty");
     assert_eq!(sums[0].dims(), [0, 3]);
-    common::assert_no_wgpu_errors();
+    common::finish(&mut comm);
 }
 
 #[test]

@@ -1,8 +1,9 @@
-//! `Comm::all_reduce_grads`: two replicas of a small model, each on its micro-batch, against one
-//! device accumulating the same micro-batches' gradients (burn's `GradientsAccumulator`):
-//! bitwise the same sums on every member and as the accumulator's, whether the gradients
-//! travel in one bucket or in many (a parameter larger than a bucket alone); SGD steps keep
-//! the replicas bitwise equal. Models that are not replicas are refused.
+//! `Comm::all_reduce_grads`: two replicas of a small model, each on its micro-batch: every
+//! member's sums bitwise the f32 sum of the members' own gradients in member order, and (on
+//! members of one kind) bitwise what one device accumulating the same micro-batches gets
+//! (burn's `GradientsAccumulator`), whether the gradients travel in one bucket or in many (a
+//! parameter larger than a bucket alone); SGD steps keep the replicas bitwise equal. Models
+//! that are not replicas are refused.
 
 mod common;
 
@@ -78,6 +79,16 @@ fn summed_gradients_are_the_accumulated_ones_bitwise_in_one_bucket_or_many() {
     let devices: Vec<Device> = comm.devices().into_iter().map(Device::autodiff).collect();
     let n = comm.len();
     let (rows, total) = (11, 11 * n);
+    // Devices of one kind run the same kernels with the same rounding: one device accumulating
+    // the members' micro-batches then gets the members' bits. Across kinds (a GPU beside
+    // lavapipe) only the sum of each member's own gradients is exact.
+    let names = comm.names();
+    let same_kind = names.iter().all(|name| *name == names[0]);
+    if !same_kind {
+        eprintln!(
+            "NOTE: members of different kinds ({names:?}): checking the sums, not one device's accumulation"
+        );
+    }
     // 13*29 + 29 + 29*3 + 3 = 496 parameters: one bucket; 100 a bucket: several, the first
     // weight (377) alone.
     for bucket in [crossgpu_burn::BUCKET_ELEMENTS, 100] {
@@ -96,7 +107,28 @@ fn summed_gradients_are_the_accumulated_ones_bitwise_in_one_bucket_or_many() {
                     GradientsParams::from_grads(loss.backward(), model)
                 })
                 .collect();
+            // Each member's own gradients, and their f32 sum in member order on the host.
+            let own: Vec<Vec<Vec<u32>>> = grads.iter().zip(&replicas).map(|(g, r)| grad_bits(r, g)).collect();
+            let host_sum: Vec<Vec<u32>> = (0..own[0].len())
+                .map(|p| {
+                    (0..own[0][p].len())
+                        .map(|i| {
+                            own.iter()
+                                .skip(1)
+                                .fold(f32::from_bits(own[0][p][i]), |s, g| s + f32::from_bits(g[p][i]))
+                                .to_bits()
+                        })
+                        .collect()
+                })
+                .collect();
             let sums = comm.all_reduce_grads(&replicas[0], grads).expect("all_reduce_grads");
+            for (m, g) in sums.iter().enumerate() {
+                assert_eq!(
+                    grad_bits(&replicas[m], g),
+                    host_sum,
+                    "bucket {bucket}, step {step}: member {m}'s sums"
+                );
+            }
 
             let mut acc = GradientsAccumulator::new();
             for m in 0..n {
@@ -104,12 +136,11 @@ fn summed_gradients_are_the_accumulated_ones_bitwise_in_one_bucket_or_many() {
                 acc.accumulate(&single, GradientsParams::from_grads(loss.backward(), &single));
             }
             let accumulated = acc.grads();
-            let want = grad_bits(&single, &accumulated);
-            for (m, g) in sums.iter().enumerate() {
+            if same_kind {
+                let want = grad_bits(&single, &accumulated);
                 assert_eq!(
-                    grad_bits(&replicas[m], g),
-                    want,
-                    "bucket {bucket}, step {step}: member {m}'s summed gradients"
+                    host_sum, want,
+                    "bucket {bucket}, step {step}: the members' sums against one device's accumulation"
                 );
             }
 
@@ -121,12 +152,23 @@ fn summed_gradients_are_the_accumulated_ones_bitwise_in_one_bucket_or_many() {
                 .collect();
             single = single_optim.step(0.1, single, accumulated);
             for (m, r) in replicas.iter().enumerate() {
-                assert_eq!(bits(r), bits(&single), "bucket {bucket}, step {step}: member {m}'s parameters");
+                assert_eq!(
+                    bits(r),
+                    bits(&replicas[0]),
+                    "bucket {bucket}, step {step}: member {m}'s parameters"
+                );
+                if same_kind {
+                    assert_eq!(
+                        bits(r),
+                        bits(&single),
+                        "bucket {bucket}, step {step}: member {m}'s parameters against one device"
+                    );
+                }
             }
         }
     }
     comm.set_bucket_elements(crossgpu_burn::BUCKET_ELEMENTS);
-    common::assert_no_wgpu_errors();
+    common::finish(&mut comm);
 }
 
 #[test]
@@ -154,5 +196,5 @@ fn models_that_are_not_replicas_are_refused() {
 
     let e = comm.all_reduce_grads(&models[0], grads(&models[..1])).unwrap_err();
     assert!(matches!(e, Error::Count { got: 1, expected, .. } if expected == n), "{e}");
-    common::assert_no_wgpu_errors();
+    common::finish(&mut comm);
 }

@@ -120,7 +120,7 @@ fn an_mlp_block_over_two_members_matches_one_device_and_the_f64_reference() {
             check(&got[0], &format!("split {split:?}, round {round}"));
         }
     }
-    common::assert_no_wgpu_errors();
+    common::finish(&mut comm);
 }
 
 #[test]
@@ -149,5 +149,5 @@ fn bad_splits_and_inputs_are_refused() {
     let e =
         row.forward(&mut comm, devices.iter().map(|d| Tensor::<2>::ones([2, 4], d)).collect()).unwrap_err();
     assert!(e.to_string().contains("4 features"), "{e}");
-    common::assert_no_wgpu_errors();
+    common::finish(&mut comm);
 }
