@@ -1,33 +1,7 @@
 //! The members and their all-reduce: one `wgpu::Device` per member opened by crossgpu (with the
 //! interop extensions its all-reduce needs), handed to burn's wgpu runtime (cubecl-wgpu's
 //! `try_init_device`), and a [`crossgpu::embed::WgpuComm`] over the same devices that sums
-//! burn's own tensor buffers in place.
-//!
-//! # How a burn tensor is summed
-//!
-//! A burn float tensor on the wgpu backend (without fusion) is a `CubeTensor`: a handle into
-//! cubecl's memory pool, which sub-allocates tensors from large `wgpu::Buffer`s. The
-//! all-reduce takes the tensor's primitive, asks cubecl for the handle's buffer and byte
-//! offset (`Client::get_resource`, which also pins the allocation while it is held), flushes
-//! cubecl's queued work to the member's queue, and hands `(buffer, offset)` to
-//! [`WgpuComm::all_reduce_ranges`](crossgpu::embed::WgpuComm::all_reduce_ranges). The sum is
-//! written over the tensor's own memory; nothing is copied through the host but the
-//! all-reduce's own exchange.
-//!
-//! A tensor that shares its memory with another (a clone, a view), or is not laid out
-//! contiguously, is first copied into a buffer of its own by a cubecl kernel on its device,
-//! so summing it never changes another tensor.
-//!
-//! # Ordering with burn's work
-//!
-//! cubecl records burn's operations into its own command encoder and submits them on its
-//! member's `wgpu::Queue`, the queue crossgpu submits to. The all-reduce flushes that encoder
-//! first, so every burn operation issued before the call comes before the all-reduce in queue
-//! order; crossgpu's command buffers begin and end with a global memory barrier, so every
-//! burn operation issued after the call sees the sum. Reading a result (`into_data`) waits for
-//! the GPU as usual. One thread drives a [`Comm`] and its members' burn work (the contract of
-//! [`crossgpu::embed`]: no other thread submits to the queues while an all-reduce is
-//! submitted).
+//! burn's own tensor buffers in place. [`Comm`]'s documentation says how.
 
 use burn::tensor::{DType, Device, Tensor};
 use burn_cubecl::{tensor::CubeTensor, CubeBackend, CubeDevice};
@@ -45,6 +19,34 @@ struct Member {
 }
 
 /// A group of burn devices, one per member, and the all-reduce across them.
+///
+/// # How a burn tensor is summed
+///
+/// A burn float tensor on the wgpu backend (without fusion) is a `CubeTensor`: a handle into
+/// cubecl's memory pool, which sub-allocates tensors from large `wgpu::Buffer`s. The
+/// all-reduce takes the tensor's primitive, asks cubecl for the handle's buffer and byte
+/// offset (`Client::get_resource`, which also pins the allocation while it is held), flushes
+/// cubecl's queued work to the member's queue, and hands `(buffer, offset)` to
+/// [`WgpuComm::all_reduce_ranges`](crossgpu::embed::WgpuComm::all_reduce_ranges). The sum is
+/// written over the tensor's own memory; nothing is copied through the host but the
+/// all-reduce's own exchange.
+///
+/// A tensor that shares its memory with another (a clone, a view), or is not laid out
+/// contiguously, is first copied into a buffer of its own by a cubecl kernel on its device,
+/// so summing it never changes another tensor.
+///
+/// # Ordering with burn's work
+///
+/// cubecl records burn's operations into its own command encoder and submits them on its
+/// member's `wgpu::Queue`, the queue crossgpu submits to. The all-reduce flushes that encoder
+/// first, so every burn operation issued before the call comes before the all-reduce in queue
+/// order; crossgpu's command buffers begin and end with a global memory barrier, so every
+/// burn operation issued after the call sees the sum. Reading a result (`into_data`) waits for
+/// the GPU as usual. One thread drives a [`Comm`] and its members' burn work (the contract of
+/// [`crossgpu::embed`]: no other thread submits to the queues while an all-reduce is
+/// submitted).
+///
+/// # Example
 ///
 /// ```no_run
 /// use crossgpu_burn::{burn::tensor::Tensor, Comm};
@@ -188,8 +190,10 @@ impl Comm {
     /// of one shape) across the members and returns the sums, one per member on its device:
     /// every member's result is bitwise the same (each device adds the members' values in
     /// member order). The sum is written into the tensors' own memory where they own it (see
-    /// the [module documentation](self)); a tensor sharing memory with another is copied
+    /// [`Comm`]'s documentation); a tensor sharing memory with another is copied
     /// first. Returns once the work is submitted; reading a result waits for it.
+    ///
+    /// The tensors are consumed: on an error they are dropped.
     ///
     /// Errors, before any work is submitted: a wrong number of tensors, a tensor of another
     /// dtype, on another device, of another shape, or taking part in an autodiff graph;
