@@ -20,9 +20,6 @@ pub(crate) struct Stream {
     binary_waits: Vec<SyncFdSemaphore>,
     /// Submits made so far (one counts per vkQueueSubmit).
     pub(crate) submits: u64,
-    /// The open command buffer holds DevicePoll rounds: submitting it submits the peers'
-    /// streams too (`MemberShared::flush_linked`).
-    pub(crate) linked: bool,
     /// A recording the next submit runs after the open command buffer.
     replay_next: Option<Replay>,
     /// The hazard sets of the open command buffer while a recording is in progress.
@@ -38,7 +35,6 @@ impl Stream {
             waits: Vec::new(),
             binary_waits: Vec::new(),
             submits: 0,
-            linked: false,
             replay_next: None,
             saved: None,
         }

@@ -30,8 +30,8 @@ fn decode(cfg: &DecoderConfig, members: usize, split: &SplitSpec, mode: Mode) ->
     let comm = match Comm::with_options(&g, opts) {
         Ok(c) => c,
         // Too few llvmpipe threads, or (GPU machine layouts) two members on one GPU.
-        Err(Error::Unsupported(why)) if common::device_poll_refused_by_layout(&why) => {
-            eprintln!("SKIPPED: {mode} over {members} members: {why}");
+        Err(Error::Unsupported(why)) if common::mode_refused_by_layout(mode, &why) => {
+            common::skip(common::requirement(mode), &format!("{mode} over {members} members: {why}"));
             return None;
         }
         Err(e) => panic!("{mode} over {members} members: {e}"),

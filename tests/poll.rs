@@ -24,7 +24,7 @@ fn options(mode: Mode) -> CommOptions {
 fn poll_comm(group: &DeviceGroup, opts: CommOptions) -> Option<Comm> {
     match Comm::with_options(group, opts) {
         Err(Error::Unsupported(why)) if common::device_poll_refused_by_layout(&why) => {
-            eprintln!("SKIPPED: DevicePoll over {} members: {why}", group.len());
+            common::skip(Some("poll"), &format!("DevicePoll over {} members: {why}", group.len()));
             None
         }
         r => Some(r.unwrap()),
@@ -206,4 +206,26 @@ fn a_member_that_never_arrives_is_an_error_not_a_hang() {
     let got = reduce_rounds(&group, &mut comm, std::slice::from_ref(&parts), &AllReduceOptions::default());
     check_bound(&parts, &got[0], false);
     common::assert_no_validation_errors();
+}
+
+/// On llvmpipe a DevicePoll wait gives up after about a second whatever `CROSSGPU_TIMEOUT_MS`
+/// says (its loops end after 65,535 trips and a wait is a bounded chain of dispatches):
+/// `poll_bound` and `reason` say so, instead of promising the timeout.
+#[test]
+fn the_short_wait_on_llvmpipe_is_said() {
+    let _s = serial();
+    let group = common::logical(2);
+    if group.members()[0].adapter().driver_id != "MESA_LLVMPIPE" {
+        common::skip(None, "the members are not lavapipe: their waits last the timeout");
+        return;
+    }
+    let opts = CommOptions { timeout: std::time::Duration::from_secs(60), ..options(Mode::DevicePoll) };
+    let Some(comm) = poll_comm(&group, opts) else { return };
+    let bound = comm.poll_bound().expect("DevicePoll");
+    assert!(bound < std::time::Duration::from_secs(10), "{bound:?}");
+    assert!(
+        comm.reason().contains("gives up after about") && comm.reason().contains("65,535"),
+        "{}",
+        comm.reason()
+    );
 }

@@ -84,7 +84,7 @@ fn device_poll(g: &DeviceGroup) -> Option<Comm> {
     match Comm::with_options(g, opts) {
         Ok(c) => Some(c),
         Err(Error::Unsupported(why)) if common::device_poll_refused_by_layout(&why) => {
-            eprintln!("SKIPPED: DevicePoll over {} members: {why}", g.len());
+            common::skip(Some("poll"), &format!("DevicePoll over {} members: {why}", g.len()));
             None
         }
         Err(e) => panic!("DevicePoll over {} members: {e}", g.len()),

@@ -25,10 +25,13 @@ fn sync_fd(group: &DeviceGroup) -> Option<Comm> {
             if std::env::var_os("CROSSGPU_TEST_WRAPPER").is_some() {
                 panic!("SyncFd refused under scripts/newer-lavapipe.sh, whose lavapipe has SYNC_FD: {e}");
             }
-            eprintln!(
-                "SKIPPED SyncFd: {} has no SYNC_FD semaphores ({e}); ./dev.sh test runs this under \
-                 Mesa 26's lavapipe (scripts/newer-lavapipe.sh)",
-                group.members()[0].adapter().driver_info
+            common::skip(
+                Some("sync_fd"),
+                &format!(
+                    "SyncFd: {} has no SYNC_FD semaphores ({e}); ./dev.sh test runs this under \
+                     Mesa 26's lavapipe (scripts/newer-lavapipe.sh)",
+                    group.members()[0].adapter().driver_info
+                ),
             );
             None
         }

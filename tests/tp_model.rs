@@ -540,7 +540,7 @@ fn device_poll_decodes_the_same_tokens_in_one_submit_per_token() {
             Ok(c) => c,
             // Too few llvmpipe threads, or (GPU machine layouts) two members on one GPU.
             Err(crossgpu::Error::Unsupported(why)) if common::device_poll_refused_by_layout(&why) => {
-                eprintln!("SKIPPED: {name}: {why}");
+                common::skip(Some("poll"), &format!("{name}: {why}"));
                 continue;
             }
             Err(e) => panic!("{name}: {e}"),

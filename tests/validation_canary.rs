@@ -12,8 +12,9 @@ use vk_native::{
 #[test]
 fn the_layer_reports_misuse_and_missing_barriers() {
     if !common::layer_installed() {
-        eprintln!(
-            "SKIPPED: VK_LAYER_KHRONOS_validation is not installed (apt-get install vulkan-validationlayers)"
+        common::skip(
+            Some("validation"),
+            "VK_LAYER_KHRONOS_validation is not installed (apt-get install vulkan-validationlayers)",
         );
         return;
     }

@@ -268,7 +268,12 @@ impl Comm {
         };
         if mode == Mode::DevicePoll {
             match DevicePoll::start(&comm.members, &comm.opts, comm.group, &comm.hooks, 4096) {
-                Ok(t) => comm.transport = Transport::Poll(Box::new(t)),
+                Ok(t) => {
+                    if let Some(note) = t.short_bound_note(&comm.members, comm.opts.timeout) {
+                        comm.reason.push_str(&note);
+                    }
+                    comm.transport = Transport::Poll(Box::new(t));
+                }
                 Err(why) => comm.fall_back(why),
             }
         } else if mode != Mode::Generic {
@@ -330,7 +335,8 @@ impl Comm {
     }
 
     /// In DevicePoll mode, how long a member's wait for its peers polls before it gives up
-    /// (calibrated to 90% of the timeout; shorter where a driver's loops end early).
+    /// (calibrated to 90% of the timeout; on llvmpipe, whose loops end after 65,535 trips,
+    /// about a second whatever the timeout says, and [`Comm::reason`] says so).
     pub fn poll_bound(&self) -> Option<Duration> {
         match &self.transport {
             Transport::Poll(t) => Some(t.bound()),

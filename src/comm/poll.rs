@@ -20,7 +20,7 @@
 //!
 //! The relay thread (`relay.rs`) stores k into every `go` once every member's arrival reached
 //! k. Nothing is submitted: the rounds go out with the member's next submit, and submitting a
-//! member that holds rounds submits its peers too (`MemberShared::flush_linked`), since a
+//! member that holds rounds submits its peers too (`PollHook`, a hook on their streams), since a
 //! submitted wait needs the peers' phase A on their GPUs, not on the host.
 //!
 //! ## Why a ring of entries, and a submit every E rounds
@@ -59,7 +59,7 @@ use super::slots::{HostSlots, SlotLayout};
 use super::two_phase::{forget_slots, record_phase_a, record_reduce};
 use super::{CommOptions, SPIN_GPUS, SPIN_WITH_CPU_DEVICE};
 use crate::error::{Error, Result};
-use crate::group::{CompletionCheck, GroupId, Member};
+use crate::group::{GroupId, Member, MemberShared, StreamHook};
 use crate::kernels::{
     AdvanceParams, Entry, PollWaitParams, ReduceSlotsPollParams, ADVANCE_ROUNDS, POLL_WAIT, POLL_WAIT_CPU,
     REDUCE_SLOTS_F32_POLL,
@@ -90,18 +90,46 @@ pub(super) struct WaitPlan {
     bound: Duration,
 }
 
-/// Runs after every successful wait for a member's stream: reports a wait that ran out, once
-/// (the communicator is poisoned from then on; the member's other work is unaffected).
-struct ExpiryCheck {
+/// The transport's hook on its members' streams ([`StreamHook`]): a submit of a member that
+/// holds this transport's rounds submits every peer that holds some too (a submitted wait
+/// needs its peers' phase A on their GPUs, not on the host), and a successful wait reports a
+/// wait of this transport's that ran out, once (the communicator is poisoned from then on; the
+/// member's other work is unaffected). Each communicator has its own, so a second one on the
+/// same group neither clears nor overwrites this one's.
+struct PollHook {
+    members: Vec<Weak<MemberShared>>,
+    /// Per member: its open command buffer holds rounds of this transport (set after each
+    /// round is recorded, cleared when the member submits).
+    unsubmitted: Vec<AtomicBool>,
     words: Arc<Words>,
-    member: usize,
-    reported: AtomicBool,
+    reported: Vec<AtomicBool>,
 }
 
-impl CompletionCheck for ExpiryCheck {
-    fn check(&self) -> Result<()> {
-        match self.words.expired(self.member) {
-            Some(e) if !self.reported.swap(true, Ordering::AcqRel) => Err(e),
+impl PollHook {
+    /// Notes that member `i` recorded a round of this transport.
+    fn recorded(&self, i: usize) {
+        self.unsubmitted[i].store(true, Ordering::Release);
+    }
+}
+
+impl StreamHook for PollHook {
+    fn submitted(&self, index: usize) -> Result<()> {
+        if !self.unsubmitted.get(index).is_some_and(|u| u.swap(false, Ordering::AcqRel)) {
+            return Ok(());
+        }
+        for (j, peer) in self.members.iter().enumerate() {
+            if j != index && self.unsubmitted[j].swap(false, Ordering::AcqRel) {
+                if let Some(peer) = peer.upgrade() {
+                    peer.flush()?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn waited(&self, index: usize) -> Result<()> {
+        match self.words.expired(index) {
+            Some(e) if !self.reported[index].swap(true, Ordering::AcqRel) => Err(e),
             _ => Ok(()),
         }
     }
@@ -191,7 +219,9 @@ pub(super) struct DevicePoll {
     relay: Relay,
     /// Per member: its submit count when it last recorded a round, and rounds recorded since.
     open: Vec<(u64, u64)>,
-    checks: Vec<Arc<dyn CompletionCheck>>,
+    hook: Arc<PollHook>,
+    /// `hook` as the members hold it.
+    stream_hook: Arc<dyn StreamHook>,
     /// Test hook: this member's rounds store no arrival.
     withheld: Option<usize>,
     /// What every member's `round_base` word holds: recorded rounds carry `round - round_base`
@@ -265,16 +295,15 @@ impl DevicePoll {
         let relay = Relay::start(format!("crossgpu-relay-{}", group.0), words.clone(), spin)
             .map_err(|e| Error::OutOfHostMemory(format!(": cannot start the relay thread: {e}")))?;
         let slots = HostSlots::new(members, capacity, Self::entries(members, capacity), hooks)?;
-        let checks: Vec<Arc<dyn CompletionCheck>> = (0..nm)
-            .map(|member| {
-                Arc::new(ExpiryCheck { words: words.clone(), member, reported: AtomicBool::new(false) })
-                    as Arc<dyn CompletionCheck>
-            })
-            .collect();
-        for (i, m) in members.iter().enumerate() {
-            let peers = members.iter().filter(|p| p.index() != m.index()).map(|p| Arc::downgrade(&p.shared));
-            m.shared.flush_with.lock().unwrap_or_else(|p| p.into_inner()).extend(peers);
-            m.shared.after_wait.lock().unwrap_or_else(|p| p.into_inner()).push(Arc::downgrade(&checks[i]));
+        let hook = Arc::new(PollHook {
+            members: members.iter().map(|m| Arc::downgrade(&m.shared)).collect(),
+            unsubmitted: (0..nm).map(|_| AtomicBool::new(false)).collect(),
+            words: words.clone(),
+            reported: (0..nm).map(|_| AtomicBool::new(false)).collect(),
+        });
+        let stream_hook: Arc<dyn StreamHook> = hook.clone();
+        for m in members {
+            m.shared.add_hook(&stream_hook);
         }
         Ok(Self {
             slots: Some(slots),
@@ -284,7 +313,8 @@ impl DevicePoll {
             plans,
             relay,
             open: members.iter().map(|m| (m.stats().submits, 0)).collect(),
-            checks,
+            hook,
+            stream_hook,
             withheld: None,
             round_base: 0,
             replayed: false,
@@ -302,6 +332,21 @@ impl DevicePoll {
     /// The shortest wait bound of any member.
     pub(super) fn bound(&self) -> Duration {
         self.words.bound
+    }
+
+    /// What to add to the communicator's reason where a member's wait gives up well before
+    /// `timeout` says (llvmpipe: a wait is at most [`MAX_CHAIN`] dispatches of
+    /// [`LLVMPIPE_TRIPS`] trips, since its loops end after 65,535 trips).
+    pub(super) fn short_bound_note(&self, members: &[Member], timeout: Duration) -> Option<String> {
+        let (i, plan) = self.plans.iter().enumerate().min_by_key(|(_, p)| p.bound)?;
+        (plan.bound < timeout.mul_f64(0.5)).then(|| {
+            format!(
+                "; a DevicePoll wait on {} gives up after about {:.1} s whatever CROSSGPU_TIMEOUT_MS ({} ms) says: llvmpipe ends every loop of a kernel after 65,535 trips, and a wait is at most {MAX_CHAIN} dispatches",
+                members[i].label(),
+                plan.bound.as_secs_f64(),
+                timeout.as_millis()
+            )
+        })
     }
 
     /// Why the transport failed, if a wait ran out (seen by the relay or a member's check).
@@ -337,17 +382,11 @@ impl DevicePoll {
         forget_slots(members, &mut self.slots, &mut self.scratch);
     }
 
-    /// Unlinks the members' streams and checks from this transport (when dropped).
+    /// Removes this transport's hook from its members' streams (when dropped); other
+    /// communicators' hooks stay.
     pub(super) fn detach(&mut self, members: &[Member]) {
-        for (i, m) in members.iter().enumerate() {
-            let peers: Vec<*const ()> = members.iter().map(|p| Arc::as_ptr(&p.shared) as *const ()).collect();
-            m.shared
-                .flush_with
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .retain(|w| !peers.contains(&(w.as_ptr() as *const ())));
-            let mine = Arc::downgrade(&self.checks[i]);
-            m.shared.after_wait.lock().unwrap_or_else(|p| p.into_inner()).retain(|w| !Weak::ptr_eq(w, &mine));
+        for m in members {
+            m.shared.remove_hook(&self.stream_hook);
         }
         for m in members {
             m.shared.forget_buffer(self.words.flags[m.index()].id());
@@ -457,7 +496,7 @@ impl DevicePoll {
             if cuts_loops(m) {
                 self.record_wait(m, i, round)?;
             }
-            m.shared.stream().linked = true;
+            self.hook.recorded(i);
             self.open[i].1 += 1;
         }
         *round_counter = round;
@@ -603,7 +642,7 @@ impl DevicePoll {
                 self.record_wait(m, i, round)?;
                 record_reduce(m, i, nm, t, slots, e, c0, n, f16_wire, &[self.words.flags[i].id()])?;
             }
-            sh.stream().linked = true;
+            self.hook.recorded(i);
             self.open[i].1 += 1;
         }
         *round_counter = round;

@@ -84,22 +84,25 @@ pub(crate) struct MemberShared {
     pub(crate) stream: Mutex<Stream>,
     pub(crate) binds: Mutex<binds::BindCache>,
     pub(crate) timeout_ms: u64,
-    /// Members whose streams are submitted whenever this one is while its stream is `linked`
-    /// (it holds DevicePoll rounds: a submitted wait needs its peers' phase A submitted too,
-    /// or it waits for work still on the host).
-    pub(crate) flush_with: Mutex<Vec<Weak<MemberShared>>>,
-    /// Checks run once a wait for this member's work succeeded (a DevicePoll wait that ran
-    /// out is found there).
-    pub(crate) after_wait: Mutex<Vec<Weak<dyn CompletionCheck>>>,
+    /// The hooks of the communicators over this member ([`StreamHook`]), held weakly: a
+    /// dropped communicator's hook is gone with it, and each communicator has its own.
+    hooks: Mutex<Vec<Weak<dyn StreamHook>>>,
     /// A u32 counter that stays 0: the position counter the decoder kernels bind when called
     /// with an explicit position (`ops::Position::fixed`). Made at first use.
     zero_position: std::sync::OnceLock<Buffer>,
 }
 
-/// Whether work a member completed failed on the device in a way only its results show (a
-/// DevicePoll wait that ran out): run after every successful wait for the member's stream.
-pub(crate) trait CompletionCheck: Send + Sync {
-    fn check(&self) -> Result<()>;
+/// What a communicator's transport asks of the streams of its members: to hear of every
+/// submit (DevicePoll: a member's submitted wait needs its peers' phase A submitted too, or it
+/// waits for work still on the host) and of every successful wait (a DevicePoll wait that ran
+/// out shows only in its results). The transport owns the hook and registers it with each
+/// member ([`MemberShared::add_hook`]); the stream knows nothing of what it does.
+pub(crate) trait StreamHook: Send + Sync {
+    /// Member `index` submitted its open command buffer. Called with no stream lock held, so
+    /// the hook may flush other members.
+    fn submitted(&self, index: usize) -> Result<()>;
+    /// A wait for member `index`'s work succeeded.
+    fn waited(&self, index: usize) -> Result<()>;
 }
 
 impl MemberShared {
@@ -235,42 +238,46 @@ impl MemberShared {
         s.access(&[src.id()], &[down.id()]).map_err(|e| self.err(e))?;
         s.rec.copy(src, 0, down, 0, bytes).map_err(|e| self.err(e))?;
         s.barrier_to_host().map_err(|e| self.err(e))?;
-        let linked = std::mem::take(&mut s.linked);
         let v = s.flush().map_err(|e| self.err(e))?;
         drop(s);
-        self.flush_peers(linked)?;
+        self.submitted()?;
         Ok(v)
     }
 
-    /// Submits the open command buffer, then, if it held DevicePoll rounds, the peers' too;
+    /// Submits the open command buffer (and whatever the communicators' hooks submit with it);
     /// returns this stream's value to wait for.
-    pub(crate) fn flush_linked(&self) -> Result<u64> {
-        let (v, linked) = {
-            let mut s = self.stream();
-            let linked = std::mem::take(&mut s.linked);
-            (s.flush().map_err(|e| self.err(e))?, linked)
-        };
-        self.flush_peers(linked)?;
+    pub(crate) fn flush(&self) -> Result<u64> {
+        let v = self.stream().flush().map_err(|e| self.err(e))?;
+        self.submitted()?;
         Ok(v)
     }
 
-    fn flush_peers(&self, linked: bool) -> Result<()> {
-        if !linked {
-            return Ok(());
-        }
-        // Copied out first: a peer flushing back here must not find this lock held.
-        let peers: Vec<Weak<MemberShared>> =
-            self.flush_with.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        for p in peers.iter().filter_map(Weak::upgrade) {
-            p.flush_linked()?;
-        }
-        Ok(())
+    /// Registers `hook` for this member's submits and waits (until the hook is dropped or
+    /// removed).
+    pub(crate) fn add_hook(&self, hook: &Arc<dyn StreamHook>) {
+        let mut hooks = self.hooks.lock().unwrap_or_else(|p| p.into_inner());
+        hooks.retain(|h| h.strong_count() > 0);
+        hooks.push(Arc::downgrade(hook));
     }
 
-    /// Runs the completion checks (after a successful wait).
-    fn completion_checks(&self) -> Result<()> {
-        let checks: Vec<_> = self.after_wait.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        checks.iter().filter_map(Weak::upgrade).try_for_each(|c| c.check())
+    /// Removes `hook` (registered with [`MemberShared::add_hook`]); the others stay.
+    pub(crate) fn remove_hook(&self, hook: &Arc<dyn StreamHook>) {
+        let mine = Arc::downgrade(hook);
+        self.hooks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|h| !Weak::ptr_eq(h, &mine) && h.strong_count() > 0);
+    }
+
+    /// The live hooks, copied out: a hook that flushes a peer, which calls this member's hooks
+    /// again, must not find the list locked.
+    fn live_hooks(&self) -> Vec<Arc<dyn StreamHook>> {
+        self.hooks.lock().unwrap_or_else(|p| p.into_inner()).iter().filter_map(Weak::upgrade).collect()
+    }
+
+    /// Tells every hook this member submitted (after the stream's lock was released).
+    fn submitted(&self) -> Result<()> {
+        self.live_hooks().iter().try_for_each(|h| h.submitted(self.index))
     }
 
     /// Submits the open command buffer now, with the pending waits, signalling `signals` and
@@ -280,19 +287,21 @@ impl MemberShared {
         signals: &[(&TimelineSemaphore, u64)],
         binary_signals: &[&SyncFdSemaphore],
     ) -> Result<u64> {
-        self.stream().submit(signals, binary_signals).map_err(|e| self.err(e))
+        let v = self.stream().submit(signals, binary_signals).map_err(|e| self.err(e))?;
+        self.submitted()?;
+        Ok(v)
     }
 
     /// Submits the open command buffer and waits for everything submitted so far.
     pub(crate) fn synchronize(&self) -> Result<()> {
-        let v = self.flush_linked()?;
+        let v = self.flush()?;
         let mut s = self.stream();
         self.wait_value(&mut s, v, "the stream to finish")
     }
 
     pub(crate) fn wait_value(&self, s: &mut Stream, value: u64, what: &str) -> Result<()> {
         match s.rec.wait(value, self.timeout_ms.saturating_mul(1_000_000)) {
-            Ok(true) => self.completion_checks(),
+            Ok(true) => self.live_hooks().iter().try_for_each(|h| h.waited(self.index)),
             Ok(false) => {
                 Err(Error::Timeout { what: format!("{what} on {}", self.label), ms: self.timeout_ms })
             }
@@ -358,7 +367,7 @@ impl Member {
 
     /// Submits the work recorded so far without waiting.
     pub fn flush(&self) -> Result<()> {
-        self.shared.flush_linked().map(|_| ())
+        self.shared.flush().map(|_| ())
     }
 
     /// Submits the work recorded so far and waits for all of it (bounded by
@@ -386,7 +395,8 @@ impl Member {
 
     /// Submits what is recorded, then `replay`, in one submission.
     pub(crate) fn submit_replay(&self, replay: &Replay) -> Result<()> {
-        self.shared.stream().submit_replay(replay).map(|_| ()).map_err(|e| self.shared.err(e))
+        self.shared.stream().submit_replay(replay).map_err(|e| self.shared.err(e))?;
+        self.shared.submitted()
     }
 
     /// The value of the latest submit, to wait for later with [`Member::wait_mark`].
@@ -544,8 +554,7 @@ impl DeviceGroup {
                         stream: Mutex::new(stream),
                         binds: Mutex::new(binds::BindCache::default()),
                         timeout_ms,
-                        flush_with: Mutex::new(Vec::new()),
-                        after_wait: Mutex::new(Vec::new()),
+                        hooks: Mutex::new(Vec::new()),
                         zero_position: std::sync::OnceLock::new(),
                     }),
                 });
@@ -615,6 +624,8 @@ pub(crate) fn submit_batch<const S: usize>(
     let mut streams: Vec<&mut Stream> = guards.iter_mut().map(|g| &mut **g).collect();
     let signals: Vec<&[(&TimelineSemaphore, u64)]> = signals.iter().map(|a| &a[..]).collect();
     Stream::submit_together(&mut streams, &signals, &vec![&[][..]; batch.len()])
-        .map(|_| ())
-        .map_err(|e| members[batch[0]].shared.err(e))
+        .map_err(|e| members[batch[0]].shared.err(e))?;
+    drop(streams);
+    drop(guards);
+    batch.iter().try_for_each(|&j| members[j].shared.submitted())
 }

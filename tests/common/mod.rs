@@ -22,6 +22,51 @@ pub fn serial() -> MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// What this run must exercise, from `CROSSGPU_TEST_REQUIRE` (comma-separated; `.ci/run` sets
+/// it): `validation` (the Khronos layer is installed and on), `poll` (DevicePoll runs wherever
+/// a test asks for it), `sync_fd` (SyncFd runs: Mesa 26's lavapipe or a GPU). A test that would
+/// skip something required fails instead, so CI cannot go green on a skip. An unknown name is
+/// a failure too (a typo would otherwise require nothing).
+pub fn required(what: &str) -> bool {
+    const KNOWN: [&str; 3] = ["validation", "poll", "sync_fd"];
+    let list = std::env::var("CROSSGPU_TEST_REQUIRE").unwrap_or_default();
+    let items: Vec<&str> = list.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
+    if let Some(bad) = items.iter().find(|i| !KNOWN.contains(i)) {
+        panic!("CROSSGPU_TEST_REQUIRE={list:?}: unknown requirement {bad:?} (known: {})", KNOWN.join(", "));
+    }
+    assert!(KNOWN.contains(&what), "the tests asked about an unknown requirement {what:?}");
+    items.contains(&what)
+}
+
+/// Skips the rest of a test loudly, or fails it where `requirement` is required
+/// ([`required`]).
+pub fn skip(requirement: Option<&str>, why: &str) {
+    if let Some(r) = requirement.filter(|r| required(r)) {
+        panic!("CROSSGPU_TEST_REQUIRE includes {r}, but this test would skip: {why}");
+    }
+    eprintln!("SKIPPED: {why}");
+}
+
+/// The requirement a mode's tests fall under.
+pub fn requirement(mode: crossgpu::Mode) -> Option<&'static str> {
+    match mode {
+        crossgpu::Mode::DevicePoll => Some("poll"),
+        crossgpu::Mode::SyncFd => Some("sync_fd"),
+        _ => None,
+    }
+}
+
+/// Whether a refusal of `mode` (`why`, an `Error::Unsupported` message) comes from the devices
+/// or the test layout rather than from a fault: DevicePoll as [`device_poll_refused_by_layout`]
+/// says, SyncFd on a driver without SYNC_FD semaphores. The caller skips ([`skip`]).
+pub fn mode_refused_by_layout(mode: crossgpu::Mode, why: &str) -> bool {
+    match mode {
+        crossgpu::Mode::DevicePoll => device_poll_refused_by_layout(why),
+        crossgpu::Mode::SyncFd => why.contains("SYNC_FD"),
+        _ => false,
+    }
+}
+
 /// Whether the Khronos layer is installed (the tests then run with it on).
 pub fn layer_installed() -> bool {
     [
@@ -50,6 +95,9 @@ pub fn instance() -> Instance {
                 std::env::set_var("VK_LAYER_ENABLES", "VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT");
             }
             let validation = layer_installed();
+            if !validation && required("validation") {
+                panic!("CROSSGPU_TEST_REQUIRE includes validation, but VK_LAYER_KHRONOS_validation is not installed (apt-get install vulkan-validationlayers)");
+            }
             if !validation {
                 eprintln!("NOTE: VK_LAYER_KHRONOS_validation is not installed: running WITHOUT validation (apt-get install vulkan-validationlayers)");
             }
@@ -103,7 +151,7 @@ pub fn logical(n: usize) -> DeviceGroup {
 /// Whether DevicePoll's refusal `why` comes from the test layout, not from a fault: too few
 /// llvmpipe threads, or members on one GPU (`CROSSGPU_TEST_ADAPTERS` spreading more members
 /// than GPUs, `CROSSGPU_TEST_STANDINS` members sharing a VkDevice), which DevicePoll refuses
-/// by design. The caller skips loudly.
+/// by design. The caller skips loudly ([`skip`] with `Some("poll")`).
 pub fn device_poll_refused_by_layout(why: &str) -> bool {
     why.contains("LP_NUM_THREADS")
         || why.contains("share a VkDevice")
