@@ -1,8 +1,8 @@
-//! Compiles every kernel in `wgsl/` with naga at build time: parse, validate, write SPIR-V
-//! without debug info (the Khronos validation layer rejects naga's WGSL OpSource), and generate
-//! `kernels.rs` with the SPIR-V and each file's resource interface read from the module itself,
-//! so the pipeline layouts can never disagree with the shaders. A WGSL error fails the build
-//! with naga's message naming the file and line.
+//! Checks every kernel in `wgsl/` with naga at build time — parse, validate, write SPIR-V — and
+//! generates `kernels.rs` with each file's source (includes expanded) and resource interface
+//! read from the module itself. A WGSL error fails the build with naga's message naming the file
+//! and line. At run time the same source is compiled by vk-native's compiler (`vk_native::shader`,
+//! the one way a pipeline is made), once per process and entry point, at first use.
 //!
 //! Each kernel also gets a typed handle: `kernels.rs` holds, per compute entry point, a constant
 //! `Entry<P>` named after it (`ATTENTION_DECODE`) whose `P` is a Rust struct generated from the
@@ -82,17 +82,16 @@ fn main() {
             flags: naga::back::spv::WriterFlags::empty(),
             ..Default::default()
         };
-        let words = match naga::back::spv::write_vec(&module, &info, &options, None) {
-            Ok(w) => w,
-            Err(e) => {
-                eprintln!("{shown}: SPIR-V output failed: {e}");
-                failed = true;
-                continue;
-            }
-        };
-        let spv_path = Path::new(&out).join(format!("kernel{i}.spv"));
-        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
-        std::fs::write(&spv_path, bytes).expect("write SPIR-V");
+        // The SPIR-V is written again at run time, per entry point, by vk-native's compiler
+        // (the only SPIR-V a pipeline is made from); writing it here too makes a kernel naga
+        // cannot translate fail the build.
+        if let Err(e) = naga::back::spv::write_vec(&module, &info, &options, None) {
+            eprintln!("{shown}: SPIR-V output failed: {e}");
+            failed = true;
+            continue;
+        }
+        let src_path = Path::new(&out).join(format!("kernel{i}.wgsl"));
+        std::fs::write(&src_path, &src).expect("write the expanded WGSL");
 
         // The resource interface: storage buffers of group 0 at bindings 0..n, one immediate block.
         let mut bindings: Vec<(u32, bool)> = Vec::new();
@@ -138,7 +137,7 @@ fn main() {
         let read_only: Vec<String> = bindings.iter().map(|b| b.1.to_string()).collect();
         writeln!(
             gen,
-            "const SPIRV_{i}: &[u8] = include_bytes!(concat!(env!(\"OUT_DIR\"), \"/kernel{i}.spv\"));"
+            "const SOURCE_{i}: &str = include_str!(concat!(env!(\"OUT_DIR\"), \"/kernel{i}.wgsl\"));"
         )
         .unwrap();
         for ep in &module.entry_points {
@@ -151,7 +150,7 @@ fn main() {
             }
             writeln!(
                 specs,
-                "    KernelSpec {{ entry: {:?}, file: {:?}, spirv: SPIRV_{i}, read_only: &[{}], immediate_bytes: {}, workgroup_size: {:?} }},",
+                "    KernelSpec {{ entry: {:?}, file: {:?}, source: SOURCE_{i}, read_only: &[{}], immediate_bytes: {}, workgroup_size: {:?} }},",
                 ep.name,
                 shown,
                 read_only.join(", "),

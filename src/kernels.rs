@@ -1,15 +1,16 @@
-//! The kernels of `wgsl/`, compiled by `build.rs` to SPIR-V at build time (so a WGSL error
-//! fails the build, binaries carry their kernels and need no files at run time, and no device
-//! pays for naga at start-up), and turned into pipelines once per VkDevice at first use.
+//! The kernels of `wgsl/`, checked by `build.rs` with naga at build time (so a WGSL error
+//! fails the build, and binaries carry their kernels' source and need no files at run time),
+//! compiled by vk-native's compiler (`vk_native::Shader`, bounds-checked SPIR-V) once per
+//! process and entry point at first use, and turned into pipelines once per VkDevice.
 //!
 //! Inside the crate a kernel is named by its generated handle (an `Entry`, e.g.
 //! `ATTENTION_DECODE`), typed by the Rust mirror of its WGSL immediate struct, so a dispatch
 //! cannot pass another kernel's immediates or misplace a field.
 
 use std::marker::PhantomData;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
-use vk_native::{Device, Kernel, KernelLayout};
+use vk_native::{CompileOptions, Device, Kernel, Shader};
 
 /// A compute entry point of `wgsl/` and its resource interface, read from the module by build.rs.
 #[derive(Debug)]
@@ -18,8 +19,8 @@ pub struct KernelSpec {
     pub entry: &'static str,
     /// The WGSL file that defines it, e.g. `wgsl/add.wgsl`.
     pub file: &'static str,
-    /// The compiled SPIR-V module, little-endian 32-bit words as bytes, without debug info.
-    pub spirv: &'static [u8],
+    /// The file's WGSL with its `// #include` lines expanded, as naga compiles it.
+    pub source: &'static str,
     /// One entry per storage buffer at `@group(0) @binding(0..n)`: `true` for `read`, `false`
     /// for `read_write`.
     pub read_only: &'static [bool],
@@ -93,9 +94,22 @@ impl<P> Entry<P> {
 }
 
 impl KernelSpec {
-    /// The SPIR-V module as 32-bit words, as `vkCreateShaderModule` takes it.
-    pub fn spirv_words(&self) -> Vec<u32> {
-        self.spirv.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+    /// The entry point compiled by vk-native's compiler (once per process; later calls return
+    /// the same shader). The build checked the source, so an error here is naga's alone.
+    pub fn shader(&self) -> vk_native::Result<Shader> {
+        static COMPILED: OnceLock<Vec<OnceLock<Shader>>> = OnceLock::new();
+        let all = COMPILED.get_or_init(|| KERNELS.iter().map(|_| OnceLock::new()).collect());
+        let index = KERNELS.iter().position(|k| std::ptr::eq(k, self)).unwrap_or(usize::MAX);
+        if let Some(s) = all.get(index).and_then(OnceLock::get) {
+            return Ok(s.clone());
+        }
+        let opts = CompileOptions { entry: self.entry.to_string(), ..Default::default() };
+        let shader = Shader::compile(self.entry, self.source, &opts)
+            .map_err(|e| vk_native::NativeError::Unsupported(format!("compiling {}: {e}", self.file)))?;
+        Ok(match all.get(index) {
+            Some(cell) => cell.get_or_init(|| shader).clone(),
+            None => shader,
+        })
     }
 }
 
@@ -122,11 +136,7 @@ impl KernelSet {
         if let Some(k) = &made[entry.index()] {
             return Ok(k.clone());
         }
-        let spec = entry.spec();
-        let words = spec.spirv_words();
-        let layout =
-            KernelLayout { read_only: spec.read_only.to_vec(), immediate_bytes: spec.immediate_bytes };
-        let k = Kernel::new(&self.device, spec.entry, &words, spec.entry, &layout)?;
+        let k = Kernel::new(&self.device, &entry.spec().shader()?)?;
         made[entry.index()] = Some(k.clone());
         Ok(k)
     }

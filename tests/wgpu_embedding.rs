@@ -628,3 +628,41 @@ fn read_back(device: &wgpu::Device, queue: &wgpu::Queue, buffer: &wgpu::Buffer, 
     staging.unmap();
     out
 }
+
+/// vk-native's embedded member itself (under `WgpuComm`'s own checks) refuses what would reach
+/// past memory or name another device's buffer in a raw command: a buffer of another device, a
+/// destroyed one, slot offsets that wrap; and a buffer the application destroys while a
+/// submission still uses it stays alive for it (wgpu tracks it).
+#[test]
+fn the_native_member_checks_buffers_and_ranges() {
+    let adapters = member_adapters(2);
+    let (d0, q0) = embed::request_device(&adapters[0], &desc()).unwrap();
+    let (d1, _q1) = embed::request_device(&adapters[1], &desc()).unwrap();
+    let shader = crossgpu::kernels::spec("reduce_slots_f32").unwrap().shader().unwrap();
+    let mut m = vk_native::EmbeddedMember::new(&d0, &q0, &shader).unwrap();
+    let host = std::sync::Arc::new(vk_native::HostAllocation::new(1 << 16, 4096).unwrap());
+    let slots = m.import(&host).unwrap();
+    let sem = m.timeline().unwrap();
+    let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST;
+    let buffer = |d: &wgpu::Device| {
+        d.create_buffer(&wgpu::BufferDescriptor { label: None, size: 4096, usage, mapped_at_creation: false })
+    };
+    let other = buffer(&d1);
+    let e = m.submit_copy(&other, 0, &slots, 0, 256, (&sem, 1)).unwrap_err().to_string();
+    assert!(e.contains("not a live buffer"), "{e}");
+    let mine = buffer(&d0);
+    for slot_offset in [u64::MAX - 255, !3, (1 << 16) - 128] {
+        let e = m.submit_copy(&mine, 0, &slots, slot_offset, 256, (&sem, 1)).unwrap_err().to_string();
+        assert!(e.contains("out of range"), "slot offset {slot_offset}: {e}");
+    }
+    let gone = buffer(&d0);
+    gone.destroy();
+    assert!(m.submit_copy(&gone, 0, &slots, 0, 256, (&sem, 1)).is_err(), "a destroyed buffer");
+    // A good copy, its buffer destroyed while the submission is pending.
+    m.submit_copy(&mine, 0, &slots, 0, 256, (&sem, 1)).unwrap();
+    mine.destroy();
+    assert!(m.wait_idle(60_000_000_000).unwrap());
+    assert_eq!(sem.value().unwrap(), 1, "the copy ran and signalled");
+    drop(m);
+    assert_no_wgpu_errors();
+}

@@ -135,12 +135,12 @@ impl WgpuComm {
                 return Err(Error::InvalidArgument(format!("device {i} appears twice in the WgpuComm")));
             }
         }
-        let spec = REDUCE_SLOTS_F32.spec();
-        let words = spec.spirv_words();
+        let shader =
+            REDUCE_SLOTS_F32.spec().shader().map_err(|e| Error::native("the all-reduce kernel", e))?;
         let mut members = Vec::new();
         let mut check_layouts = Vec::new();
         for (i, (d, q)) in devices.iter().enumerate() {
-            let m = EmbeddedMember::new(d, q, &words, spec.entry, spec.immediate_bytes)
+            let m = EmbeddedMember::new(d, q, &shader)
                 .map_err(|e| Error::native(&format!("wgpu device {i}"), e))?;
             members.push(m);
             check_layouts.push(d.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {

@@ -185,7 +185,7 @@ impl MemberShared {
     ) -> Result<()> {
         let g = self.bind_ranges(entry, ranges)?;
         let mut s = self.stream();
-        s.access_bound(g.buffer_ids(), &g.kernel().layout().read_only, after).map_err(|e| self.err(e))?;
+        s.access_bound(g.buffer_ids(), g.kernel().reads_only(), after).map_err(|e| self.err(e))?;
         s.rec.dispatch(&g, immediates.words().as_ref(), groups).map_err(|e| self.err(e))
     }
 

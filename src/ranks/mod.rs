@@ -111,9 +111,6 @@ pub struct RankComm {
     poisoned: Option<String>,
 }
 
-/// Communicators made by this process: with rank 0's process id, the shared slots' names.
-static COMMS_MADE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-
 impl RankComm {
     /// The communicator over `group` on this rank and the groups of every other rank of
     /// `MPI_COMM_WORLD` (a collective call: every rank makes it). Errors: MPI not initialized,
@@ -195,10 +192,8 @@ impl RankComm {
                 // alignment and the smallest binding of every member.
                 let align = HostSlots::alignment(group.members());
                 let binding = HostSlots::max_binding(group.members());
-                let comm_no = COMMS_MADE.fetch_add(1, Ordering::Relaxed);
                 let mine = [
                     std::process::id(),
-                    comm_no,
                     align as u32,
                     (align >> 32) as u32,
                     binding as u32,
@@ -208,9 +203,8 @@ impl RankComm {
                 let word = |r: &Vec<u32>, i: usize| u64::from(r[i]) | u64::from(r[i + 1]) << 32;
                 let plan = SharedPlan {
                     leader_pid: all[0][0],
-                    leader_comm: all[0][1],
-                    align: all.iter().map(|r| word(r, 2)).max().unwrap_or(4096),
-                    max_binding: all.iter().map(|r| word(r, 4)).min().unwrap_or(0),
+                    align: all.iter().map(|r| word(r, 1)).max().unwrap_or(4096),
+                    max_binding: all.iter().map(|r| word(r, 3)).min().unwrap_or(0),
                     total: members.len(),
                     first,
                     rank: mpi.rank,

@@ -31,9 +31,8 @@ pub(super) type Meet<'a> = dyn FnMut(Vec<u32>, &str) -> Result<Vec<Vec<u32>>> + 
 /// What every rank agreed on at start-up about the shared slots.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct SharedPlan {
-    /// Rank 0's process id and communicator number: the shared file's name.
+    /// Rank 0's process id: the shared memory is its `/proc/<pid>/fd/<fd>`.
     pub(super) leader_pid: u32,
-    pub(super) leader_comm: u32,
     /// The largest host-pointer alignment of every member of every rank.
     pub(super) align: u64,
     /// The smallest `maxStorageBufferRange` of every member of every rank.
@@ -49,8 +48,6 @@ pub(super) struct SharedPlan {
 pub(super) struct SharedSlots {
     plan: SharedPlan,
     slots: Option<HostSlots>,
-    /// Slot allocations made so far (the file name's last part).
-    generation: u64,
     /// Exchanges so far: the entry of the next one is `exchanges % 2`.
     exchanges: u64,
     /// Per member: device memory for the f16 wire's conversion (made when needed).
@@ -61,14 +58,7 @@ pub(super) struct SharedSlots {
 
 impl SharedSlots {
     pub(super) fn new(plan: SharedPlan, members: usize) -> Self {
-        Self {
-            plan,
-            slots: None,
-            generation: 0,
-            exchanges: 0,
-            scratch: (0..members).map(|_| None).collect(),
-            limit: None,
-        }
+        Self { plan, slots: None, exchanges: 0, scratch: (0..members).map(|_| None).collect(), limit: None }
     }
 
     /// Carries at most `words` words per member in one exchange (rounded down to the slots'
@@ -181,44 +171,41 @@ impl SharedSlots {
                 m.synchronize()?;
             }
         }
-        self.generation += 1;
         let layout = SlotLayout::new(self.plan.total, capacity, 2, self.plan.align);
         let bytes = layout.total_bytes();
-        let path = shared_dir()
-            .join(format!("crossgpu-{}-{}-{}", self.plan.leader_pid, self.plan.leader_comm, self.generation));
         let leader = self.plan.rank == 0;
-        // Rank 0's name for the file is removed on every way out of this function (once every
-        // rank mapped it, or gave up).
-        let _name = leader.then(|| RemoveOnDrop(path.clone()));
-        let created: Option<std::result::Result<std::fs::File, String>> = leader.then(|| {
-            std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create_new(true)
-                .open(&path)
-                .and_then(|f| fill_zeros(&f, bytes).map(|()| f))
-                .map_err(|e| format!("creating {}: {e}", path.display()))
-        });
-        let verdicts =
-            sync(vec![u32::from(created.as_ref().is_some_and(|c| c.is_ok()))], "the shared slots' creation")?;
-        if verdicts[0] != [1] {
+        // Rank 0 makes the memory (a sealed memfd: nobody can truncate it under the mapping)
+        // and the others open it by its /proc path while rank 0 holds it open (until the end of
+        // this function, when every rank mapped it or gave up).
+        let created: Option<std::result::Result<std::fs::File, String>> =
+            leader.then(|| HostAllocation::sealed_file(bytes).map_err(|e| format!("creating them: {e}")));
+        let fd = match &created {
+            Some(Ok(f)) => std::os::fd::AsRawFd::as_raw_fd(f) as u32,
+            _ => 0,
+        };
+        let verdicts = sync(
+            vec![u32::from(created.as_ref().is_some_and(|c| c.is_ok())), fd],
+            "the shared slots' creation",
+        )?;
+        if verdicts[0].first() != Some(&1) {
             let why = match created {
                 Some(Err(why)) => why,
                 _ => "rank 0 could not create them (its error says why)".into(),
             };
             return Err(Error::OutOfHostMemory(format!(" for the shared slots ({bytes} bytes): {why}")));
         }
-        let mapped = match created {
-            Some(Ok(f)) => Ok(f),
-            _ => std::fs::OpenOptions::new()
+        let path = format!("/proc/{}/fd/{}", self.plan.leader_pid, verdicts[0].get(1).copied().unwrap_or(0));
+        let mapped = match &created {
+            Some(Ok(f)) => Ok(f.try_clone().map_err(|e| format!("{path}: {e}"))),
+            _ => Ok(std::fs::OpenOptions::new()
                 .read(true)
                 .write(true)
                 .open(&path)
-                .map_err(|e| format!("opening {}: {e}", path.display())),
+                .map_err(|e| format!("opening {path}: {e}"))),
         }
+        .and_then(|f| f)
         .and_then(|f| {
-            HostAllocation::shared(&f, bytes, self.plan.align)
-                .map_err(|e| format!("mapping {}: {e}", path.display()))
+            HostAllocation::shared(&f, bytes, self.plan.align).map_err(|e| format!("mapping {path}: {e}"))
         });
         let made = mapped
             .map_err(|e| Error::OutOfHostMemory(format!(" for the shared slots: {e}")))
@@ -232,40 +219,5 @@ impl SharedSlots {
         }
         self.slots = Some(slots);
         Ok(())
-    }
-}
-
-/// Removes a file when dropped.
-struct RemoveOnDrop(std::path::PathBuf);
-
-impl Drop for RemoveOnDrop {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-/// Makes `file` `bytes` long by writing zeros: on a memory file system the pages exist from
-/// here on, so running out of room is this error, not a fault when a device first writes them.
-fn fill_zeros(file: &std::fs::File, bytes: u64) -> std::io::Result<()> {
-    use std::io::Write;
-    let zeros = vec![0u8; 1 << 20];
-    let mut w = std::io::BufWriter::new(file);
-    let mut left = bytes;
-    while left > 0 {
-        let n = left.min(zeros.len() as u64) as usize;
-        w.write_all(&zeros[..n])?;
-        left -= n as u64;
-    }
-    w.flush()
-}
-
-/// Where the shared slots' file is made: `/dev/shm` (memory) where it exists, else the
-/// temporary folder.
-fn shared_dir() -> std::path::PathBuf {
-    let shm = std::path::Path::new("/dev/shm");
-    if shm.is_dir() {
-        shm.to_path_buf()
-    } else {
-        std::env::temp_dir()
     }
 }

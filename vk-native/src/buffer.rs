@@ -2,13 +2,47 @@
 
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use wgpu_hal::Device as _;
 
 use crate::device::{Device, DeviceId};
 use crate::error::{map_hal_device, NativeError, Result};
+use crate::semaphore::TimelineSemaphore;
 use crate::GpuBuffer;
+
+/// The submissions that use a buffer the host reads or writes with plain copies (a
+/// [`StagingBuffer`]): for each recorder's `progress` timeline, the value its latest such
+/// submission signals. The recorder notes it when it submits; a host access while any is
+/// pending is refused ([`GpuUse::check_idle`]), so the host never races the GPU on those bytes.
+#[derive(Default)]
+#[doc(hidden)]
+pub struct GpuUse(Mutex<Vec<(TimelineSemaphore, u64)>>);
+
+impl GpuUse {
+    /// A submission signalling `progress` with `value` uses the buffer.
+    pub(crate) fn note(&self, progress: &TimelineSemaphore, value: u64) {
+        let mut uses = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        match uses.iter_mut().find(|(s, _)| s.raw() == progress.raw()) {
+            Some(u) => u.1 = u.1.max(value),
+            None => uses.push((progress.clone(), value)),
+        }
+    }
+
+    /// Refuses `what` while a submission that uses the buffer has not completed.
+    fn check_idle(&self, what: &str) -> Result<()> {
+        let mut uses = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        for (s, v) in uses.iter() {
+            if s.value()? < *v {
+                return Err(NativeError::Unsupported(format!(
+                    "{what}: a submitted copy that uses the staging buffer has not completed; wait for it first"
+                )));
+            }
+        }
+        uses.clear();
+        Ok(())
+    }
+}
 
 /// Identity of a buffer, unique in the process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -69,7 +103,9 @@ impl Buffer {
     /// Allocates `size` bytes (at least 4) of device-local memory usable as a storage buffer.
     pub fn new(device: &Device, size: u64, usage: BufferUsage, label: &str) -> Result<Self> {
         let size = size.max(4).next_multiple_of(4);
-        let mut uses = wgpu_types::BufferUses::STORAGE_READ_WRITE | wgpu_types::BufferUses::STORAGE_READ_ONLY;
+        let mut uses = wgpu_types::BufferUses::STORAGE_READ_WRITE
+            | wgpu_types::BufferUses::STORAGE_READ_ONLY
+            | wgpu_types::BufferUses::UNIFORM;
         if usage.copy_src {
             uses |= wgpu_types::BufferUses::COPY_SRC;
         }
@@ -113,20 +149,28 @@ impl GpuBuffer for Buffer {
     fn keep_alive(&self) -> Arc<dyn std::any::Any + Send + Sync> {
         self.0.clone()
     }
+    fn uniform(&self) -> bool {
+        true
+    }
 }
 
 /// A host-visible buffer mapped for its whole life, for uploads (`upload = true`) or
-/// read-backs. Reads see the GPU's writes only after the submission that wrote them completed.
+/// read-backs, used by copies only (never bound to a kernel). The host reads or writes it only
+/// when no submitted copy that uses it is pending: [`StagingBuffer::read`] and
+/// [`StagingBuffer::write`] refuse otherwise.
 pub struct StagingBuffer {
     inner: Arc<BufferInner>,
     ptr: NonNull<u8>,
     coherent: bool,
+    uses: Arc<GpuUse>,
 }
 
 // SAFETY: the mapping pointer is only dereferenced through `&self`/`&mut self` methods that copy
 // bytes; the buffer it points into lives as long as `inner`.
 unsafe impl Send for StagingBuffer {}
-// SAFETY: `read` copies out through a shared reference; `write` needs `&mut self`.
+// SAFETY: `read` copies out through a shared reference and `write` needs `&mut self`, so host
+// threads never write while another reads; the GPU, the other writer, is excluded by
+// `GpuUse::check_idle` before every host access.
 unsafe impl Sync for StagingBuffer {}
 
 impl StagingBuffer {
@@ -156,14 +200,18 @@ impl StagingBuffer {
             inner: Arc::new(BufferInner::new(device, hal, size)),
             ptr: mapping.ptr,
             coherent: mapping.is_coherent,
+            uses: Arc::default(),
         })
     }
 
-    /// Copies `data` into the buffer at `offset` and makes it visible to the device.
+    /// Copies `data` into the buffer at `offset` and makes it visible to the device. Refused
+    /// while a submitted copy that uses the buffer has not completed.
     pub fn write(&mut self, offset: u64, data: &[u8]) -> Result<()> {
         let end = offset.checked_add(data.len() as u64).filter(|&e| e <= self.inner.size);
         let end = end.ok_or_else(|| NativeError::Unsupported("staging write out of range".into()))?;
-        // SAFETY: the range is inside the mapping (checked above); `&mut self` excludes readers.
+        self.uses.check_idle("staging write")?;
+        // SAFETY: the range is inside the mapping (checked above); `&mut self` excludes host
+        // readers, and no submission that uses the buffer is pending (checked above).
         unsafe {
             std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.as_ptr().add(offset as usize), data.len())
         };
@@ -176,10 +224,12 @@ impl StagingBuffer {
         Ok(())
     }
 
-    /// Copies bytes at `offset` out of the buffer.
+    /// Copies bytes at `offset` out of the buffer. Refused while a submitted copy that uses
+    /// the buffer has not completed (the GPU could be writing them).
     pub fn read(&self, offset: u64, out: &mut [u8]) -> Result<()> {
         let end = offset.checked_add(out.len() as u64).filter(|&e| e <= self.inner.size);
         let end = end.ok_or_else(|| NativeError::Unsupported("staging read out of range".into()))?;
+        self.uses.check_idle("staging read")?;
         if !self.coherent {
             // SAFETY: the range is mapped.
             unsafe {
@@ -190,8 +240,8 @@ impl StagingBuffer {
                     .invalidate_mapped_ranges(self.hal(), std::iter::once(offset..end))
             };
         }
-        // SAFETY: the range is inside the mapping; the device finished writing it (caller's
-        // contract, documented on the type) so nothing writes it concurrently.
+        // SAFETY: the range is inside the mapping; no submission that uses the buffer is
+        // pending (checked above), and host writers need `&mut self`: nothing writes it now.
         unsafe {
             std::ptr::copy_nonoverlapping(self.ptr.as_ptr().add(offset as usize), out.as_mut_ptr(), out.len())
         };
@@ -216,5 +266,11 @@ impl GpuBuffer for StagingBuffer {
     }
     fn keep_alive(&self) -> Arc<dyn std::any::Any + Send + Sync> {
         self.inner.clone()
+    }
+    fn storage(&self) -> bool {
+        false
+    }
+    fn gpu_use(&self) -> Option<Arc<GpuUse>> {
+        Some(self.uses.clone())
     }
 }

@@ -21,6 +21,7 @@ use ash::vk;
 use wgpu_hal::{CommandEncoder as _, Device as _};
 
 use crate::access::Access;
+use crate::buffer::GpuUse;
 use crate::device::Device;
 use crate::error::{map_hal_device, map_vk, NativeError, Result};
 use crate::kernel::BindGroup;
@@ -58,6 +59,8 @@ struct ReplayInner {
     cmd: vk::CommandBuffer,
     dispatches: u64,
     commands: usize,
+    /// Host-mapped buffers the recording copies to or from: each submission of it notes them.
+    uses: Vec<Arc<GpuUse>>,
     _keep: Vec<KeepAlive>,
 }
 
@@ -94,6 +97,7 @@ struct Capture {
     pool: vk::CommandPool,
     cmd: vk::CommandBuffer,
     keep: Vec<KeepAlive>,
+    uses: Vec<Arc<GpuUse>>,
     dispatches: u64,
     commands: usize,
 }
@@ -120,11 +124,14 @@ struct Closed {
     cmd: Option<wgpu_hal::vulkan::CommandBuffer>,
     raw: Option<vk::CommandBuffer>,
     keep: Vec<KeepAlive>,
+    uses: Vec<Arc<GpuUse>>,
 }
 
 struct Active {
     encoder: wgpu_hal::vulkan::CommandEncoder,
     keep: Vec<KeepAlive>,
+    /// Host-mapped buffers its copies use (noted as busy when it is submitted).
+    uses: Vec<Arc<GpuUse>>,
 }
 
 /// Records work for one queue of a device and submits it.
@@ -324,7 +331,7 @@ impl Recorder {
                 p.used = 1;
                 keep.push(p.pool.clone());
             }
-            self.active = Some(Active { encoder, keep });
+            self.active = Some(Active { encoder, keep, uses: Vec::new() });
         }
         Ok(self.active.as_mut().expect("opened above"))
     }
@@ -363,6 +370,20 @@ impl Recorder {
         }
         // SAFETY: the handle is only used while the encoder records (until `close`).
         Ok(unsafe { self.open()?.encoder.raw_handle() })
+    }
+
+    /// Notes that the command just recorded copies to or from `b`, if the host maps it (a
+    /// staging buffer): the host may not touch it until the submission that runs it completed.
+    fn note_use(&mut self, b: &dyn GpuBuffer) {
+        let Some(u) = b.gpu_use() else { return };
+        let uses = match (self.capture.as_mut(), self.active.as_mut()) {
+            (Some(c), _) => &mut c.uses,
+            (None, Some(a)) => &mut a.uses,
+            (None, None) => return,
+        };
+        if !uses.iter().any(|x| Arc::ptr_eq(x, &u)) {
+            uses.push(u);
+        }
     }
 
     /// Keeps `k` alive as long as the command buffer commands go to now.
@@ -413,7 +434,14 @@ impl Recorder {
         match cmd {
             Ok(cmd) => {
                 crate::live::inc(&crate::live::RECORDINGS);
-                self.capture = Some(Capture { pool, cmd, keep: Vec::new(), dispatches: 0, commands: 0 });
+                self.capture = Some(Capture {
+                    pool,
+                    cmd,
+                    keep: Vec::new(),
+                    uses: Vec::new(),
+                    dispatches: 0,
+                    commands: 0,
+                });
                 Ok(())
             }
             Err(e) => {
@@ -436,6 +464,7 @@ impl Recorder {
             cmd: c.cmd,
             dispatches: c.dispatches,
             commands: c.commands,
+            uses: c.uses,
             _keep: c.keep,
         };
         // SAFETY: the buffer is recording (begun in begin_capture); if ending fails, dropping
@@ -491,16 +520,25 @@ impl Recorder {
         if k.device_id() != self.device.id() {
             return Err(NativeError::Unsupported(format!("kernel {} is of another device", k.name())));
         }
-        if immediates.len() * 4 != k.layout().immediate_bytes as usize {
+        if immediates.len() * 4 != k.immediate_bytes() as usize {
             return Err(NativeError::Unsupported(format!(
                 "kernel {} takes {} bytes of immediates, {} given",
                 k.name(),
-                k.layout().immediate_bytes,
+                k.immediate_bytes(),
                 immediates.len() * 4
             )));
         }
         if workgroups.contains(&0) {
             return Ok(());
+        }
+        let max = self.device.info().caps.max_compute_work_group_count;
+        if let Some(axis) = (0..3).find(|&a| workgroups[a] > max[a]) {
+            return Err(NativeError::Unsupported(format!(
+                "kernel {}: {workgroups:?} workgroups, but the device dispatches at most {} along {} (maxComputeWorkGroupCount {max:?})",
+                k.name(),
+                max[axis],
+                ["x", "y", "z"][axis]
+            )));
         }
         let cb = self.target()?;
         let d = self.device.raw();
@@ -571,6 +609,8 @@ impl Recorder {
         };
         self.keep(src.keep_alive());
         self.keep(dst.keep_alive());
+        self.note_use(src);
+        self.note_use(dst);
         self.count(false);
         self.stamp(|| Arc::from("copy"));
         Ok(())
@@ -581,7 +621,7 @@ impl Recorder {
         if dst.device_id() != self.device.id()
             || !size.is_multiple_of(4)
             || !offset.is_multiple_of(4)
-            || offset + size > dst.size()
+            || offset.checked_add(size).is_none_or(|end| end > dst.size())
         {
             return Err(NativeError::Unsupported("fill out of range or of another device".into()));
         }
@@ -592,6 +632,7 @@ impl Recorder {
         // SAFETY: recording state; the buffer is of this device, alive (kept), range checked.
         unsafe { self.device.raw().cmd_fill_buffer(cb, dst.hal().raw_handle(), offset, size, value) };
         self.keep(dst.keep_alive());
+        self.note_use(dst);
         self.count(false);
         Ok(())
     }
@@ -765,6 +806,7 @@ impl Recorder {
         for (r, info) in recs.iter_mut().zip(infos) {
             if let Some(p) = info.replay {
                 r.dispatches += p.0.dispatches;
+                p.0.uses.iter().for_each(|u| u.note(&r.progress, r.submitted + 1));
             }
         }
         Ok(recs.iter_mut().zip(closed).map(|(r, c)| r.commit(c)).collect())
@@ -774,13 +816,19 @@ impl Recorder {
     fn close(&mut self) -> Result<Closed> {
         self.commands = 0;
         let Some(mut a) = self.active.take() else {
-            return Ok(Closed { encoder: None, cmd: None, raw: None, keep: Vec::new() });
+            return Ok(Closed { encoder: None, cmd: None, raw: None, keep: Vec::new(), uses: Vec::new() });
         };
         // SAFETY: the encoder is recording; the handle stays valid until its pool is reset.
         let raw = unsafe { a.encoder.raw_handle() };
         // SAFETY: the encoder is recording.
         match unsafe { a.encoder.end_encoding() } {
-            Ok(cmd) => Ok(Closed { encoder: Some(a.encoder), cmd: Some(cmd), raw: Some(raw), keep: a.keep }),
+            Ok(cmd) => Ok(Closed {
+                encoder: Some(a.encoder),
+                cmd: Some(cmd),
+                raw: Some(raw),
+                keep: a.keep,
+                uses: a.uses,
+            }),
             Err(e) => {
                 // SAFETY: recording failed; nothing of this encoder is pending.
                 unsafe { a.encoder.discard_encoding() };
@@ -803,6 +851,7 @@ impl Recorder {
     fn commit(&mut self, c: Closed) -> u64 {
         self.submitted += 1;
         let value = self.submitted;
+        c.uses.iter().for_each(|u| u.note(&self.progress, value));
         self.pending.push_back(Pending { encoder: c.encoder, cmd: c.cmd, value, _keep: c.keep });
         value
     }

@@ -17,12 +17,22 @@
 //!
 //! Objects made here (imported slot buffers, semaphores, the pipeline, bind groups) hold a clone
 //! of the `wgpu::Device`, so the VkDevice outlives them; they are destroyed only after the
-//! submissions that use them completed (each submission signals the member's `progress`
-//! timeline, and pending resources are kept until it passes their value).
+//! submissions that use them completed, as wgpu itself reports it (`SubmissionIndex`,
+//! `Queue::on_submitted_work_done`), not as a semaphore of ours says: a submit from another
+//! thread between staging our semaphores and our submit would take them (the ordering contract
+//! forbids it), and would then make a round's sums wrong, but never free what the GPU uses.
+//!
+//! The application's buffer is checked by wgpu before any raw command names it: each submission
+//! starts with a command buffer holding a zero-sized `clear_buffer` of it, recorded under an
+//! error scope, which wgpu validates (a live buffer of this device, with COPY_DST) and which
+//! makes wgpu-core track the buffer as used by the submission, so the application's
+//! `Buffer::destroy` waits for it.
 
 use std::collections::VecDeque;
 use std::num::NonZeroU64;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use ash::{ext, khr, vk};
 use wgpu_hal::{CommandEncoder as _, Device as _};
@@ -31,6 +41,7 @@ use crate::error::{map_hal_device, NativeError, Result};
 use crate::host::HostAllocation;
 use crate::kernel::PipelineObjects;
 use crate::semaphore::{SemaphoreOwner, TimelineSemaphore};
+use crate::shader::{BindingKind, Shader};
 
 type VkApi = wgpu_hal::vulkan::Api;
 
@@ -98,6 +109,8 @@ struct Shared {
     max_storage_range: u64,
     /// `minStorageBufferOffsetAlignment`: where a binding of an application buffer may start.
     storage_offset_align: u64,
+    /// `maxPushConstantsSize`.
+    max_push_constants: u32,
     name: String,
     queue: wgpu::Queue,
     device: wgpu::Device,
@@ -146,19 +159,14 @@ impl EmbeddedSlots {
 }
 
 struct Pending {
-    value: u64,
+    /// wgpu's index of the submission, and whether wgpu reported it done.
+    index: wgpu::SubmissionIndex,
+    done: Arc<AtomicBool>,
     bind_group: Option<wgpu_hal::vulkan::BindGroup>,
     _buffer: wgpu::Buffer,
     _slots: EmbeddedSlots,
     /// The timeline the submission waits on or signals.
     _timeline: TimelineSemaphore,
-}
-
-/// The member's progress timeline and submit counter, borrowed apart from its kernel.
-struct Timelines<'a> {
-    shared: &'a Arc<Shared>,
-    progress: &'a TimelineSemaphore,
-    submitted: &'a mut u64,
 }
 
 struct HalKernel {
@@ -175,8 +183,6 @@ struct HalKernel {
 pub struct EmbeddedMember {
     kernel: HalKernel,
     pending: VecDeque<Pending>,
-    progress: TimelineSemaphore,
-    submitted: u64,
     shared: Arc<Shared>,
 }
 
@@ -211,19 +217,13 @@ const ALL_ACCESS: vk::AccessFlags = vk::AccessFlags::from_raw(
 
 impl EmbeddedMember {
     /// Makes `device` (opened by [`request_wgpu_device`]) and its `queue` a member, with the
-    /// compute kernel `entry` of `spirv`, whose interface must be two storage buffers —
-    /// binding 0 read-only (the imported host memory), binding 1 read-write (the application's
-    /// buffer) — and `immediate_bytes` of push constants.
+    /// compute kernel `shader`, whose interface must be two storage buffers — binding 0
+    /// read-only (the imported host memory), binding 1 read-write (the application's buffer) —
+    /// and `immediate_bytes` of immediates.
     ///
     /// Errors: not a Vulkan device, VK_EXT_external_memory_host not enabled on it (a device
-    /// from plain `request_device`), no timeline semaphores.
-    pub fn new(
-        device: &wgpu::Device,
-        queue: &wgpu::Queue,
-        spirv: &[u32],
-        entry: &str,
-        immediate_bytes: u32,
-    ) -> Result<Self> {
+    /// from plain `request_device`), no timeline semaphores, a kernel of another interface.
+    pub fn new(device: &wgpu::Device, queue: &wgpu::Queue, shader: &Shader) -> Result<Self> {
         let shared = {
             // SAFETY: the guard only lends wgpu-hal's device; we clone the ash function table and
             // never destroy the device through it (we hold a wgpu::Device clone instead).
@@ -266,32 +266,39 @@ impl EmbeddedMember {
                 min_align: host_props.min_imported_host_pointer_alignment.max(1),
                 max_storage_range: u64::from(props.limits.max_storage_buffer_range),
                 storage_offset_align: props.limits.min_storage_buffer_offset_alignment.max(1),
+                max_push_constants: props.limits.max_push_constants_size,
                 name,
                 queue: queue.clone(),
                 device: device.clone(),
             })
         };
-        let kernel = Self::make_kernel(&shared, spirv, entry, immediate_bytes)?;
-        let progress = TimelineSemaphore::embedded(&shared)?;
-        Ok(Self { kernel, pending: VecDeque::new(), progress, submitted: 0, shared })
+        let kernel = Self::make_kernel(&shared, shader)?;
+        Ok(Self { kernel, pending: VecDeque::new(), shared })
     }
 
-    fn make_kernel(
-        shared: &Arc<Shared>,
-        spirv: &[u32],
-        entry: &str,
-        immediate_bytes: u32,
-    ) -> Result<HalKernel> {
+    fn make_kernel(shared: &Arc<Shared>, shader: &Shader) -> Result<HalKernel> {
+        let i = shader.interface();
+        let kinds: Vec<BindingKind> = i.bindings.iter().map(|b| b.kind).collect();
+        if kinds != [BindingKind::StorageRead, BindingKind::StorageReadWrite] {
+            return Err(NativeError::Unsupported(format!(
+                "kernel {}: an embedded member's kernel binds (storage read, storage read_write), not {kinds:?}",
+                shader.label()
+            )));
+        }
+        if i.immediate_bytes() as u64 > u64::from(shared.max_push_constants) {
+            return Err(NativeError::Unsupported(format!(
+                "kernel {}: {} bytes of immediates, more than the device's maxPushConstantsSize",
+                shader.label(),
+                i.immediate_bytes()
+            )));
+        }
         // SAFETY: the guard only lends the wgpu-hal device for the call.
         let d = unsafe { shared.device.as_hal::<VkApi>() }
             .ok_or_else(|| NativeError::Unsupported("not a Vulkan device".into()))?;
-        crate::spirv::check(spirv, entry, &[true, false], immediate_bytes)?;
-        // SAFETY: the module is valid SPIR-V whose interface is two storage buffers (read,
-        // read-write) and at most the immediates given (checked above); `destroy_kernel`
-        // destroys the objects on this device.
-        let objects =
-            unsafe { PipelineObjects::new(&d, entry, spirv, entry, &[true, false], immediate_bytes)? };
-        Ok(HalKernel { objects, immediate_bytes })
+        // SAFETY: the shader's SPIR-V is naga's; its interface is the two bindings checked above;
+        // `destroy_kernel` destroys the objects on this device.
+        let objects = unsafe { PipelineObjects::new(&d, shader)? };
+        Ok(HalKernel { objects, immediate_bytes: i.immediate_bytes() })
     }
 
     fn destroy_kernel(shared: &Shared, k: &mut HalKernel) {
@@ -339,10 +346,6 @@ impl EmbeddedMember {
         })))
     }
 
-    fn timelines(&mut self) -> Timelines<'_> {
-        Timelines { shared: &self.shared, progress: &self.progress, submitted: &mut self.submitted }
-    }
-
     /// Refuses a timeline semaphore of another device (its raw handle would be meaningless here).
     fn check_own(&self, sem: &TimelineSemaphore) -> Result<()> {
         if sem.raw_device_handle() != self.shared.raw.handle() {
@@ -351,35 +354,51 @@ impl EmbeddedMember {
         Ok(())
     }
 
-    /// The raw handle of an application buffer. The caller has checked (through wgpu's own
-    /// validation) that it is a live buffer of this member's device.
-    fn raw_buffer(buffer: &wgpu::Buffer) -> Result<vk::Buffer> {
-        // SAFETY: the guard lends wgpu-hal's buffer only for reading its handle; it is dropped
-        // at once (it holds wgpu's snatch lock), and the caller keeps a wgpu::Buffer clone alive
-        // until the submissions that use the handle completed.
+    /// The command buffer that opens every submission naming `buffer`: a zero-sized
+    /// `clear_buffer` of it, which wgpu validates (a live buffer of this device, with COPY_DST:
+    /// an error here, before any raw command names the buffer) and which makes wgpu-core track
+    /// the buffer as used by the submission (so a `destroy()` waits for it). Returns the
+    /// buffer's raw handle, valid while the submission is pending.
+    fn claim(&self, buffer: &wgpu::Buffer) -> Result<(wgpu::CommandBuffer, vk::Buffer)> {
+        let device = &self.shared.device;
+        let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let mut encoder =
+            device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("crossgpu claim") });
+        encoder.clear_buffer(buffer, 0, Some(0));
+        let claim = encoder.finish();
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(NativeError::Unsupported(format!(
+                "the buffer is not a live buffer of {} with COPY_DST usage: {e}",
+                self.shared.name
+            )));
+        }
+        // SAFETY: the guard lends wgpu-hal's buffer only for reading its handle and is dropped
+        // at once (it holds wgpu's snatch lock); the claim above keeps the buffer alive for the
+        // submission it opens, and `Pending` keeps a `wgpu::Buffer` clone beside it.
         let guard = unsafe { buffer.as_hal::<VkApi>() }
             .ok_or_else(|| NativeError::Unsupported("buffer is destroyed or not a Vulkan buffer".into()))?;
         // SAFETY: live buffer (guard held).
-        Ok(unsafe { guard.raw_handle() })
+        Ok((claim, unsafe { guard.raw_handle() }))
     }
 
     /// Records `f` into a fresh wgpu command encoder (raw commands only) between a leading and
     /// a trailing global barrier, attaches `wait` and `signal` (timelines of this device) and
-    /// submits with the application's queue; returns the `progress` value of the submission.
+    /// submits it after `claim` ([`EmbeddedMember::claim`]) with the application's queue;
+    /// returns wgpu's index of the submission and the flag wgpu sets when it is done.
     fn submit_raw(
-        t: Timelines<'_>,
+        s: &Shared,
+        claim: wgpu::CommandBuffer,
         wait: Option<(&TimelineSemaphore, u64)>,
         signal: Option<(&TimelineSemaphore, u64)>,
         f: impl FnOnce(&ash::Device, &mut wgpu_hal::vulkan::CommandEncoder),
-    ) -> Result<u64> {
-        let s = t.shared;
+    ) -> Result<(wgpu::SubmissionIndex, Arc<AtomicBool>)> {
         let mut encoder = s
             .device
             .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("crossgpu all-reduce") });
         // SAFETY: the closure records only into the lent encoder, neither ends nor destroys it,
         // and does not touch the wgpu encoder meanwhile; every resource it uses is kept alive in
-        // `pending` until `progress` passes this submission's value. wgpu-core does not track the
-        // raw use, hence the global barriers at both ends.
+        // `pending` until wgpu reports the submission done. wgpu-core does not track the raw
+        // use, hence the global barriers at both ends.
         let recorded = unsafe {
             encoder.as_hal_mut::<VkApi, _, _>(|enc| {
                 let Some(enc) = enc else { return false };
@@ -408,11 +427,12 @@ impl EmbeddedMember {
             return Err(NativeError::Unsupported("the wgpu command encoder is not a Vulkan one".into()));
         }
         let cmd_buf = encoder.finish();
-        let value = *t.submitted + 1;
         {
             // SAFETY: the guard lends wgpu-hal's queue to stage semaphores for the next submit,
             // which is ours, right below (the ordering contract forbids concurrent submits to
-            // this queue from other threads during an all-reduce).
+            // this queue from other threads during an all-reduce; one would take these
+            // semaphores, making the round's sums wrong but freeing nothing early, since
+            // lifetimes follow wgpu's own submission tracking).
             let q = unsafe { s.queue.as_hal::<VkApi>() }
                 .ok_or_else(|| NativeError::Unsupported("not a Vulkan queue".into()))?;
             if let Some((sem, v)) = wait {
@@ -422,16 +442,18 @@ impl EmbeddedMember {
                 sem.mark_gpu_signalled();
                 q.add_signal_semaphore(sem.raw(), Some(v));
             }
-            t.progress.mark_gpu_signalled();
-            q.add_signal_semaphore(t.progress.raw(), Some(value));
         }
-        s.queue.submit([cmd_buf]);
-        *t.submitted = value;
-        Ok(value)
+        let index = s.queue.submit([claim, cmd_buf]);
+        let done = Arc::new(AtomicBool::new(false));
+        let flag = done.clone();
+        s.queue.on_submitted_work_done(move || flag.store(true, Ordering::Release));
+        Ok((index, done))
     }
 
     /// Copies `bytes` of `buffer` from `offset` into `slots` at `slot_offset`, then signals
-    /// `signal` (a timeline of this device) when the copy is done.
+    /// `signal` (a timeline of this device) when the copy is done. `buffer` must be a live
+    /// buffer of this member's device with COPY_SRC and COPY_DST usage (checked by wgpu before
+    /// anything is recorded).
     #[allow(clippy::too_many_arguments)]
     pub fn submit_copy(
         &mut self,
@@ -446,24 +468,31 @@ impl EmbeddedMember {
         self.recycle()?;
         let size = NonZeroU64::new(bytes).ok_or_else(|| NativeError::Unsupported("empty copy".into()))?;
         let in_buffer = offset.checked_add(bytes).is_some_and(|end| end <= buffer.size());
+        let in_slots = slot_offset.checked_add(bytes).is_some_and(|end| end <= slots.size());
         if !in_buffer
-            || slot_offset + bytes > slots.size()
+            || !in_slots
             || !bytes.is_multiple_of(4)
             || !offset.is_multiple_of(4)
+            || !slot_offset.is_multiple_of(4)
         {
             return Err(NativeError::Unsupported("copy into the slots out of range or unaligned".into()));
         }
-        let raw_buf = Self::raw_buffer(buffer)?;
-        // SAFETY: a non-owning wgpu-hal wrapper of a live handle, never destroyed through it.
+        if !buffer.usage().contains(wgpu::BufferUsages::COPY_SRC) {
+            return Err(NativeError::Unsupported("the buffer lacks COPY_SRC usage".into()));
+        }
+        let (claim, raw_buf) = self.claim(buffer)?;
+        // SAFETY: a non-owning wgpu-hal wrapper of a live handle of this device (wgpu checked
+        // it in `claim`), never destroyed through it.
         let src = unsafe { wgpu_hal::vulkan::Buffer::from_raw(raw_buf) };
         let slot_hal = slots.hal();
-        let value = Self::submit_raw(self.timelines(), None, Some(signal), |_, enc| {
+        let (index, done) = Self::submit_raw(&self.shared, claim, None, Some(signal), |_, enc| {
             let region = wgpu_hal::BufferCopy { src_offset: offset, dst_offset: slot_offset, size };
-            // SAFETY: both buffers are of this device and alive; the range is checked above.
+            // SAFETY: both buffers are of this device and alive; the ranges are checked above.
             unsafe { enc.copy_buffer_to_buffer(&src, slot_hal, std::iter::once(region)) };
         })?;
         self.pending.push_back(Pending {
-            value,
+            index,
+            done,
             bind_group: None,
             _buffer: buffer.clone(),
             _slots: slots.clone(),
@@ -475,7 +504,9 @@ impl EmbeddedMember {
     /// Waits for `wait` (a timeline of this device), then runs the member's kernel once over
     /// the first `slot_bytes` of `slots` (binding 0) and `dst_bytes` of `buffer` from
     /// `dst_offset` (binding 1, the offset a multiple of `minStorageBufferOffsetAlignment`),
-    /// with `immediates` and `groups` workgroups.
+    /// with `immediates` and `groups` workgroups. `buffer` must be a live buffer of this
+    /// member's device with STORAGE and COPY_DST usage (checked by wgpu before anything is
+    /// recorded).
     #[allow(clippy::too_many_arguments)]
     pub fn submit_kernel(
         &mut self,
@@ -489,9 +520,13 @@ impl EmbeddedMember {
         wait: (&TimelineSemaphore, u64),
     ) -> Result<()> {
         self.check_own(wait.0)?;
+        self.recycle()?;
         let in_buffer = dst_offset.checked_add(dst_bytes).is_some_and(|end| end <= buffer.size());
         if dst_bytes == 0 || slot_bytes == 0 || slot_bytes > slots.size() || !in_buffer {
             return Err(NativeError::Unsupported("kernel bindings out of range".into()));
+        }
+        if !buffer.usage().contains(wgpu::BufferUsages::STORAGE) {
+            return Err(NativeError::Unsupported("the buffer lacks STORAGE usage".into()));
         }
         if !dst_offset.is_multiple_of(self.shared.storage_offset_align) {
             return Err(NativeError::Unsupported(format!(
@@ -515,7 +550,7 @@ impl EmbeddedMember {
         if groups == 0 || groups > 65_535 {
             return Err(NativeError::Unsupported(format!("{groups} workgroups (1 to 65535)")));
         }
-        let raw_buf = Self::raw_buffer(buffer)?;
+        let (claim, raw_buf) = self.claim(buffer)?;
         // SAFETY: non-owning wrapper, as in `submit_copy`.
         let dst = unsafe { wgpu_hal::vulkan::Buffer::from_raw(raw_buf) };
         let bind_group = {
@@ -533,8 +568,7 @@ impl EmbeddedMember {
         let pipeline = self.kernel.objects.pipeline.as_ref().expect("alive");
         let layout = self.kernel.objects.layout.as_ref().expect("alive");
         let bg = &bind_group;
-        let t = Timelines { shared: &self.shared, progress: &self.progress, submitted: &mut self.submitted };
-        let result = Self::submit_raw(t, Some(wait), None, |_, enc| {
+        let result = Self::submit_raw(&self.shared, claim, Some(wait), None, |_, enc| {
             // SAFETY: pipeline, layout and bind group are of this device and alive until the
             // submission completed; the immediates match the layout's size.
             unsafe {
@@ -550,9 +584,10 @@ impl EmbeddedMember {
             }
         });
         match result {
-            Ok(value) => {
+            Ok((index, done)) => {
                 self.pending.push_back(Pending {
-                    value,
+                    index,
+                    done,
                     bind_group: Some(bind_group),
                     _buffer: buffer.clone(),
                     _slots: slots.clone(),
@@ -571,32 +606,47 @@ impl EmbeddedMember {
         }
     }
 
-    /// Releases the resources of completed submissions.
+    /// Releases the resources of submissions wgpu reports done (polling the device once).
     pub fn recycle(&mut self) -> Result<()> {
         if self.pending.is_empty() {
             return Ok(());
         }
-        let done = self.progress.value()?;
-        while self.pending.front().is_some_and(|p| p.value <= done) {
+        self.shared
+            .device
+            .poll(wgpu::PollType::Poll)
+            .map_err(|e| NativeError::Unsupported(format!("wgpu device poll: {e}")))?;
+        while self.pending.front().is_some_and(|p| p.done.load(Ordering::Acquire)) {
             let mut p = self.pending.pop_front().expect("checked");
-            if let Some(bg) = p.bind_group.take() {
-                // SAFETY: as in `make_kernel`.
-                if let Some(d) = unsafe { self.shared.device.as_hal::<VkApi>() } {
-                    // SAFETY: the submission that used it completed.
-                    unsafe { d.destroy_bind_group(bg) };
-                }
-            }
+            self.destroy_bind_group(&mut p);
         }
         Ok(())
     }
 
-    /// Waits until every submission of this member completed, up to `timeout_ns`.
-    pub fn wait_idle(&mut self, timeout_ns: u64) -> Result<bool> {
-        let ok = self.progress.wait(self.submitted, timeout_ns)?;
-        if ok {
-            self.recycle()?;
+    /// Destroys the bind group of a submission that completed (or never was submitted).
+    fn destroy_bind_group(&self, p: &mut Pending) {
+        if let Some(bg) = p.bind_group.take() {
+            // SAFETY: as in `make_kernel`.
+            if let Some(d) = unsafe { self.shared.device.as_hal::<VkApi>() } {
+                // SAFETY: the submission that used it completed (wgpu said so).
+                unsafe { d.destroy_bind_group(bg) };
+            }
         }
-        Ok(ok)
+    }
+
+    /// Waits until every submission of this member completed, up to `timeout_ns`; `Ok(false)`
+    /// when the time ran out.
+    pub fn wait_idle(&mut self, timeout_ns: u64) -> Result<bool> {
+        let Some(last) = self.pending.back().map(|p| p.index.clone()) else { return Ok(true) };
+        let timeout = Some(Duration::from_nanos(timeout_ns));
+        match self.shared.device.poll(wgpu::PollType::Wait { submission_index: Some(last), timeout }) {
+            Ok(_) => {
+                // The callbacks run inside the poll: every flag up to `last` is set now.
+                self.recycle()?;
+                Ok(self.pending.is_empty())
+            }
+            Err(wgpu::PollError::Timeout) => Ok(false),
+            Err(e) => Err(NativeError::Unsupported(format!("wgpu device poll: {e}"))),
+        }
     }
 }
 
@@ -604,26 +654,24 @@ impl Drop for EmbeddedMember {
     fn drop(&mut self) {
         // Pending work uses our pipeline and bind groups: wait for it. The caller signalled
         // every timeline it submitted a wait for, so this terminates.
-        let mut waited = 0;
-        while !matches!(self.progress.wait(self.submitted, 1_000_000_000), Ok(true) | Err(_)) {
-            waited += 1;
-            log::warn!("crossgpu embed: waiting for {} to finish ({waited} s)", self.shared.name);
-            if waited >= 60 {
+        let start = Instant::now();
+        while !matches!(self.wait_idle(1_000_000_000), Ok(true) | Err(_)) {
+            log::warn!(
+                "crossgpu embed: waiting for {} to finish ({} s)",
+                self.shared.name,
+                start.elapsed().as_secs()
+            );
+            if start.elapsed() >= Duration::from_secs(60) {
                 log::error!("crossgpu embed: giving up; waiting for the device to go idle");
                 // SAFETY: last resort; wgpu does not submit from our thread meanwhile.
                 let _ = unsafe { self.shared.raw.device_wait_idle() };
                 break;
             }
         }
-        let _ = self.recycle();
-        for mut p in self.pending.drain(..) {
-            if let Some(bg) = p.bind_group.take() {
-                // SAFETY: as in `make_kernel`.
-                if let Some(d) = unsafe { self.shared.device.as_hal::<VkApi>() } {
-                    // SAFETY: the work completed (waited above).
-                    unsafe { d.destroy_bind_group(bg) };
-                }
-            }
+        let mut pending = std::mem::take(&mut self.pending);
+        for p in pending.iter_mut() {
+            // The work completed (waited above) or the device is idle.
+            self.destroy_bind_group(p);
         }
         Self::destroy_kernel(&self.shared, &mut self.kernel);
     }

@@ -61,14 +61,54 @@ impl HostAllocation {
         Ok(Self { ptr, len: size as usize, backing: Backing::Heap(layout) })
     }
 
+    /// A new file of `len` bytes of zeros in memory (a memfd), sealed so that its size can
+    /// never change again (`F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL`), for
+    /// [`HostAllocation::shared`]: other processes of the same user open it by
+    /// `/proc/<pid>/fd/<fd>` while the returned file is open. Writing the zeros makes the pages
+    /// exist, so a full memory file system is this error, not a fault at a device's first write.
+    pub fn sealed_file(len: u64) -> Result<std::fs::File> {
+        use std::io::Write;
+        use std::os::fd::{AsRawFd, FromRawFd};
+        let fail = |what: &str, e: std::io::Error| NativeError::OutOfHostMemory(format!(": {what}: {e}"));
+        // SAFETY: a valid NUL-terminated name and flags; the fd is owned by the File below.
+        let fd = unsafe {
+            libc::memfd_create(c"crossgpu-slots".as_ptr(), libc::MFD_ALLOW_SEALING | libc::MFD_CLOEXEC)
+        };
+        if fd < 0 {
+            return Err(fail("memfd_create", std::io::Error::last_os_error()));
+        }
+        // SAFETY: `fd` is a new, open descriptor that nothing else owns.
+        let file = unsafe { std::fs::File::from_raw_fd(fd) };
+        let zeros = vec![0u8; 1 << 20];
+        let mut w = std::io::BufWriter::new(&file);
+        let mut left = len;
+        while left > 0 {
+            let n = left.min(zeros.len() as u64) as usize;
+            w.write_all(&zeros[..n]).map_err(|e| fail("writing the shared memory", e))?;
+            left -= n as u64;
+        }
+        w.flush().map_err(|e| fail("writing the shared memory", e))?;
+        drop(w);
+        // SAFETY: fcntl on an open descriptor with an int argument.
+        let r = unsafe {
+            libc::fcntl(
+                file.as_raw_fd(),
+                libc::F_ADD_SEALS,
+                libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL,
+            )
+        };
+        if r < 0 {
+            return Err(fail("sealing the shared memory", std::io::Error::last_os_error()));
+        }
+        Ok(file)
+    }
+
     /// Maps the first `len` bytes of `file` shared, readable and writable: every process that
     /// maps the same file sees the same memory, and so do the devices each imports it into.
-    /// `len` must be a non-zero multiple of `align` (a power of two) and the file at least that
-    /// long; a new file on a memory file system (`/dev/shm`, a memfd) reads as zeros. The
-    /// mapping starts on a page; an error if that is not a multiple of `align`. Give it a file
-    /// whose bytes exist (written, not only `set_len`) and that no process truncates while it is
-    /// mapped: touching a page past the file's end, or one a full memory file system cannot
-    /// supply, faults (SIGBUS). crossgpu writes its files in full and unlinks them once mapped.
+    /// `file` must be sealed against shrinking ([`HostAllocation::sealed_file`] makes one;
+    /// another process opens it by `/proc/<pid>/fd/<fd>`): a file anyone could truncate would
+    /// fault the mapping under the devices, so an unsealed one is refused. `len` must be a
+    /// non-zero multiple of `align` (a power of two) and the file at least that long.
     pub fn shared(file: &std::fs::File, len: u64, align: u64) -> Result<Self> {
         use std::os::fd::AsRawFd;
         let align = align.max(4096);
@@ -76,6 +116,13 @@ impl HostAllocation {
             return Err(NativeError::Unsupported(format!(
                 "shared host memory of {len} bytes: must be a non-zero multiple of {align}"
             )));
+        }
+        // SAFETY: fcntl on an open descriptor; F_GET_SEALS takes no argument.
+        let seals = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GET_SEALS) };
+        if seals < 0 || seals & libc::F_SEAL_SHRINK == 0 {
+            return Err(NativeError::Unsupported(
+                "shared host memory: the file is not sealed against shrinking (F_SEAL_SHRINK), so it could be truncated under the mapping; make it with HostAllocation::sealed_file".into(),
+            ));
         }
         let file_len =
             file.metadata().map_err(|e| NativeError::Unsupported(format!("shared host memory: {e}")))?.len();
@@ -86,9 +133,10 @@ impl HostAllocation {
         }
         let size =
             usize::try_from(len).map_err(|_| NativeError::OutOfHostMemory(format!(": {len} bytes")))?;
-        // SAFETY: a new mapping (no address given) of an open file descriptor; the result is
-        // checked before use and unmapped in Drop. The file may be closed afterwards: the
-        // mapping keeps its own reference.
+        // SAFETY: a new mapping (no address given) of an open file descriptor, whose size can
+        // never shrink (sealed, checked above), so no page of the mapping disappears; the result
+        // is checked before use and unmapped in Drop; the host touches it only through atomics
+        // (`word`). The file may be closed afterwards: the mapping keeps its own reference.
         let ptr = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
@@ -130,7 +178,8 @@ impl HostAllocation {
     /// loads and stores from the host while devices write the memory: a device's store is seen
     /// once it reached host memory (the allocation is host-coherent by construction).
     pub fn word(&self, byte_offset: u64) -> Option<&std::sync::atomic::AtomicU32> {
-        let ok = byte_offset.is_multiple_of(4) && byte_offset + 4 <= self.len();
+        let ok =
+            byte_offset.is_multiple_of(4) && byte_offset.checked_add(4).is_some_and(|end| end <= self.len());
         // SAFETY: in range and aligned (checked; the base is page-aligned); zero-initialised
         // memory is a valid AtomicU32; alive while `self` is. Devices write it concurrently,
         // as another process would write shared memory: only atomic accesses are made here.

@@ -76,6 +76,20 @@ pub struct Capabilities {
     pub max_storage_buffer_range: u64,
     /// `minStorageBufferOffsetAlignment`.
     pub min_storage_buffer_offset_alignment: u64,
+    /// `maxUniformBufferRange`: the most bytes one uniform-buffer binding may cover.
+    pub max_uniform_buffer_range: u64,
+    /// `minUniformBufferOffsetAlignment`.
+    pub min_uniform_buffer_offset_alignment: u64,
+    /// `maxComputeWorkGroupCount`: the most workgroups one dispatch may have per dimension.
+    pub max_compute_work_group_count: [u32; 3],
+    /// `maxComputeWorkGroupSize`: the most invocations a workgroup may have per dimension.
+    pub max_compute_work_group_size: [u32; 3],
+    /// `maxComputeWorkGroupInvocations`: the most invocations in one workgroup.
+    pub max_compute_work_group_invocations: u32,
+    /// `maxPushConstantsSize`: the most bytes of immediates a kernel may take.
+    pub max_push_constants_size: u32,
+    /// `maxComputeSharedMemorySize`: the most bytes of `var<workgroup>` memory a kernel may use.
+    pub max_compute_shared_memory_size: u32,
     /// Size of the largest DEVICE_LOCAL memory heap, in bytes: what the device can hold (on a
     /// CPU device or an iGPU this is system memory, shared with the host and other devices).
     pub device_local_heap_bytes: u64,
@@ -336,6 +350,13 @@ unsafe fn query_adapter(
             timestamp_period_ns,
             max_storage_buffer_range: props.limits.max_storage_buffer_range as u64,
             min_storage_buffer_offset_alignment: props.limits.min_storage_buffer_offset_alignment,
+            max_uniform_buffer_range: u64::from(props.limits.max_uniform_buffer_range),
+            min_uniform_buffer_offset_alignment: props.limits.min_uniform_buffer_offset_alignment,
+            max_compute_work_group_count: props.limits.max_compute_work_group_count,
+            max_compute_work_group_size: props.limits.max_compute_work_group_size,
+            max_compute_work_group_invocations: props.limits.max_compute_work_group_invocations,
+            max_push_constants_size: props.limits.max_push_constants_size,
+            max_compute_shared_memory_size: props.limits.max_compute_shared_memory_size,
             device_local_heap_bytes,
             device_local_host_visible,
         },

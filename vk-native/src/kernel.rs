@@ -1,7 +1,11 @@
-//! Compute pipelines made from SPIR-V, and their bind groups.
+//! Compute pipelines made from [`Shader`]s (WGSL compiled by naga), and their bind groups.
 //!
-//! Every kernel binds storage buffers at group 0, bindings 0..n, and takes its small parameters
-//! as immediates (push constants): a kernel's bind group is made once per buffer set and reused.
+//! Every kernel binds storage or uniform buffers at group 0, bindings 0..n, and takes its small
+//! parameters as immediates (push constants): a kernel's bind group is made once per buffer set
+//! and reused. A pipeline is made only from a [`Shader`], whose SPIR-V naga wrote, validated and
+//! bounds-checked, after its workgroup size, shared memory, immediates and f16 use were checked
+//! against the device; a bind group only over ranges that fit the interface and the device's
+//! limits. So no dispatch, whatever its workgroups and immediates, reaches past a binding.
 //!
 //! crossgpu's own kernels ([`Kernel`]) are Vulkan objects made here with ash, so that a command
 //! buffer can bind them by handle and be recorded once and replayed
@@ -18,16 +22,19 @@ use wgpu_hal::Device as _;
 use crate::buffer::BufferId;
 use crate::device::{Device, DeviceId};
 use crate::error::{map_hal_device, map_vk, NativeError, Result};
+use crate::shader::{BindingKind, Interface, Shader};
 use crate::GpuBuffer;
 
-/// A byte range of a buffer bound as one storage buffer.
+/// A byte range of a buffer bound as one storage or uniform buffer.
 #[derive(Clone, Copy)]
 pub struct BindRange<'a> {
     /// The buffer bound.
     pub buffer: &'a dyn GpuBuffer,
-    /// Start of the range in bytes, a multiple of `minStorageBufferOffsetAlignment`.
+    /// Start of the range in bytes, a multiple of `minStorageBufferOffsetAlignment` (of
+    /// `minUniformBufferOffsetAlignment` for a uniform binding).
     pub offset: u64,
-    /// Length of the range in bytes, not zero and at most `maxStorageBufferRange`.
+    /// Length of the range in bytes: at least the binding's [`crate::shader::Binding::min_bytes`]
+    /// and at most `maxStorageBufferRange` (`maxUniformBufferRange`).
     pub size: u64,
 }
 
@@ -36,15 +43,6 @@ impl<'a> BindRange<'a> {
     pub fn whole(buffer: &'a dyn GpuBuffer) -> Self {
         Self { buffer, offset: 0, size: buffer.size() }
     }
-}
-
-/// The resource interface of a kernel.
-#[derive(Debug, Clone)]
-pub struct KernelLayout {
-    /// One entry per binding 0..n of group 0: `true` for `read`, `false` for `read_write`.
-    pub read_only: Vec<bool>,
-    /// Bytes of immediates (push constants), a multiple of 4.
-    pub immediate_bytes: u32,
 }
 
 /// The wgpu-hal objects of one compute pipeline: group 0 of storage buffers and one block of
@@ -58,44 +56,44 @@ pub(crate) struct PipelineObjects {
 }
 
 impl PipelineObjects {
-    /// Creates the pipeline for `entry` of `spirv`, whose bindings 0..n are read-only where
-    /// `read_only` says, with `immediate_bytes` of immediates. On error, what was made is
-    /// destroyed again.
+    /// Creates the pipeline of `shader`. On error, what was made is destroyed again.
     ///
     /// # Safety
-    /// `spirv` must be valid SPIR-V (naga wrote and validated it at build time) whose interface
-    /// matches `read_only` and `immediate_bytes`; the objects must be destroyed with
-    /// [`PipelineObjects::destroy`] on the same device `d`.
-    pub(crate) unsafe fn new(
-        d: &wgpu_hal::vulkan::Device,
-        name: &str,
-        spirv: &[u32],
-        entry: &str,
-        read_only: &[bool],
-        immediate_bytes: u32,
-    ) -> Result<Self> {
+    /// The objects must be destroyed with [`PipelineObjects::destroy`] on the same device `d`,
+    /// whose limits the shader's workgroup size, shared memory and immediates must fit.
+    pub(crate) unsafe fn new(d: &wgpu_hal::vulkan::Device, shader: &Shader) -> Result<Self> {
+        let name = shader.label();
+        let iface = shader.interface();
         let err = |what: &str, e: String| NativeError::Unsupported(format!("kernel {name}: {what}: {e}"));
         let mut o = Self { module: None, bgl: None, layout: None, pipeline: None };
         let desc = wgpu_hal::ShaderModuleDescriptor {
             label: Some(name),
             runtime_checks: wgpu_types::ShaderRuntimeChecks::unchecked(),
         };
-        // SAFETY: the caller vouches for the SPIR-V and the device; each object is made from the
-        // ones before it, on `d`.
+        // SAFETY: naga wrote and validated the SPIR-V (a `Shader` exists only so); each object
+        // is made from the ones before it, on `d`.
         let r: Result<()> = unsafe {
             (|| {
                 o.module = Some(
-                    d.create_shader_module(&desc, wgpu_hal::ShaderInput::SpirV(spirv))
+                    d.create_shader_module(&desc, wgpu_hal::ShaderInput::SpirV(shader.spirv()))
                         .map_err(|e| err("shader module", format!("{e}")))?,
                 );
-                let entries: Vec<_> = read_only
+                let entries: Vec<_> = iface
+                    .bindings
                     .iter()
-                    .enumerate()
-                    .map(|(i, &ro)| wgpu_types::BindGroupLayoutEntry {
-                        binding: i as u32,
+                    .map(|b| wgpu_types::BindGroupLayoutEntry {
+                        binding: b.binding,
                         visibility: wgpu_types::ShaderStages::COMPUTE,
                         ty: wgpu_types::BindingType::Buffer {
-                            ty: wgpu_types::BufferBindingType::Storage { read_only: ro },
+                            ty: match b.kind {
+                                BindingKind::StorageRead => {
+                                    wgpu_types::BufferBindingType::Storage { read_only: true }
+                                }
+                                BindingKind::StorageReadWrite => {
+                                    wgpu_types::BufferBindingType::Storage { read_only: false }
+                                }
+                                BindingKind::Uniform => wgpu_types::BufferBindingType::Uniform,
+                            },
                             has_dynamic_offset: false,
                             min_binding_size: None,
                         },
@@ -115,7 +113,7 @@ impl PipelineObjects {
                         label: Some(name),
                         flags: wgpu_hal::PipelineLayoutFlags::empty(),
                         bind_group_layouts: &[o.bgl.as_ref()],
-                        immediate_size: immediate_bytes,
+                        immediate_size: iface.immediate_bytes(),
                     })
                     .map_err(map_hal_device("vkCreatePipelineLayout"))?,
                 );
@@ -126,7 +124,7 @@ impl PipelineObjects {
                         layout: o.layout.as_ref().expect("made above"),
                         stage: wgpu_hal::ProgrammableStage {
                             module: o.module.as_ref().expect("made above"),
-                            entry_point: entry,
+                            entry_point: &iface.entry,
                             constants: &constants,
                             zero_initialize_workgroup_memory: false,
                         },
@@ -212,22 +210,24 @@ struct RawPipeline {
     pools: Mutex<Vec<vk::DescriptorPool>>,
 }
 
+/// The Vulkan descriptor type of a binding.
+fn descriptor_type(kind: BindingKind) -> vk::DescriptorType {
+    match kind {
+        BindingKind::Uniform => vk::DescriptorType::UNIFORM_BUFFER,
+        BindingKind::StorageRead | BindingKind::StorageReadWrite => vk::DescriptorType::STORAGE_BUFFER,
+    }
+}
+
 impl RawPipeline {
-    /// Creates the pipeline for `entry` of `spirv` with storage bindings 0..`bindings` and
-    /// `immediate_bytes` of push constants. On error, what was made is destroyed again.
+    /// Creates the pipeline of `shader`. On error, what was made is destroyed again.
     ///
     /// # Safety
-    /// `spirv` must be valid SPIR-V (naga wrote and validated it at build time) whose interface
-    /// is `bindings` storage buffers of set 0 and `immediate_bytes` of push constants; the
-    /// objects must be destroyed with [`RawPipeline::destroy`] on the same device.
-    unsafe fn new(
-        d: &ash::Device,
-        name: &str,
-        spirv: &[u32],
-        entry: &str,
-        bindings: u32,
-        immediate_bytes: u32,
-    ) -> Result<Self> {
+    /// `shader` must fit `d`'s limits (workgroup size, shared memory, immediates, f16: checked
+    /// by [`Kernel::new`]); the objects must be destroyed with [`RawPipeline::destroy`] on the
+    /// same device.
+    unsafe fn new(d: &ash::Device, shader: &Shader) -> Result<Self> {
+        let name = shader.label();
+        let iface = shader.interface();
         let mut o = Self {
             module: vk::ShaderModule::null(),
             set_layout: vk::DescriptorSetLayout::null(),
@@ -235,21 +235,25 @@ impl RawPipeline {
             pipeline: vk::Pipeline::null(),
             pools: Mutex::new(Vec::new()),
         };
-        let entry_c = CString::new(entry).map_err(|_| {
-            NativeError::Unsupported(format!("kernel {name}: entry point {entry:?} has a NUL"))
+        let entry_c = CString::new(iface.entry.as_str()).map_err(|_| {
+            NativeError::Unsupported(format!("kernel {name}: entry point {:?} has a NUL", iface.entry))
         })?;
-        // SAFETY: the caller vouches for the SPIR-V and the device; each object is made from the
-        // ones before it, on `d`, and the create infos outlive the calls.
+        let immediate_bytes = iface.immediate_bytes();
+        // SAFETY: naga wrote and validated the SPIR-V (a `Shader` exists only so) and the
+        // caller checked it against the device; each object is made from the ones before it,
+        // on `d`, and the create infos outlive the calls.
         let r: Result<()> = unsafe {
             (|| {
                 o.module = d
-                    .create_shader_module(&vk::ShaderModuleCreateInfo::default().code(spirv), None)
+                    .create_shader_module(&vk::ShaderModuleCreateInfo::default().code(shader.spirv()), None)
                     .map_err(map_vk("vkCreateShaderModule"))?;
-                let entries: Vec<_> = (0..bindings)
-                    .map(|i| {
+                let entries: Vec<_> = iface
+                    .bindings
+                    .iter()
+                    .map(|b| {
                         vk::DescriptorSetLayoutBinding::default()
-                            .binding(i)
-                            .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                            .binding(b.binding)
+                            .descriptor_type(descriptor_type(b.kind))
                             .descriptor_count(1)
                             .stage_flags(vk::ShaderStageFlags::COMPUTE)
                     })
@@ -301,6 +305,7 @@ impl RawPipeline {
     unsafe fn allocate(
         &self,
         d: &ash::Device,
+        kinds: &[BindingKind],
         ranges: &[BindRange<'_>],
     ) -> Result<(vk::DescriptorPool, vk::DescriptorSet)> {
         let mut pools = self.pools.lock().unwrap_or_else(|p| p.into_inner());
@@ -328,9 +333,24 @@ impl RawPipeline {
         let (pool, set) = match found {
             Some(f) => f,
             None => {
-                let sizes = [vk::DescriptorPoolSize::default()
-                    .ty(vk::DescriptorType::STORAGE_BUFFER)
-                    .descriptor_count(SETS_PER_POOL * (ranges.len() as u32).max(1))];
+                let count = |uniform: bool| {
+                    kinds.iter().filter(|&&k| (k == BindingKind::Uniform) == uniform).count() as u32
+                };
+                let sizes: Vec<_> = [
+                    (vk::DescriptorType::STORAGE_BUFFER, count(false)),
+                    (vk::DescriptorType::UNIFORM_BUFFER, count(true)),
+                ]
+                .into_iter()
+                .filter(|&(_, n)| n > 0)
+                .map(|(ty, n)| vk::DescriptorPoolSize::default().ty(ty).descriptor_count(SETS_PER_POOL * n))
+                .collect();
+                let sizes = if sizes.is_empty() {
+                    vec![vk::DescriptorPoolSize::default()
+                        .ty(vk::DescriptorType::STORAGE_BUFFER)
+                        .descriptor_count(1)]
+                } else {
+                    sizes
+                };
                 let info = vk::DescriptorPoolCreateInfo::default()
                     .flags(vk::DescriptorPoolCreateFlags::FREE_DESCRIPTOR_SET)
                     .max_sets(SETS_PER_POOL)
@@ -364,7 +384,7 @@ impl RawPipeline {
                 vk::WriteDescriptorSet::default()
                     .dst_set(set)
                     .dst_binding(i as u32)
-                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                    .descriptor_type(descriptor_type(kinds[i]))
                     .buffer_info(std::slice::from_ref(info))
             })
             .collect();
@@ -404,8 +424,11 @@ impl RawPipeline {
 
 struct KernelInner {
     device: Device,
-    name: String,
-    layout: KernelLayout,
+    shader: Shader,
+    /// Per binding: the kernel never writes it (read-only storage, uniform, or read-write
+    /// storage naga finds no store to), for hazard tracking.
+    reads_only: Vec<bool>,
+    kinds: Vec<BindingKind>,
     objects: RawPipeline,
 }
 
@@ -424,49 +447,90 @@ pub struct Kernel(Arc<KernelInner>);
 
 impl std::fmt::Debug for Kernel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("Kernel").field(&self.0.name).finish()
+        f.debug_tuple("Kernel").field(&self.0.shader.label()).finish()
     }
 }
 
+/// Refuses `shader` on `device` where it exceeds a limit (or needs f16 arithmetic the device
+/// was not opened with): Vulkan leaves those undefined.
+fn check_limits(device: &Device, shader: &Shader) -> Result<()> {
+    let caps = &device.info().caps;
+    let i: &Interface = shader.interface();
+    let name = shader.label();
+    let refuse = |why: String| Err(NativeError::Unsupported(format!("kernel {name}: {why}")));
+    let size = i.workgroup_size;
+    let max = caps.max_compute_work_group_size;
+    if let Some(a) = (0..3).find(|&a| size[a] > max[a]) {
+        return refuse(format!(
+            "@workgroup_size {size:?} exceeds the device's maxComputeWorkGroupSize {max:?} along {}",
+            ["x", "y", "z"][a]
+        ));
+    }
+    let invocations = size.iter().map(|&s| u64::from(s)).product::<u64>();
+    if invocations > u64::from(caps.max_compute_work_group_invocations) {
+        return refuse(format!(
+            "@workgroup_size {size:?} is {invocations} invocations; the device allows {} (maxComputeWorkGroupInvocations)",
+            caps.max_compute_work_group_invocations
+        ));
+    }
+    if i.workgroup_bytes > caps.max_compute_shared_memory_size {
+        return refuse(format!(
+            "{} bytes of var<workgroup> memory; the device allows {} (maxComputeSharedMemorySize)",
+            i.workgroup_bytes, caps.max_compute_shared_memory_size
+        ));
+    }
+    if i.immediate_bytes() > caps.max_push_constants_size {
+        return refuse(format!(
+            "{} bytes of immediates; the device allows {} (maxPushConstantsSize)",
+            i.immediate_bytes(),
+            caps.max_push_constants_size
+        ));
+    }
+    if i.uses_f16 && !device.f16_enabled() {
+        return refuse("it uses f16 arithmetic (enable f16), which this device was not opened with (shaderFloat16 and 16-bit storage)".into());
+    }
+    Ok(())
+}
+
 impl Kernel {
-    /// Creates the pipeline for `entry` of a SPIR-V module whose interface is `layout`. The
-    /// module is read and validated first (once per process for each distinct input): an
-    /// invalid module, or one binding other resources than `layout`'s, is an error.
-    pub fn new(
-        device: &Device,
-        name: &str,
-        spirv: &[u32],
-        entry: &str,
-        layout: &KernelLayout,
-    ) -> Result<Self> {
-        crate::spirv::check(spirv, entry, &layout.read_only, layout.immediate_bytes)?;
-        // SAFETY: naga read the module and validated what it read, and its interface fits
-        // `layout` (checked above: a module naga cannot read or validate is refused);
-        // KernelInner's Drop destroys the objects on this device.
-        let objects = unsafe {
-            RawPipeline::new(
-                device.raw(),
-                name,
-                spirv,
-                entry,
-                layout.read_only.len() as u32,
-                layout.immediate_bytes,
-            )?
-        };
+    /// Creates the pipeline of `shader` on `device`, after checking it against the device's
+    /// limits (workgroup size and invocations, `var<workgroup>` bytes, immediates, f16).
+    pub fn new(device: &Device, shader: &Shader) -> Result<Self> {
+        check_limits(device, shader)?;
+        // SAFETY: the shader fits the device (checked above); KernelInner's Drop destroys the
+        // objects on this device.
+        let objects = unsafe { RawPipeline::new(device.raw(), shader)? };
         crate::live::inc(&crate::live::KERNELS);
-        let inner =
-            KernelInner { device: device.clone(), name: name.to_string(), layout: layout.clone(), objects };
+        let bindings = &shader.interface().bindings;
+        let inner = KernelInner {
+            device: device.clone(),
+            shader: shader.clone(),
+            reads_only: bindings.iter().map(|b| !b.written).collect(),
+            kinds: bindings.iter().map(|b| b.kind).collect(),
+            objects,
+        };
         Ok(Self(Arc::new(inner)))
     }
 
-    /// The kernel's name, as given at creation (its entry point for crossgpu's kernels).
+    /// The kernel's name: its shader's label (the entry point for crossgpu's kernels).
     pub fn name(&self) -> &str {
-        &self.0.name
+        self.0.shader.label()
     }
 
-    /// The kernel's resource interface: its storage bindings and immediate bytes.
-    pub fn layout(&self) -> &KernelLayout {
-        &self.0.layout
+    /// The shader the kernel was made from, with its interface.
+    pub fn shader(&self) -> &Shader {
+        &self.0.shader
+    }
+
+    /// Per binding: whether the kernel only reads it (never stores to it), for hazard
+    /// tracking.
+    pub fn reads_only(&self) -> &[bool] {
+        &self.0.reads_only
+    }
+
+    /// Bytes of immediates each dispatch passes.
+    pub fn immediate_bytes(&self) -> u32 {
+        self.0.shader.interface().immediate_bytes()
     }
 
     /// The device whose pipeline this is; the kernel is dispatched on that device only.
@@ -485,49 +549,70 @@ impl Kernel {
     /// `minStorageBufferOffsetAlignment`.
     pub fn bind_ranges(&self, ranges: &[BindRange<'_>]) -> Result<BindGroup> {
         let k = &self.0;
-        if ranges.len() != k.layout.read_only.len() {
+        let name = k.shader.label();
+        let bindings = &k.shader.interface().bindings;
+        if ranges.len() != bindings.len() {
             return Err(NativeError::Unsupported(format!(
-                "kernel {} takes {} buffers, {} given",
-                k.name,
-                k.layout.read_only.len(),
+                "kernel {name} takes {} buffers, {} given",
+                bindings.len(),
                 ranges.len()
             )));
         }
         let caps = &k.device.info().caps;
-        for r in ranges {
+        for (r, b) in ranges.iter().zip(bindings) {
+            let refuse = |why: String| {
+                Err(NativeError::Unsupported(format!(
+                    "kernel {name}, binding {} ({}): {why}",
+                    b.binding, b.name
+                )))
+            };
             if r.buffer.device_id() != k.device.id() {
-                return Err(NativeError::Unsupported(format!(
-                    "buffer {:?} belongs to another device than kernel {}",
-                    r.buffer.id(),
-                    k.name
-                )));
+                return refuse(format!("buffer {:?} belongs to another device", r.buffer.id()));
             }
-            if r.size == 0 || r.offset.checked_add(r.size).is_none_or(|e| e > r.buffer.size()) {
-                return Err(NativeError::Unsupported(format!(
-                    "kernel {}: binding {}..+{} of a {}-byte buffer",
-                    k.name,
+            let uniform = b.kind == BindingKind::Uniform;
+            if !r.buffer.storage() || (uniform && !r.buffer.uniform()) {
+                return refuse(format!(
+                    "buffer {:?} cannot be bound as a {} buffer (a staging buffer, or host memory bound as uniform)",
+                    r.buffer.id(),
+                    if uniform { "uniform" } else { "storage" }
+                ));
+            }
+            if r.offset.checked_add(r.size).is_none_or(|e| e > r.buffer.size()) {
+                return refuse(format!(
+                    "range {}..+{} of a {}-byte buffer",
                     r.offset,
                     r.size,
                     r.buffer.size()
-                )));
+                ));
             }
-            if r.size > caps.max_storage_buffer_range {
-                return Err(NativeError::Unsupported(format!(
-                    "kernel {}: a binding of {} bytes exceeds the device's maxStorageBufferRange ({} bytes)",
-                    k.name, r.size, caps.max_storage_buffer_range
-                )));
+            if r.size < b.min_bytes.max(1) {
+                return refuse(format!(
+                    "a range of {} bytes; its type {} needs at least {}",
+                    r.size, b.type_name, b.min_bytes
+                ));
             }
-            if r.offset % caps.min_storage_buffer_offset_alignment.max(1) != 0 {
-                return Err(NativeError::Unsupported(format!(
-                    "kernel {}: binding offset {} is not a multiple of minStorageBufferOffsetAlignment {}",
-                    k.name, r.offset, caps.min_storage_buffer_offset_alignment
-                )));
+            let (max, align, what) = if uniform {
+                (caps.max_uniform_buffer_range, caps.min_uniform_buffer_offset_alignment, "Uniform")
+            } else {
+                (caps.max_storage_buffer_range, caps.min_storage_buffer_offset_alignment, "Storage")
+            };
+            if r.size > max {
+                return refuse(format!(
+                    "a range of {} bytes exceeds the device's max{what}BufferRange ({max} bytes)",
+                    r.size
+                ));
+            }
+            if r.offset % align.max(1) != 0 {
+                return refuse(format!(
+                    "offset {} is not a multiple of the device's min{what}BufferOffsetAlignment ({align})",
+                    r.offset
+                ));
             }
         }
         // SAFETY: the ranges are inside live buffers of this device and within the device's
         // binding limits (checked above); the bind group keeps the buffers and the kernel alive
         // and frees the set when the last command buffer that uses it let go of it.
-        let (pool, set) = unsafe { k.objects.allocate(k.device.raw(), ranges)? };
+        let (pool, set) = unsafe { k.objects.allocate(k.device.raw(), &k.kinds, ranges)? };
         crate::live::inc(&crate::live::BIND_GROUPS);
         Ok(BindGroup(Arc::new(BindGroupInner {
             pool,
@@ -569,6 +654,12 @@ impl Drop for BindGroupInner {
 /// A kernel's buffers bound once, reused by every dispatch over the same buffers.
 #[derive(Clone)]
 pub struct BindGroup(Arc<BindGroupInner>);
+
+impl std::fmt::Debug for BindGroup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BindGroup").field("kernel", &self.0.kernel).field("buffers", &self.0.ids).finish()
+    }
+}
 
 impl BindGroup {
     /// The kernel whose bindings this group fills.

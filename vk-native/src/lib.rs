@@ -33,12 +33,14 @@ mod live;
 mod mapped;
 mod profile;
 mod semaphore;
-mod spirv;
+pub mod shader;
 mod validation;
 
 pub use access::Access;
 /// Vulkan's result codes, as [`NativeError::Vulkan`] carries them.
 pub use ash::vk::Result as VkResult;
+#[doc(hidden)]
+pub use buffer::GpuUse;
 pub use buffer::{Buffer, BufferId, BufferUsage, StagingBuffer};
 pub use command::{Recorder, Replay, SubmitInfo, DEFAULT_MAX_PENDING};
 pub use device::{Device, DeviceId};
@@ -46,10 +48,11 @@ pub use embed::{request_wgpu_device, EmbeddedMember, EmbeddedSlots};
 pub use error::{NativeError, Result};
 pub use host::{HostAllocation, ImportedBuffer};
 pub use instance::{AdapterInfo, Capabilities, DeviceType, Instance, InstanceOptions};
-pub use kernel::{BindGroup, BindRange, Kernel, KernelLayout};
+pub use kernel::{BindGroup, BindRange, Kernel};
 pub use live::{live_objects, LiveObjects};
 pub use mapped::MappedWords;
 pub use semaphore::{SyncFd, SyncFdSemaphore, TimelineSemaphore};
+pub use shader::{CompileOptions, Shader, ShaderError};
 pub use validation::{
     take_suppressed_validation_count, validation_messages, ValidationMessage, KNOWN_LAYER_FALSE_POSITIVES,
 };
@@ -77,4 +80,20 @@ pub trait GpuBuffer: sealed::Sealed {
     /// A reference that keeps the buffer alive while a command buffer that uses it is pending.
     #[doc(hidden)]
     fn keep_alive(&self) -> std::sync::Arc<dyn std::any::Any + Send + Sync>;
+    /// Whether kernels may bind it as a storage buffer (staging buffers are copy-only).
+    #[doc(hidden)]
+    fn storage(&self) -> bool {
+        true
+    }
+    /// Whether kernels may bind it as a uniform buffer (device-local buffers only).
+    #[doc(hidden)]
+    fn uniform(&self) -> bool {
+        false
+    }
+    /// For a buffer the host reads or writes without atomics (a staging buffer): the record of
+    /// the submissions that use it, so such an access while one is pending is refused.
+    #[doc(hidden)]
+    fn gpu_use(&self) -> Option<std::sync::Arc<GpuUse>> {
+        None
+    }
 }

@@ -87,6 +87,10 @@ impl MappedWords {
     /// host-coherent memory.
     pub fn new(device: &Device, words: usize) -> Result<Self> {
         let words = words.max(1);
+        // Words are indexed with u32 by the kernels; more than that is no flag buffer.
+        if words > u32::MAX as usize / 4 {
+            return Err(NativeError::Unsupported(format!("{words} mapped words (at most {})", u32::MAX / 4)));
+        }
         let size = (words * 4) as u64;
         let raw = device.raw();
         let info = vk::BufferCreateInfo::default()

@@ -1,5 +1,6 @@
-//! `HostAllocation::shared`: two mappings of one file — as two processes would map it — each
-//! imported into its own VkDevice. Values the host stores through one mapping are copied by the
+//! `HostAllocation::shared`: two mappings of one sealed memory file — one of the file itself,
+//! one of it opened again by its `/proc` path, as another process would — each imported into
+//! its own VkDevice; a file that is not sealed against shrinking is refused. Values the host stores through one mapping are copied by the
 //! other mapping's device and read back through the first: both the devices and the mappings
 //! see one memory. Runs on the first adapter (lavapipe without a GPU; an H200 in the device
 //! runs), with the validation layer when the environment turns it on.
@@ -11,26 +12,6 @@ use vk_native::{
     Access, Device, HostAllocation, ImportedBuffer, Instance, InstanceOptions, Recorder, SubmitInfo,
 };
 
-/// A file under `/dev/shm` (or the temporary folder) of `len` bytes, removed when dropped.
-struct ShmFile(std::path::PathBuf, std::fs::File);
-
-impl ShmFile {
-    fn new(len: u64) -> Self {
-        let dir =
-            if std::path::Path::new("/dev/shm").is_dir() { "/dev/shm".into() } else { std::env::temp_dir() };
-        let path = dir.join(format!("crossgpu-vk-test-{}", std::process::id()));
-        let file = std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(&path).unwrap();
-        file.set_len(len).unwrap();
-        Self(path, file)
-    }
-}
-
-impl Drop for ShmFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
 #[test]
 fn two_mappings_of_one_file_are_one_memory_for_hosts_and_devices() {
     if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
@@ -41,15 +22,25 @@ fn two_mappings_of_one_file_are_one_memory_for_hosts_and_devices() {
     let devs = [Device::open(&inst, 0, 1).unwrap(), Device::open(&inst, 0, 1).unwrap()];
     let align = devs.iter().map(|d| d.info().caps.min_imported_host_pointer_alignment).fold(4096, u64::max);
     let len = (3 * 65_536u64).next_multiple_of(align);
-    let file = ShmFile::new(len);
+    let file = HostAllocation::sealed_file(len).unwrap();
+    assert!(file.set_len(4096).is_err(), "a sealed file cannot shrink");
+    let path = format!("/proc/{}/fd/{}", std::process::id(), std::os::fd::AsRawFd::as_raw_fd(&file));
+    let again = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
 
     // Checked before any mapping: lengths that are not a multiple of the alignment, longer
-    // than the file, or zero.
+    // than the file, or zero; and a file anyone could truncate.
     for bad in [0, len - 4, len + align] {
-        assert!(HostAllocation::shared(&file.1, bad, align).is_err(), "{bad} bytes");
+        assert!(HostAllocation::shared(&file, bad, align).is_err(), "{bad} bytes");
     }
+    let plain = std::env::temp_dir().join(format!("crossgpu-vk-test-{}", std::process::id()));
+    let unsealed =
+        std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&plain).unwrap();
+    unsealed.set_len(len).unwrap();
+    let e = HostAllocation::shared(&unsealed, len, align).unwrap_err().to_string();
+    let _ = std::fs::remove_file(&plain);
+    assert!(e.contains("not sealed"), "{e}");
 
-    let maps = [0, 1].map(|_| Arc::new(HostAllocation::shared(&file.1, len, align).unwrap()));
+    let maps = [&file, &again].map(|f| Arc::new(HostAllocation::shared(f, len, align).unwrap()));
     assert!(maps[0].is_shared() && maps[0].len() == len);
     // A new file reads as zeros through both mappings.
     assert_eq!(maps[1].word(len - 4).unwrap().load(Ordering::Relaxed), 0);
