@@ -5,7 +5,8 @@
 //! CROSSGPU_DEVICES=0x2 cargo run --release --example tp_decode -- 27b 32
 //! ```
 //!
-//! Opens the group `CROSSGPU_DEVICES` names, loads a decoder whose weights are generated on
+//! Opens the group `CROSSGPU_DEVICES` names (one member per GPU when unset, as `crossgpu
+//! decode` does: `GroupSpec::Gpus`), loads a decoder whose weights are generated on
 //! the devices from a seed (each member holds only its slices), decodes greedily, then decodes
 //! again on the first member alone and checks the tokens are the same. `crossgpu decode` is the
 //! full tool (progress, host-time breakdown, every option).
@@ -21,7 +22,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let tokens: usize = args.next().map_or(Ok(16), |t| t.parse())?;
 
     let instance = Instance::new()?;
-    let group = DeviceGroup::from_env(&instance)?;
+    let group = DeviceGroup::from_env_or(&instance, &GroupSpec::Gpus)?;
     for m in group.members() {
         println!("{}", m.label());
     }

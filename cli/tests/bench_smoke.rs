@@ -256,7 +256,11 @@ fn bench_all_defaults_fit_a_cpu_device() {
     // The auto wire turns f16 at 1 MiB on the bridge.
     assert!(points.iter().any(|p| p["wire"] == "f16" && p["bytes"] == 1 << 20), "{points:?}");
     assert_eq!(v["matvec"].as_array().map(Vec::len), Some(crossgpu::MATVEC_F16_KERNELS.len() + 4));
-    assert_eq!(v["decode"].as_array().map(Vec::len), Some(3));
+    // Without --members the decode runs on one member (one per GPU), and says so.
+    assert!(log.contains("decode: one member (one per GPU"), "{log}");
+    let decode = v["decode"].as_array().expect("decode points");
+    assert_eq!(decode.len(), 1, "{decode:?}");
+    assert_eq!(decode[0]["members"], 1, "{decode:?}");
     assert_charts(&out);
     let _ = std::fs::remove_dir_all(&out);
 }

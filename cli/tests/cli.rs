@@ -90,7 +90,7 @@ fn bad_flags_and_sizes_are_refused_before_any_work() {
     refused(&["decode", "--layers", "0"], &[], &["--layers"]);
     refused(&["decode", "--tokens", "0"], &[], &["--tokens"]);
     refused(&["decode", "--first", "1000"], &[], &["--first", "999"]);
-    refused(&["decode", "--split", "3"], &[], &["--split"]);
+    refused(&["decode", "--split", "3:1:1"], &[], &["--split"]);
     let t = refused(&["decode"], &[("CROSSGPU_SPLIT", "x:1")], &["CROSSGPU_SPLIT"]);
     assert!(!t.contains("--split"), "the user set the variable, not the flag:\n{t}");
     // A length past what one tensor may bind: an error, not an abort on a 400 GB allocation.
@@ -120,9 +120,21 @@ fn output_reads_as_words() {
     // and 11 on two (each all-reduce adds its two phases), plus 6 per token (embed, final norm,
     // vocabulary product, fill, argmax, select) and, on two members, the pair all-reduce's 2.
     assert!(t.contains("30.0 dispatches per token per member") && t.contains("weight streaming"), "{t}");
+    assert!(
+        t.contains("members: 2, as CROSSGPU_DEVICES says; some members share one physical device"),
+        "{t}"
+    );
     let o = crossgpu(&["decode", "--tokens", "2", "--warmup", "0"], &[("CROSSGPU_DEVICES", "0")]);
     let t = text(&o);
     assert!(o.status.success() && t.contains("20.0 dispatches per token per member"), "{t}");
+    // Without CROSSGPU_DEVICES a decode runs on one member per GPU (here the CPU device alone,
+    // as there is no GPU), and its first line says so.
+    let o = crossgpu(&["decode", "--tokens", "2", "--warmup", "0"], &[]);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    let first = t.lines().find(|l| !l.starts_with("error: XDG")).unwrap_or_default();
+    assert!(first.starts_with("members: 1, one member per GPU"), "{t}");
+    assert!(t.contains("group of 1 member:"), "{t}");
     let o = crossgpu(&["soak", "--members", "1", "--rounds", "3"], &[]);
     let t = text(&o);
     assert!(o.status.success() && t.contains("over 1 member,"), "{t}");

@@ -472,13 +472,29 @@ impl std::fmt::Debug for DeviceGroup {
 }
 
 impl DeviceGroup {
-    /// Opens the group `CROSSGPU_DEVICES` names (every adapter when unset).
+    /// Opens the group `CROSSGPU_DEVICES` names (every adapter when unset: [`GroupSpec::All`]).
     pub fn from_env(instance: &Instance) -> Result<Self> {
+        Self::from_env_or(instance, &GroupSpec::All)
+    }
+
+    /// Opens the group `CROSSGPU_DEVICES` names, or `default` when it is unset (a model's
+    /// commands pass [`GroupSpec::Gpus`]).
+    pub fn from_env_or(instance: &Instance, default: &GroupSpec) -> Result<Self> {
         let spec = match config::devices_from_env() {
             Some(s) => GroupSpec::parse(&s)?,
-            None => GroupSpec::All,
+            None => default.clone(),
         };
         Self::open_with(instance, &spec, &GroupOptions::from_env()?)
+    }
+
+    /// Whether two members are on one physical device (queue stand-ins or VkDevices of one
+    /// adapter): they share its compute, so the group is a test of the all-reduce, not a
+    /// speed-up.
+    pub fn shares_a_device(&self) -> bool {
+        self.members
+            .iter()
+            .enumerate()
+            .any(|(i, m)| self.members[..i].iter().any(|p| p.adapter().index == m.adapter().index))
     }
 
     /// Opens the group `spec` describes, its options from the environment

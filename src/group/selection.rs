@@ -51,6 +51,12 @@ pub struct DeviceSpec {
 pub enum GroupSpec {
     /// Every adapter once; two members when there is only one.
     All,
+    /// Every GPU (discrete, integrated or virtual) once, one member each; every CPU device
+    /// (lavapipe) once where there is no GPU. What a model should be split over by default:
+    /// queue stand-ins of one GPU only add all-reduce rounds, and a CPU device beside a GPU makes
+    /// every token wait for the CPU (`crossgpu decode` runs on this unless `CROSSGPU_DEVICES`
+    /// says otherwise).
+    Gpus,
     /// One VkDevice per item, in order; members are numbered in that order.
     Devices(Vec<DeviceSpec>),
 }
@@ -62,6 +68,9 @@ impl GroupSpec {
         let s = s.trim();
         if s.is_empty() || s.eq_ignore_ascii_case("all") {
             return Ok(Self::All);
+        }
+        if s.eq_ignore_ascii_case("gpus") {
+            return Ok(Self::Gpus);
         }
         let mut out = Vec::new();
         for item in s.split(',') {
@@ -110,7 +119,7 @@ impl GroupSpec {
     /// Whether each VkDevice's members share one queue (`ITEM/K`), in order.
     pub fn shared_queues(&self) -> Vec<bool> {
         match self {
-            Self::All => Vec::new(),
+            Self::All | Self::Gpus => Vec::new(),
             Self::Devices(d) => d.iter().map(|d| d.shared_queue).collect(),
         }
     }
@@ -127,6 +136,14 @@ impl GroupSpec {
                 } else {
                     Ok(adapters.iter().map(|a| (a.index, 1)).collect())
                 }
+            }
+            Self::Gpus => {
+                let gpus: Vec<(usize, u32)> = adapters
+                    .iter()
+                    .filter(|a| a.device_type != crate::DeviceType::Cpu)
+                    .map(|a| (a.index, 1))
+                    .collect();
+                Ok(if gpus.is_empty() { adapters.iter().map(|a| (a.index, 1)).collect() } else { gpus })
             }
             Self::Devices(items) => items
                 .iter()
@@ -164,6 +181,7 @@ mod tests {
     fn parses_the_documented_forms() {
         use AdapterSelector::*;
         assert_eq!(GroupSpec::parse("all").unwrap(), GroupSpec::All);
+        assert_eq!(GroupSpec::parse("GPUs").unwrap(), GroupSpec::Gpus);
         assert_eq!(
             GroupSpec::parse("0,0").unwrap(),
             GroupSpec::Devices(vec![
@@ -202,6 +220,41 @@ mod tests {
             GroupSpec::parse("1*3").unwrap(),
             GroupSpec::Devices(vec![DeviceSpec { adapter: Index(1), queues: 3, shared_queue: false }])
         );
+    }
+
+    fn adapter(index: usize, device_type: crate::DeviceType) -> AdapterInfo {
+        AdapterInfo {
+            index,
+            name: format!("adapter {index}"),
+            vendor_id: 0,
+            device_id: 0,
+            device_type,
+            driver_id: String::new(),
+            driver_name: String::new(),
+            driver_info: String::new(),
+            driver_version: String::new(),
+            api_version: String::new(),
+            caps: Default::default(),
+        }
+    }
+
+    /// A model's default group: every GPU once, a CPU device only where there is no GPU.
+    #[test]
+    fn gpus_leaves_cpu_devices_out_beside_a_gpu() {
+        use crate::DeviceType::*;
+        let resolve = |types: &[crate::DeviceType]| {
+            let adapters: Vec<AdapterInfo> = types.iter().enumerate().map(|(i, &t)| adapter(i, t)).collect();
+            GroupSpec::Gpus.resolve(&adapters).unwrap()
+        };
+        assert_eq!(resolve(&[Discrete, Cpu]), vec![(0, 1)]);
+        assert_eq!(resolve(&[Cpu, Integrated, Discrete]), vec![(1, 1), (2, 1)]);
+        assert_eq!(resolve(&[Cpu]), vec![(0, 1)]);
+        // `all` keeps every adapter, and two members on the only one.
+        assert_eq!(
+            GroupSpec::All.resolve(&[adapter(0, Discrete), adapter(1, Cpu)]).unwrap(),
+            vec![(0, 1), (1, 1)]
+        );
+        assert_eq!(GroupSpec::All.resolve(&[adapter(0, Cpu)]).unwrap(), vec![(0, 1), (0, 1)]);
     }
 
     #[test]

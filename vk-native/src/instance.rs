@@ -47,7 +47,7 @@ impl std::fmt::Display for DeviceType {
 }
 
 /// The capabilities crossgpu depends on, read from the physical device.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Capabilities {
     /// VK_EXT_external_memory_host: host allocations can be imported as device memory.
     pub external_memory_host: bool,

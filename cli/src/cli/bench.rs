@@ -802,7 +802,15 @@ impl Run<'_> {
             ranks: false,
         };
         let mut decode_layouts: Vec<(String, usize)> = Vec::new();
-        for n in decode_counts(&self.s.members) {
+        // One member per GPU unless --members asks for queue stand-ins: on one GPU they only
+        // add all-reduce rounds (3.3x slower on the H200, docs/DEVICES.md).
+        let counts = if self.s.defaulted.contains(&"--members") {
+            println!("decode: one member (one per GPU; --members 1,2,4 compares queue stand-ins of it)");
+            vec![1]
+        } else {
+            decode_counts(&self.s.members)
+        };
+        for n in counts {
             // The issue asks for 1, 2 and 4 members; shared queue first, then one queue each.
             decode_layouts.push((if n == 1 { format!("{a}*1") } else { format!("{a}/{n}") }, n));
             if n > 1 {

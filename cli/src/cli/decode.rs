@@ -9,7 +9,7 @@ use crossgpu::tp::{Decoder, DecoderConfig, SplitSpec};
 use crossgpu::{DeviceGroup, Error, GroupSpec, Instance};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::{fail, plural, print_group, CliResult};
+use super::{fail, plural, print_choice, print_group, CliResult};
 
 /// Options of `crossgpu decode`.
 #[derive(Args, Debug, Clone)]
@@ -401,7 +401,11 @@ pub fn decode(args: &DecodeArgs) -> CliResult {
         return decode_across_ranks(args, &cfg, &split);
     }
     let instance = Instance::new()?;
-    let group = DeviceGroup::from_env(&instance)?;
+    let group = DeviceGroup::from_env_or(&instance, &GroupSpec::Gpus)?;
+    print_choice(
+        &group,
+        "one member per GPU (CPU devices only where there is no GPU; set CROSSGPU_DEVICES to choose, e.g. 0x2 for two queue stand-ins)",
+    );
     if let SplitSpec::Weighted(_) = split {
         // One weight per member: say which setting has the wrong count.
         let setting = if args.split.is_some() { "--split" } else { "CROSSGPU_SPLIT" };

@@ -51,6 +51,19 @@ pub fn print_group(group: &DeviceGroup) {
     }
 }
 
+/// Prints how the group was chosen, as a command's first line: from `CROSSGPU_DEVICES`, or the
+/// command's default (`default_says`), and whether members share one physical device.
+pub fn print_choice(group: &DeviceGroup, default_says: &str) {
+    let from_env = std::env::var("CROSSGPU_DEVICES").is_ok_and(|v| !v.trim().is_empty());
+    let how = if from_env { "as CROSSGPU_DEVICES says".to_string() } else { default_says.to_string() };
+    let shared = if group.shares_a_device() {
+        "; some members share one physical device, so they share its compute: this shows the all-reduce, it does not speed anything up"
+    } else {
+        ""
+    };
+    println!("members: {}, {how}{shared}", group.len());
+}
+
 /// `--len` checked against every member before anything is allocated: the demo's tensors are
 /// `len` f32 values, and the host holds a few copies of them.
 fn check_demo_len(group: &DeviceGroup, len: usize) -> CliResult {
@@ -77,6 +90,10 @@ pub fn demo(len: usize) -> CliResult {
     let instance = Instance::new()?;
     let group = DeviceGroup::from_env(&instance)?;
     check_demo_len(&group, len)?;
+    print_choice(
+        &group,
+        "every adapter once (two members where there is only one; set CROSSGPU_DEVICES to choose)",
+    );
     print_group(&group);
     let mut worst = 0.0f64;
     for m in group.members() {
