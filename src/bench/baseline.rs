@@ -33,6 +33,7 @@ pub fn measure(adapters: &str, members: usize, bytes: u64) -> Result<AllReducePo
         other => other,
     })?;
     let n = (bytes / 4) as usize;
+    let cpu = chosen.iter().any(|a| a.get_info().device_type == wgpu::DeviceType::Cpu);
     let ms = (0..members)
         .map(|i| {
             let adapter = &chosen[i];
@@ -90,7 +91,7 @@ pub fn measure(adapters: &str, members: usize, bytes: u64) -> Result<AllReducePo
         }
         Ok(())
     };
-    let (rounds, batches) = schedule(bytes);
+    let (rounds, batches) = schedule(bytes, cpu);
     let (rounds, batches) = (rounds.min(100), batches);
     for _ in 0..3 {
         round(&ms)?;

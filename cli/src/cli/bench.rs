@@ -284,12 +284,12 @@ fn cost(bytes: u64, rounds: usize, batches: usize, warm: usize, cpu: bool) -> u6
 }
 
 fn allreduce_cost(bytes: u64, cpu: bool) -> u64 {
-    let (rounds, batches) = ar::schedule(bytes);
+    let (rounds, batches) = ar::schedule(bytes, cpu);
     cost(bytes, rounds, batches, rounds.min(20), cpu)
 }
 
 fn baseline_cost(bytes: u64, cpu: bool) -> u64 {
-    let (rounds, batches) = ar::schedule(bytes);
+    let (rounds, batches) = ar::schedule(bytes, cpu);
     cost(bytes, rounds.min(100), batches, 3, cpu)
 }
 

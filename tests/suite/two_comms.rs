@@ -4,9 +4,9 @@
 //! decoder beside a second communicator. Every sum is checked against the f64 reference and
 //! bitwise across members; the validation layer is on.
 
-mod common;
+use crate::common;
 
-use common::{reference, serial};
+use crate::common::{reference, serial};
 use crossgpu::tp::{Decoder, DecoderConfig, SplitSpec};
 use crossgpu::{AllReduceOptions, Comm, CommOptions, DeviceGroup, Error, Mode, ModeRequest, Tensor};
 

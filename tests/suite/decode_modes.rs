@@ -4,7 +4,7 @@
 //! do not; the logits and every member's residual stream must be bitwise equal after every
 //! run, and the tokens those of one member. The validation layer is on.
 
-mod common;
+use crate::common::{self, serial};
 
 use crossgpu::tp::{Decoder, DecoderConfig, SplitSpec};
 use crossgpu::{Comm, CommOptions, Error, Mode, ModeRequest};
@@ -46,6 +46,7 @@ fn decode(cfg: &DecoderConfig, members: usize, split: &SplitSpec, mode: Mode) ->
 
 #[test]
 fn fused_device_poll_gives_the_bits_of_host_bridge_and_generic() {
+    let _s = serial();
     for cfg in configs() {
         let one = {
             let g = common::logical(1);

@@ -12,13 +12,13 @@
 //! smallest slots. `CASES` cases per property; `PROPTEST_CASES=N` overrides it (e.g. on the GPU
 //! machine).
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 // One property at a time on the shared groups (`serial`).
-use common::{reference, serial};
+use crate::common::{reference, serial};
 use crossgpu::{AllReduceOptions, Comm, CommOptions, DeviceGroup, Mode, ModeRequest, Precision, Tensor};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestRunner};

@@ -11,10 +11,10 @@
 //! Tests whose failure message starts with `BUG (file): ...` document library bugs found while
 //! writing them (bad requests that are accepted or panic); they fail until the library is fixed.
 
-mod common;
+use crate::common;
 
-use common::reference::{self, gamma, ErrorModel, Ev, U};
-use common::{assert_bits, assert_within, assert_within_ev, no_panic, scaled, serial, to_f16};
+use crate::common::reference::{self, gamma, ErrorModel, Ev, U};
+use crate::common::{assert_bits, assert_within, assert_within_ev, no_panic, scaled, serial, to_f16};
 use crossgpu::tp::split_ranges;
 use crossgpu::tp::AttentionShape;
 use crossgpu::{AllReduceOptions, Comm, DType, Error, Precision, Tensor};

@@ -3,12 +3,12 @@
 //! refusals where a polling kernel could wait for work behind it, and a member that never
 //! arrives. The validation layer is on; any error it reports fails the test.
 
-mod common;
+use crate::common;
 
 // One test at a time (`serial`): every polling kernel holds one of llvmpipe's threads, and
 // tests running side by side would starve each other's relays and peers (not what is tested
 // here).
-use common::{reference, serial};
+use crate::common::{reference, serial};
 use crossgpu::{
     AllReduceOptions, Comm, CommOptions, DeviceGroup, Error, Mode, ModeRequest, Precision, Tensor,
 };

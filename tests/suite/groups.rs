@@ -2,10 +2,10 @@
 //! with their work interleaved, each result checked against the CPU; opening groups from the
 //! `CROSSGPU_DEVICES` syntax (`GroupSpec::parse`); submit counting; teardown.
 
-mod common;
+use crate::common;
 
-use common::reference::{self, ErrorModel, Ev};
-use common::{assert_bits, serial, to_f16};
+use crate::common::reference::{self, ErrorModel, Ev};
+use crate::common::{assert_bits, serial, to_f16};
 use crossgpu::{AdapterSelector, DType, DeviceGroup, DeviceSpec, GroupSpec, Member, Tensor};
 
 /// What one member works on, and the CPU's replay of it.

@@ -5,11 +5,11 @@
 //! to its starting counts). Its own test binary, and one test at a time, because the counters
 //! are process-wide.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
-use common::serial;
+use crate::common::serial;
 use crossgpu::{
     AllReduceOptions, Comm, CommOptions, DeviceGroup, Error, Mode, ModeRequest, Precision, Tensor,
 };

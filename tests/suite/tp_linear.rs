@@ -7,10 +7,10 @@
 //! Tests whose failure message starts with `BUG (file): ...` document library bugs found while
 //! writing them (bad requests that are accepted or panic); they fail until the library is fixed.
 
-mod common;
+use crate::common;
 
-use common::reference::{self, ErrorModel, Ev};
-use common::{assert_bits, assert_within_ev, serial};
+use crate::common::reference::{self, ErrorModel, Ev};
+use crate::common::{assert_bits, assert_within_ev, serial};
 use crossgpu::tp::{init, split_ranges, ColumnParallelLinear, RowParallelLinear};
 use crossgpu::{Comm, DType, DeviceGroup, Error, Tensor};
 

@@ -48,12 +48,12 @@
 //!   depend only on the position, so both runs use the very same sin/cos/pow values and their
 //!   (comparatively large) function error cancels: it is left out.
 
-mod common;
+use crate::common;
 
 use std::sync::OnceLock;
 
-use common::reference::{self, ErrorModel, Ev};
-use common::serial;
+use crate::common::reference::{self, ErrorModel, Ev};
+use crate::common::serial;
 use crossgpu::tp::AttentionShape;
 use crossgpu::tp::{init, Decoder, DecoderConfig, SplitSpec};
 use crossgpu::{Comm, CommOptions, Member, ModeRequest};

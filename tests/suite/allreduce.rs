@@ -3,9 +3,9 @@
 //! runs with growth, and teardown. The validation layer (with synchronization validation) is on
 //! and any error it reports fails the test.
 
-mod common;
+use crate::common::{self, serial};
 
-use common::reference::{self, wire};
+use crate::common::reference::{self, wire};
 use crossgpu::{
     AllReduceOptions, Comm, CommOptions, DeviceGroup, Error, Mode, ModeRequest, Precision, Tensor,
 };
@@ -56,6 +56,7 @@ const THRESHOLD_ELEMS: usize = (1 << 20) / 4;
 
 #[test]
 fn sums_match_reference_for_2_3_4_members_at_awkward_sizes() {
+    let _s = serial();
     let mut rng = common::rng(1);
     for members in [2, 3, 4] {
         let group = common::logical(members);
@@ -86,6 +87,7 @@ fn sums_match_reference_for_2_3_4_members_at_awkward_sizes() {
 
 #[test]
 fn zero_elements_return_at_once() {
+    let _s = serial();
     let group = common::logical(2);
     let mut comm = Comm::with_options(&group, options(ModeRequest::Auto)).unwrap();
     let mut t: Vec<Tensor> = group.members().iter().map(|m| m.upload_f32(&[]).unwrap()).collect();
@@ -96,6 +98,7 @@ fn zero_elements_return_at_once() {
 
 #[test]
 fn thousand_back_to_back_rounds_with_growth_are_all_correct() {
+    let _s = serial();
     let mut rng = common::rng(2);
     let group = common::logical(3);
     let mut comm = Comm::with_options(&group, options(ModeRequest::Forced(Mode::HostBridge))).unwrap();
@@ -120,6 +123,7 @@ fn thousand_back_to_back_rounds_with_growth_are_all_correct() {
 
 #[test]
 fn pipelined_rounds_without_reads_in_between() {
+    let _s = serial();
     // The decode pattern: many all-reduces and kernels recorded back to back, one read at the
     // end. Each round adds the sum to an accumulator, so every round's result matters.
     let mut rng = common::rng(3);
@@ -154,6 +158,7 @@ fn pipelined_rounds_without_reads_in_between() {
 
 #[test]
 fn generic_agrees_bitwise_with_host_bridge_on_the_f32_wire() {
+    let _s = serial();
     let mut rng = common::rng(4);
     let group = common::logical(3);
     let mut bridge = Comm::with_options(&group, options(ModeRequest::Forced(Mode::HostBridge))).unwrap();
@@ -174,6 +179,7 @@ fn generic_agrees_bitwise_with_host_bridge_on_the_f32_wire() {
 
 #[test]
 fn sync_fd_is_refused_where_the_driver_lacks_it() {
+    let _s = serial();
     let group = common::logical(2);
     let has =
         group.members().iter().all(|m| m.adapter().caps.sync_fd_export && m.adapter().caps.sync_fd_import);
@@ -197,6 +203,7 @@ fn sync_fd_is_refused_where_the_driver_lacks_it() {
 
 #[test]
 fn a_single_member_falls_back_to_generic_and_loopback_bridge_works() {
+    let _s = serial();
     let group = common::logical(1);
     let comm = Comm::with_options(&group, options(ModeRequest::Auto)).unwrap();
     assert_eq!(comm.mode(), Mode::Generic, "auto with one member");
@@ -216,6 +223,7 @@ fn a_single_member_falls_back_to_generic_and_loopback_bridge_works() {
 
 #[test]
 fn zero_contribution_members_contribute_zeros() {
+    let _s = serial();
     let mut rng = common::rng(7);
     let group = common::logical(3);
     let mut comm = Comm::with_options(&group, options(ModeRequest::Auto)).unwrap();
@@ -234,6 +242,7 @@ fn zero_contribution_members_contribute_zeros() {
 
 #[test]
 fn bad_input_is_an_error_and_modifies_nothing() {
+    let _s = serial();
     let mut rng = common::rng(8);
     let group = common::logical(2);
     let other = common::logical(2);
@@ -270,6 +279,7 @@ fn bad_input_is_an_error_and_modifies_nothing() {
 
 #[test]
 fn all_reduces_larger_than_one_binding_run_in_chunks() {
+    let _s = serial();
     // Four members' f32 slots for one half must fit one storage binding (128 MiB on lavapipe),
     // so an f32-wire all-reduce of more than limit / 16 bytes per member runs in chunks.
     let group = common::logical(4);
@@ -289,6 +299,7 @@ fn all_reduces_larger_than_one_binding_run_in_chunks() {
 
 #[test]
 fn members_sharing_one_queue_reduce_correctly() {
+    let _s = serial();
     // `0/3`: three members on one VkDevice and one queue, each with its own stream, buffers,
     // semaphores and slot imports; their submissions interleave on the queue in round order.
     let mut rng = common::rng(11);
@@ -305,6 +316,7 @@ fn members_sharing_one_queue_reduce_correctly() {
 
 #[test]
 fn kernel_phase_a_agrees_bitwise_with_the_copy_engine() {
+    let _s = serial();
     // `phase_a_kernel_bytes`: up to that wire size, phase A stores into the host slot from a
     // kernel (copy or f16 conversion) instead of the copy engine. Every threshold must give the
     // same bits, in both slot halves, on both wires, as the slots grow, with rounds below and
@@ -345,6 +357,7 @@ fn kernel_phase_a_agrees_bitwise_with_the_copy_engine() {
 
 #[test]
 fn members_sharing_a_queue_submit_together_with_the_same_results() {
+    let _s = serial();
     // With `joint_submit`, members that share a queue submit each phase as one batch. Pipelined
     // rounds (nothing read between them, the decode pattern) on `0/3` (one queue for all) and
     // `0,0/2` (one member alone, two sharing a queue), on both wires (phase B of f16-wire rounds

@@ -2,7 +2,7 @@
 //! Vulkan object accounted for. Its own test binary, because the live-object counters are
 //! process-wide and other tests running in parallel would move them.
 
-mod common;
+use crate::common::{self, serial};
 
 use crossgpu::{AllReduceOptions, Comm, CommOptions, ModeRequest, Precision, Tensor};
 
@@ -12,6 +12,7 @@ fn options(mode: ModeRequest) -> CommOptions {
 
 #[test]
 fn drop_with_work_pending_and_create_drop_cycles_leak_nothing() {
+    let _s = serial();
     let mut rng = common::rng(9);
     let group = common::logical(3);
     // Warm up: pipelines and bind groups that live as long as the group.

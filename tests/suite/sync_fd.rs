@@ -6,9 +6,9 @@
 //! growth, no file descriptor left behind, and a failed import is an error that poisons the
 //! communicator without a hang. The validation layer is on.
 
-mod common;
+use crate::common;
 
-use common::reference;
+use crate::common::reference;
 use crossgpu::{
     AllReduceOptions, Comm, CommOptions, DeviceGroup, Error, Mode, ModeRequest, Precision, Tensor,
 };

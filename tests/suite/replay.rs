@@ -3,9 +3,9 @@
 //! step does: the same tokens, and the same bits of the logits and of the residual stream, one
 //! submit per token, and nothing left behind. The validation layer is on.
 
-mod common;
+use crate::common;
 
-use common::serial;
+use crate::common::serial;
 use crossgpu::tp::{Decoder, DecoderConfig, SplitSpec};
 use crossgpu::{Comm, CommOptions, DeviceGroup, Error, Mode, ModeRequest};
 

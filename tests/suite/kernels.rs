@@ -14,10 +14,10 @@
 //!
 //! The f64 references of add and matvec are their CPU twins in `tests/common/reference.rs`.
 
-mod common;
+use crate::common;
 
-use common::reference::{self, ErrorModel, Ev, U};
-use common::{serial, to_f16};
+use crate::common::reference::{self, ErrorModel, Ev, U};
+use crate::common::{serial, to_f16};
 use crossgpu::{DType, Member, Tensor};
 
 /// Odd, not a multiple of the 256-thread workgroup, and more than one workgroup's grid stride.

@@ -7,9 +7,9 @@
 //! Tests whose failure message starts with `BUG (file): ...` document library bugs found while
 //! writing them (bad requests that are accepted or panic); they fail until the library is fixed.
 
-mod common;
+use crate::common;
 
-use common::{assert_bits, no_panic, serial};
+use crate::common::{assert_bits, no_panic, serial};
 use crossgpu::tp::{split_ranges, Decoder, DecoderConfig, SplitSpec};
 use crossgpu::Error;
 
@@ -30,6 +30,7 @@ fn tiny() -> DecoderConfig {
 
 #[test]
 fn split_spec_parse_accepts_good_and_rejects_malformed_strings() {
+    let _s = serial();
     for (s, want) in [
         ("even", SplitSpec::Even),
         (" EVEN ", SplitSpec::Even),

@@ -1,9 +1,9 @@
 //! Bad inputs: each returns its `Error` variant, panics nowhere, records nothing, and leaves
 //! every tensor as it was; the member stays usable afterwards.
 
-mod common;
+use crate::common;
 
-use common::serial;
+use crate::common::serial;
 use crossgpu::{DType, DeviceGroup, Error, GroupSpec, Member, Tensor, MAX_ELEMENTS};
 
 /// Asserts that `t` still holds `want`, bit for bit.

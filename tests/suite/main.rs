@@ -1,0 +1,28 @@
+//! The library's integration tests in one binary: one link instead of sixteen, and one lock
+//! (`common::serial`) that every test takes, so that a validation-layer message is reported by
+//! the test that caused it (the layer's messages are collected process-wide), live-object counts
+//! compare like with like, and lavapipe has the cores to itself. Each module is one subject.
+//! Tests that need a process of their own stay apart: `validation_canary.rs` (errors on purpose),
+//! `reliability.rs` and `wgpu_embedding.rs` (loggers of their own), `ranks.rs` (mpirun).
+//!
+//! Run one subject with a filter: `cargo test --test suite -- two_comms::`.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod allreduce;
+mod decode_modes;
+mod drop_orders;
+mod errors;
+mod groups;
+mod kernels;
+mod poll;
+mod properties;
+mod replay;
+mod sync_fd;
+mod teardown;
+mod tp_decoder;
+mod tp_kernels;
+mod tp_linear;
+mod tp_model;
+mod two_comms;
