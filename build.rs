@@ -302,7 +302,7 @@ fn immediates_struct(name: &str, fields: &[Field], file: &str, bench: bool) -> S
             writeln!(s, "    pub(crate) {n}: {},", f.rust).unwrap();
         }
     }
-    writeln!(s, "}}\n\n{cfg}impl Immediates for {name} {{\n    type Words = [u32; {words}];\n    fn words(&self) -> [u32; {words}] {{").unwrap();
+    writeln!(s, "}}\n\n{cfg}impl ImmediateWords for {name} {{\n    type Words = [u32; {words}];\n    fn words(&self) -> [u32; {words}] {{").unwrap();
     let mut w: Vec<String> = vec!["0".into(); words as usize];
     for f in fields {
         if let Some(n) = &f.name {

@@ -11,6 +11,13 @@ pub enum DType {
     F16,
     /// 32-bit unsigned integers (token ids).
     U32,
+    /// 32-bit signed integers.
+    I32,
+    /// bfloat16 (the top half of an f32), stored packed two per 32-bit word like f16 (element
+    /// `2w` in the low half). No kernel does bf16 arithmetic: a kernel reads the words as `u32`
+    /// and widens each half with `bitcast<f32>(h << 16u)`, which is exact; the conversions from
+    /// f32 round to nearest even ([`crate::bf16_rounded`]).
+    BF16,
 }
 
 impl std::fmt::Display for DType {
@@ -19,16 +26,23 @@ impl std::fmt::Display for DType {
             Self::F32 => "f32",
             Self::F16 => "f16",
             Self::U32 => "u32",
+            Self::I32 => "i32",
+            Self::BF16 => "bf16",
         })
     }
 }
 
 impl DType {
-    /// Bytes of storage for `len` elements (f16 rounds up to whole words).
+    /// Whether two elements share a 32-bit word (f16, bf16).
+    pub fn is_half(self) -> bool {
+        matches!(self, Self::F16 | Self::BF16)
+    }
+
+    /// Bytes of storage for `len` elements (f16 and bf16 round up to whole words).
     pub fn storage_bytes(self, len: usize) -> u64 {
         match self {
-            Self::F32 | Self::U32 => len as u64 * 4,
-            Self::F16 => len.div_ceil(2) as u64 * 4,
+            Self::F32 | Self::U32 | Self::I32 => len as u64 * 4,
+            Self::F16 | Self::BF16 => len.div_ceil(2) as u64 * 4,
         }
     }
 }

@@ -116,6 +116,10 @@ pub enum Error {
     /// well-formed: a missing capability, a size past a device limit.
     #[error("unsupported: {0}")]
     Unsupported(String),
+    /// A WGSL kernel naga could not compile, or whose interface crossgpu cannot bind: naga's
+    /// message, the line and column it points at, and the source around them.
+    #[error("{0}")]
+    Shader(vk_native::ShaderError),
     /// Any other Vulkan failure, with the native error (and through it the `vk::Result` or
     /// wgpu-hal error) as its source.
     #[error("vulkan: {device}: {source}")]

@@ -48,7 +48,7 @@
 //! 2. [`DeviceGroup`] opens the members, from `CROSSGPU_DEVICES` ([`DeviceGroup::from_env`]) or
 //!    from a [`GroupSpec`] ([`DeviceGroup::open`]). A [`Member`] is one queue of a VkDevice with
 //!    its own stream, buffers and semaphores: what the rest of the crate calls a device.
-//! 3. A [`Tensor`] is a device-local buffer of f32, f16 or u32 elements ([`DType`]) on one
+//! 3. A [`Tensor`] is a device-local buffer of f32, f16, bf16, u32 or i32 elements ([`DType`]) on one
 //!    member, made with [`Member::upload_f32`], [`Member::upload`], [`Member::empty`] or
 //!    [`Member::full`] and read back with [`Tensor::read`]. [`Member`]'s operations (fill, copy,
 //!    add, scale, f32→f16 conversion, matvec) and the transformer's kernels
@@ -64,8 +64,14 @@
 //!    devices.
 //! 6. [`embed`]: the all-reduce inside a wgpu application, over its own `wgpu::Buffer`s.
 //!
-//! Kernels are WGSL in `wgsl/`, compiled to SPIR-V by naga at build time ([`kernels`]). All
-//! unsafe code and every raw Vulkan call lives in the `vk-native` crate; this crate is safe Rust.
+//! 7. [`kernels`]: kernels of your own, in WGSL, compiled at run time and dispatched on a
+//!    member ([`Member::dispatch`]) or on every member ([`DeviceGroup::dispatch_each`]); the
+//!    library's kernels (`wgsl/`) are kernels of the same kind.
+//! 8. [`Step`]: work that runs many times the same way (kernels and all-reduces), recorded once
+//!    and replayed where the all-reduce mode allows it.
+//!
+//! All unsafe code and every raw Vulkan call lives in the `vk-native` crate; this crate is safe
+//! Rust, and the only SPIR-V a pipeline is made from is what vk-native's compiler wrote.
 //!
 //! # Environment variables
 //!
@@ -113,6 +119,7 @@ pub mod kernels;
 mod ops;
 #[cfg(feature = "mpi")]
 pub mod ranks;
+pub mod step;
 mod stream;
 mod tensor;
 pub mod tp;
@@ -125,7 +132,8 @@ pub use group::{
 };
 pub use instance::{adapter_table, Instance};
 pub use ops::{matvec_f16_kernel, MATVEC_F16_EIGHT_ROWS_FROM_COLS, MATVEC_F16_KERNELS};
-pub use tensor::{f16_saturating, DType, Tensor, MAX_ELEMENTS};
+pub use step::Step;
+pub use tensor::{bf16_rounded, f16_saturating, DType, Tensor, TensorView, MAX_ELEMENTS};
 pub use vk_native::{
     live_objects, take_suppressed_validation_count, validation_messages, AdapterInfo, Capabilities,
     DeviceType, LiveObjects, ValidationMessage, KNOWN_LAYER_FALSE_POSITIVES,

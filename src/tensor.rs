@@ -1,8 +1,11 @@
-//! Tensors: device-local storage buffers of f32 or f16 on one member, with a shape.
+//! Tensors: device-local storage buffers of f32, f16, bf16, u32 or i32 on one member, with a
+//! shape; and views of them ([`TensorView`]: a bounds-checked range, bound to a kernel as
+//! itself).
 //!
-//! f16 tensors are stored packed, two halves per 32-bit word (element 2w in the low half), so
-//! kernels read them with `unpack2x16float` and need neither shaderFloat16 nor 16-bit storage:
-//! the same kernels run on every Vulkan device.
+//! f16 and bf16 tensors are stored packed, two halves per 32-bit word (element 2w in the low
+//! half), so kernels read them as `u32` words (`unpack2x16float` for f16, a shift and a bitcast
+//! for bf16) and need neither shaderFloat16 nor 16-bit storage: the same kernels run on every
+//! Vulkan device.
 
 use std::sync::Arc;
 
@@ -49,8 +52,72 @@ pub fn f16_saturating(v: f32) -> half::f16 {
     }
 }
 
+/// f32 → bf16 as everywhere in crossgpu: round to nearest even (NaN stays NaN, values past the
+/// bf16 range become infinities, as an f32 would).
+pub fn bf16_rounded(v: f32) -> half::bf16 {
+    half::bf16::from_f32(v)
+}
+
 /// The largest element count a tensor may hold: kernels index with 32-bit integers.
 pub const MAX_ELEMENTS: usize = (u32::MAX / 2) as usize;
+
+/// A range of a tensor's elements with a shape, bound to a kernel as itself
+/// ([`crate::kernels::Arg`]): made by [`Tensor::view`] (checked against the tensor), and from a
+/// `&Tensor` for all of it.
+#[derive(Clone, Copy)]
+pub struct TensorView<'a> {
+    tensor: &'a Tensor,
+    offset: usize,
+    len: usize,
+}
+
+impl std::fmt::Debug for TensorView<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TensorView")
+            .field("tensor", self.tensor)
+            .field("offset", &self.offset)
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+impl<'a> From<&'a Tensor> for TensorView<'a> {
+    fn from(tensor: &'a Tensor) -> Self {
+        Self { tensor, offset: 0, len: tensor.len }
+    }
+}
+
+impl<'a> TensorView<'a> {
+    /// The tensor it views.
+    pub fn tensor(&self) -> &'a Tensor {
+        self.tensor
+    }
+
+    /// Its first element's index in the tensor.
+    pub fn offset(&self) -> usize {
+        self.offset
+    }
+
+    /// Its elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether it has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Byte offset of its storage in the tensor's buffer.
+    pub fn byte_offset(&self) -> u64 {
+        self.tensor.dtype.storage_bytes(self.offset)
+    }
+
+    /// Bytes of its storage (f16 and bf16 round up to whole words).
+    pub fn bytes(&self) -> u64 {
+        self.tensor.dtype.storage_bytes(self.offset + self.len) - self.byte_offset()
+    }
+}
 
 impl Tensor {
     /// The element type.
@@ -82,20 +149,42 @@ impl Tensor {
         self.buffer.id()
     }
 
-    /// Reads the tensor back as f32 (f16 elements are widened exactly; u32 elements are
+    /// A view of `shape` (its element count) from element `offset`: refused past the end,
+    /// and, for f16 and bf16 (two elements per word), at an odd offset.
+    pub fn view(&self, offset: usize, shape: &[usize]) -> Result<TensorView<'_>> {
+        let len = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).unwrap_or(usize::MAX);
+        let end = offset.saturating_add(len);
+        if end > self.len {
+            return Err(Error::LengthMismatch {
+                what: format!("view of shape {shape:?} from element {offset} (elements to its end)"),
+                expected: self.len,
+                got: end,
+            });
+        }
+        if self.dtype.is_half() && offset % 2 == 1 {
+            return Err(Error::InvalidArgument(format!(
+                "a view of a {} tensor from element {offset}: two elements share a word, so a view starts at an even element",
+                self.dtype
+            )));
+        }
+        Ok(TensorView { tensor: self, offset, len })
+    }
+
+    /// Reads the tensor back as f32 (f16 and bf16 elements are widened exactly; integers are
     /// converted, exact below 2^24). Submits the member's pending work and waits for it.
     pub fn read(&self) -> Result<Vec<f32>> {
         let raw = self.read_bytes()?;
+        let halves = || raw.chunks_exact(2).take(self.len).map(|c| u16::from_le_bytes([c[0], c[1]]));
         Ok(match self.dtype {
             DType::F32 => bytemuck::pod_collect_to_vec::<u8, f32>(&raw),
             DType::U32 => {
                 bytemuck::pod_collect_to_vec::<u8, u32>(&raw).into_iter().map(|v| v as f32).collect()
             }
-            DType::F16 => raw
-                .chunks_exact(2)
-                .take(self.len)
-                .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
-                .collect(),
+            DType::I32 => {
+                bytemuck::pod_collect_to_vec::<u8, i32>(&raw).into_iter().map(|v| v as f32).collect()
+            }
+            DType::F16 => halves().map(|h| half::f16::from_bits(h).to_f32()).collect(),
+            DType::BF16 => halves().map(|h| half::bf16::from_bits(h).to_f32()).collect(),
         })
     }
 
@@ -103,6 +192,25 @@ impl Tensor {
     pub fn read_u32(&self) -> Result<Vec<u32>> {
         self.check_dtype(DType::U32, "read_u32")?;
         Ok(bytemuck::pod_collect_to_vec::<u8, u32>(&self.read_bytes()?))
+    }
+
+    /// Reads an i32 tensor back exactly.
+    pub fn read_i32(&self) -> Result<Vec<i32>> {
+        self.check_dtype(DType::I32, "read_i32")?;
+        Ok(bytemuck::pod_collect_to_vec::<u8, i32>(&self.read_bytes()?))
+    }
+
+    /// Reads an f16 or bf16 tensor back as its 16-bit patterns, exactly.
+    pub fn read_halves(&self) -> Result<Vec<u16>> {
+        if !self.dtype.is_half() {
+            return Err(Error::DtypeMismatch {
+                what: "read_halves".into(),
+                expected: DType::F16,
+                got: self.dtype,
+            });
+        }
+        let raw = self.read_bytes()?;
+        Ok(raw.chunks_exact(2).take(self.len).map(|c| u16::from_le_bytes([c[0], c[1]])).collect())
     }
 
     fn read_bytes(&self) -> Result<Vec<u8>> {
@@ -184,7 +292,9 @@ impl Member {
 
     /// Uploads `data` as a tensor of `shape` (`data.len()` must equal the shape's element
     /// count). For `DType::F16` values are rounded to nearest f16 on the CPU, saturating
-    /// beyond ±65504 ([`f16_saturating`]).
+    /// beyond ±65504 ([`f16_saturating`]); for `DType::BF16` rounded to nearest even
+    /// ([`bf16_rounded`]); integer dtypes take `v as u32` / `v as i32` (use
+    /// [`Member::upload_u32`] and [`Member::upload_i32`] for exact integers).
     pub fn upload(&self, data: &[f32], shape: &[usize], dtype: DType) -> Result<Tensor> {
         let len = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
         if len != Some(data.len()) {
@@ -213,6 +323,33 @@ impl Member {
         Ok(t)
     }
 
+    /// Uploads a 1-D i32 tensor.
+    pub fn upload_i32(&self, data: &[i32]) -> Result<Tensor> {
+        let t = self.empty(&[data.len()], DType::I32)?;
+        self.write_bytes(&t, bytemuck::cast_slice(data))?;
+        Ok(t)
+    }
+
+    /// Overwrites all of a u32 tensor with `data`, exactly (recorded into the stream).
+    pub fn write_u32(&self, t: &Tensor, data: &[u32]) -> Result<()> {
+        t.check_on(&self.shared, "write_u32")?;
+        t.check_dtype(DType::U32, "write_u32")?;
+        if t.len != data.len() {
+            return Err(Error::LengthMismatch { what: "write_u32".into(), expected: t.len, got: data.len() });
+        }
+        self.write_bytes(t, bytemuck::cast_slice(data))
+    }
+
+    /// Overwrites all of an i32 tensor with `data`, exactly (recorded into the stream).
+    pub fn write_i32(&self, t: &Tensor, data: &[i32]) -> Result<()> {
+        t.check_on(&self.shared, "write_i32")?;
+        t.check_dtype(DType::I32, "write_i32")?;
+        if t.len != data.len() {
+            return Err(Error::LengthMismatch { what: "write_i32".into(), expected: t.len, got: data.len() });
+        }
+        self.write_bytes(t, bytemuck::cast_slice(data))
+    }
+
     /// Uploads a 1-D f32 tensor.
     pub fn upload_f32(&self, data: &[f32]) -> Result<Tensor> {
         self.upload(data, &[data.len()], DType::F32)
@@ -231,8 +368,14 @@ impl Member {
         let bytes: Vec<u8> = match t.dtype {
             DType::F32 => bytemuck::cast_slice(data).to_vec(),
             DType::U32 => data.iter().flat_map(|&v| (v as u32).to_le_bytes()).collect(),
+            DType::I32 => data.iter().flat_map(|&v| (v as i32).to_le_bytes()).collect(),
             DType::F16 => {
                 let mut b: Vec<u8> = data.iter().flat_map(|&v| f16_saturating(v).to_le_bytes()).collect();
+                b.resize(t.dtype.storage_bytes(t.len) as usize, 0);
+                b
+            }
+            DType::BF16 => {
+                let mut b: Vec<u8> = data.iter().flat_map(|&v| bf16_rounded(v).to_le_bytes()).collect();
                 b.resize(t.dtype.storage_bytes(t.len) as usize, 0);
                 b
             }

@@ -17,7 +17,7 @@ use vk_native::{
 use super::{summarize, Summary};
 use crate::error::{Error, Result};
 use crate::group::Member;
-use crate::kernels::{CopyVec4Params, Immediates, PollWaitParams, COPY_VEC4, POLL_WAIT, POLL_WAIT_CPU};
+use crate::kernels::{CopyVec4Params, ImmediateWords, PollWaitParams, COPY_VEC4, POLL_WAIT, POLL_WAIT_CPU};
 
 /// What [`measure`] found.
 #[derive(Debug, Clone, Serialize)]
@@ -272,7 +272,7 @@ pub fn copy_kernel_gbps(m: &Member, bytes: u64, reps: usize) -> Result<Summary> 
     let a = Buffer::new(dev, bytes, usage, "copy rate a").map_err(&e)?;
     let b = Buffer::new(dev, bytes, usage, "copy rate b").map_err(&e)?;
     let mut rec = Recorder::new(dev, m.shared.queue_index).map_err(&e)?;
-    let kernel = m.shared.kernels.get(COPY_VEC4).map_err(&e)?;
+    let kernel = m.shared.pipelines.get(COPY_VEC4.kernel()?).map_err(&e)?;
     copy_kernel_rate(&mut rec, &kernel, (&a, &b), (bytes / 16) as u32, 2.0, reps, timeout).map_err(&e)
 }
 
@@ -349,7 +349,7 @@ pub fn measure(m: &Member, bytes: u64, reps: usize) -> Result<Limits> {
 
     // The same through the WGSL `copy_vec4` kernel.
     let words = (bytes / 16).min(dev.info().caps.max_storage_buffer_range / 16) as u32;
-    let kernel = m.shared.kernels.get(COPY_VEC4).map_err(&e)?;
+    let kernel = m.shared.pipelines.get(COPY_VEC4.kernel()?).map_err(&e)?;
     let groups = |words: u32| [(words as usize).div_ceil(256).clamp(1, 65_535) as u32, 1, 1];
     let mut kernel_rate = |src: &dyn GpuBuffer, dst: &dyn GpuBuffer, factor: f64| -> Result<Summary> {
         copy_kernel_rate(&mut rec, &kernel, (src, dst), words, factor, reps, timeout).map_err(&e)
@@ -525,7 +525,7 @@ impl PollChain {
         let flags = MappedWords::new(dev, 64).map_err(&e)?;
         let host = Arc::new(HostAllocation::new(align, align).map_err(&e)?);
         let arrival = ImportedBuffer::new(dev, &host).map_err(&e)?;
-        let kernel = m.shared.kernels.get(entry).map_err(&e)?;
+        let kernel = m.shared.pipelines.get(entry.kernel()?).map_err(&e)?;
         let bind = kernel
             .bind_ranges(&[BindRange::whole(&flags), BindRange { buffer: &arrival, offset: 0, size: 256 }])
             .map_err(&e)?;

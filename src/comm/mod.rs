@@ -131,6 +131,25 @@ pub(crate) struct FusedWait<'a> {
     pub(crate) trips: u32,
 }
 
+/// The all-reduces a communicator ran since its log was last taken ([`Comm::take_round_log`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct RoundLog {
+    /// All-reduce calls.
+    pub(crate) calls: u64,
+    /// Calls that could not be replayed: not DevicePoll, the f16 wire, or several rounds.
+    pub(crate) unreplayable: u64,
+    /// The largest call, in elements.
+    pub(crate) largest: usize,
+}
+
+impl RoundLog {
+    fn note(&mut self, replayable: bool, n: usize) {
+        self.calls += 1;
+        self.unreplayable += u64::from(!replayable);
+        self.largest = self.largest.max(n);
+    }
+}
+
 /// An all-reduce communicator over a group's members.
 pub struct Comm {
     group: GroupId,
@@ -142,6 +161,7 @@ pub struct Comm {
     poisoned: Option<String>,
     hooks: Arc<FaultHooks>,
     all_reduces: u64,
+    log: RoundLog,
     /// Generic's staging buffers and sum, kept across rounds (and after a fallback).
     generic: Generic,
     /// For each member, the members whose phase submits go out as one batch with its own, in
@@ -264,6 +284,7 @@ impl Comm {
             poisoned: None,
             hooks,
             all_reduces: 0,
+            log: RoundLog::default(),
             generic: Generic::default(),
         };
         if mode == Mode::DevicePoll {
@@ -549,6 +570,8 @@ impl Comm {
         match result {
             Ok(()) => {
                 self.all_reduces += 1;
+                let one_round = f16_wire || n <= cap;
+                self.log.note(self.mode() == Mode::DevicePoll && !f16_wire && one_round && n <= cap, n);
                 Ok(())
             }
             Err(e) => {
@@ -556,6 +579,12 @@ impl Comm {
                 Err(e)
             }
         }
+    }
+
+    /// The log of the rounds since the last call, and a new log from here (for a step that
+    /// learns whether its rounds can be replayed: [`crate::Step`]).
+    pub(crate) fn take_round_log(&mut self) -> RoundLog {
+        std::mem::take(&mut self.log)
     }
 
     /// Grows the slots towards `words` per member (at most what one binding covers: larger

@@ -42,7 +42,7 @@ use vk_native::{EmbeddedMember, EmbeddedSlots, HostAllocation, TimelineSemaphore
 use crate::comm::bridge::{BridgeConfig, HostBridge};
 use crate::comm::slots::SlotLayout;
 use crate::error::{Error, Result};
-use crate::kernels::{Immediates, ReduceSlotsParams, REDUCE_SLOTS_F32};
+use crate::kernels::{ImmediateWords, ReduceSlotsParams, REDUCE_SLOTS_F32};
 
 /// Buffer usages [`WgpuComm::all_reduce`] needs on each buffer.
 pub const REQUIRED_USAGE: wgpu::BufferUsages =
@@ -135,8 +135,7 @@ impl WgpuComm {
                 return Err(Error::InvalidArgument(format!("device {i} appears twice in the WgpuComm")));
             }
         }
-        let shader =
-            REDUCE_SLOTS_F32.spec().shader().map_err(|e| Error::native("the all-reduce kernel", e))?;
+        let shader = REDUCE_SLOTS_F32.spec().shader().map_err(Error::Shader)?;
         let mut members = Vec::new();
         let mut check_layouts = Vec::new();
         for (i, (d, q)) in devices.iter().enumerate() {

@@ -1,4 +1,4 @@
-//! A member's cache of bind groups, keyed by kernel entry point and buffer ranges: every
+//! A member's cache of bind groups, keyed by kernel and buffer ranges: every
 //! dispatch looks its bind group up here, so the lookup allocates nothing and hashes a few
 //! words (FxHash, the hash rustc uses for small integer keys) instead of SipHash over a
 //! heap-allocated key.
@@ -11,21 +11,21 @@ use vk_native::{BindRange, BufferId};
 /// Bindings a key holds; kernels with more are bound without the cache.
 const MAX_RANGES: usize = 8;
 
-/// A kernel entry point (by its index in `KERNELS`) and its buffer ranges.
+/// A kernel (by its process-wide id) and its buffer ranges.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct BindKey {
-    entry: usize,
+    kernel: u64,
     len: usize,
     ranges: [(BufferId, u64, u64); MAX_RANGES],
 }
 
 impl BindKey {
-    /// The key of `entry` over `ranges`, or `None` when there are more than [`MAX_RANGES`].
-    pub(crate) fn new(entry: usize, ranges: &[BindRange<'_>]) -> Option<Self> {
+    /// The key of `kernel` over `ranges`, or `None` when there are more than [`MAX_RANGES`].
+    pub(crate) fn new(kernel: u64, ranges: &[BindRange<'_>]) -> Option<Self> {
         if ranges.len() > MAX_RANGES {
             return None;
         }
-        let mut key = Self { entry, len: ranges.len(), ranges: [(BufferId(0), 0, 0); MAX_RANGES] };
+        let mut key = Self { kernel, len: ranges.len(), ranges: [(BufferId(0), 0, 0); MAX_RANGES] };
         for (k, r) in key.ranges.iter_mut().zip(ranges) {
             *k = (r.buffer.id(), r.offset, r.size);
         }
@@ -80,7 +80,7 @@ mod tests {
     #[test]
     fn equal_keys_hash_equal_and_ranges_tell_keys_apart() {
         let k = |ranges: &[(u64, u64, u64)]| BindKey {
-            entry: 1,
+            kernel: 1,
             len: ranges.len(),
             ranges: std::array::from_fn(|i| {
                 ranges.get(i).map_or((BufferId(0), 0, 0), |&(b, o, s)| (BufferId(b), o, s))

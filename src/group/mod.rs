@@ -19,7 +19,7 @@ pub use selection::{AdapterSelector, DeviceSpec, GroupSpec};
 use crate::config;
 use crate::error::{Error, Result};
 use crate::instance::Instance;
-use crate::kernels::{Entry, Immediates, KernelSet};
+use crate::kernels::{Entry, ImmediateWords, Kernel, Pipelines};
 use crate::stream::Stream;
 
 static NEXT_GROUP: AtomicU64 = AtomicU64::new(1);
@@ -80,7 +80,7 @@ pub(crate) struct MemberShared {
     pub(crate) device: Device,
     pub(crate) queue_index: u32,
     pub(crate) label: String,
-    pub(crate) kernels: Arc<KernelSet>,
+    pub(crate) pipelines: Arc<Pipelines>,
     pub(crate) stream: Mutex<Stream>,
     pub(crate) binds: Mutex<binds::BindCache>,
     pub(crate) timeout_ms: u64,
@@ -139,15 +139,15 @@ impl MemberShared {
         Ok(self.zero_position.get().expect("set above"))
     }
 
-    /// The bind group of `entry` over buffer ranges, made once and cached.
-    pub(crate) fn bind_ranges<P>(&self, entry: Entry<P>, ranges: &[BindRange<'_>]) -> Result<BindGroup> {
-        let key = binds::BindKey::new(entry.index(), ranges);
+    /// The bind group of `kernel` over buffer ranges, made once and cached.
+    fn bind_ranges(&self, kernel: &Kernel, ranges: &[BindRange<'_>]) -> Result<BindGroup> {
+        let key = binds::BindKey::new(kernel.id().0, ranges);
         let mut binds = self.binds.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(g) = key.as_ref().and_then(|k| binds.get(k)) {
             return Ok(g.clone());
         }
-        let kernel = self.kernels.get(entry).map_err(|e| self.err(e))?;
-        let g = kernel.bind_ranges(ranges).map_err(|e| self.err(e))?;
+        let pipeline = self.pipelines.get(kernel).map_err(|e| self.err(e))?;
+        let g = pipeline.bind_ranges(ranges).map_err(|e| self.err(e))?;
         if let Some(k) = key {
             binds.insert(k, g.clone());
         }
@@ -159,10 +159,27 @@ impl MemberShared {
         self.binds.lock().unwrap_or_else(|p| p.into_inner()).retain(|k, _| !k.holds(id));
     }
 
-    /// Records a dispatch of `entry` over whole buffers. Hazards are tracked from the kernel's
-    /// own interface (a binding it declares `read` is read, any other written); `after` lists
+    /// Records a dispatch of `kernel` over buffer ranges with the immediates' `words`: the one
+    /// path of every kernel, the library's and a user's. Hazards are tracked from the kernel's
+    /// own interface (a binding it never writes is read, any other written); `after` lists
     /// buffers it does not bind but must follow writes to (a DevicePoll wait's flags).
-    pub(crate) fn dispatch<P: Immediates>(
+    pub(crate) fn dispatch_kernel(
+        &self,
+        kernel: &Kernel,
+        ranges: &[BindRange<'_>],
+        after: &[BufferId],
+        words: &[u32],
+        groups: [u32; 3],
+    ) -> Result<()> {
+        let g = self.bind_ranges(kernel, ranges)?;
+        let mut s = self.stream();
+        s.access_bound(g.buffer_ids(), kernel.reads_only(), after).map_err(|e| self.err(e))?;
+        s.rec.dispatch(&g, words, groups).map_err(|e| self.err(e))
+    }
+
+    /// Records a dispatch of the library's kernel `entry` over whole buffers
+    /// ([`MemberShared::dispatch_kernel`]).
+    pub(crate) fn dispatch<P: ImmediateWords>(
         &self,
         entry: Entry<P>,
         buffers: &[&dyn GpuBuffer],
@@ -175,7 +192,7 @@ impl MemberShared {
     }
 
     /// [`MemberShared::dispatch`] over buffer ranges.
-    pub(crate) fn dispatch_ranges<P: Immediates>(
+    pub(crate) fn dispatch_ranges<P: ImmediateWords>(
         &self,
         entry: Entry<P>,
         ranges: &[BindRange<'_>],
@@ -183,10 +200,8 @@ impl MemberShared {
         immediates: &P,
         groups: [u32; 3],
     ) -> Result<()> {
-        let g = self.bind_ranges(entry, ranges)?;
-        let mut s = self.stream();
-        s.access_bound(g.buffer_ids(), g.kernel().reads_only(), after).map_err(|e| self.err(e))?;
-        s.rec.dispatch(&g, immediates.words().as_ref(), groups).map_err(|e| self.err(e))
+        let kernel = entry.kernel()?;
+        self.dispatch_kernel(kernel, ranges, after, immediates.words().as_ref(), groups)
     }
 
     /// Records a copy of `bytes` from `src` at `src_offset` to `dst` at `dst_offset`, after a
@@ -388,6 +403,11 @@ impl Member {
         self.shared.stream().end_capture().map_err(|e| self.shared.err(e))
     }
 
+    /// Whether a recording for replay is in progress ([`Member::begin_capture`]).
+    pub(crate) fn capturing(&self) -> bool {
+        self.shared.stream().rec.capturing()
+    }
+
     /// Drops a recording in progress, after an error while recording it.
     pub(crate) fn cancel_capture(&self) {
         self.shared.stream().cancel_capture();
@@ -547,7 +567,7 @@ impl DeviceGroup {
             let shared = shared_queue.get(dev_no).copied().unwrap_or(false);
             let device = Device::open(&instance.native, adapter, if shared { 1 } else { queues })
                 .map_err(|e| Error::native(&info.name, e))?;
-            let kernels = Arc::new(KernelSet::new(device.clone()));
+            let pipelines = Arc::new(Pipelines::new(device.clone()));
             for m in 0..queues {
                 let index = members.len();
                 let q = if shared { 0 } else { m };
@@ -566,7 +586,7 @@ impl DeviceGroup {
                         device: device.clone(),
                         queue_index: q,
                         label,
-                        kernels: kernels.clone(),
+                        pipelines: pipelines.clone(),
                         stream: Mutex::new(stream),
                         binds: Mutex::new(binds::BindCache::default()),
                         timeout_ms,

@@ -28,15 +28,20 @@ fn same_len(what: &str, a: &Tensor, b: &Tensor) -> Result<()> {
 
 impl Member {
     /// Sets every element of `t` to `value` (f16 tensors get `value` rounded to f16 and
-    /// saturated to ±65504, u32
-    /// tensors `value as u32`).
+    /// saturated to ±65504, bf16 tensors it rounded to bf16, integer tensors `value as u32` or
+    /// `as i32`).
     pub fn fill(&self, t: &Tensor, value: f32) -> Result<()> {
         t.check_on(&self.shared, "fill")?;
         let (words, bits) = match t.dtype() {
             DType::F32 => (t.len(), value.to_bits()),
             DType::U32 => (t.len(), value as u32),
+            DType::I32 => (t.len(), value as i32 as u32),
             DType::F16 => {
                 let h = crate::tensor::f16_saturating(value).to_bits() as u32;
+                (t.len().div_ceil(2), h | (h << 16))
+            }
+            DType::BF16 => {
+                let h = crate::tensor::bf16_rounded(value).to_bits() as u32;
                 (t.len().div_ceil(2), h | (h << 16))
             }
         };
@@ -85,11 +90,11 @@ impl Member {
         src.check_on(&self.shared, "copy_region src")?;
         dst.check_on(&self.shared, "copy_region dst")?;
         dst.check_dtype(src.dtype(), "copy_region")?;
-        if src.dtype() == DType::F16 {
+        if src.dtype().is_half() {
             return Err(Error::DtypeMismatch {
                 what: "copy_region (element offsets)".into(),
                 expected: DType::F32,
-                got: DType::F16,
+                got: src.dtype(),
             });
         }
         let (src_end, dst_end) =
@@ -242,11 +247,11 @@ impl Member {
         let matvec = match w.dtype() {
             DType::F32 => Matvec::F32,
             DType::F16 => f16_kernel.unwrap_or(f16_matvec(cols)),
-            DType::U32 => {
+            other @ (DType::U32 | DType::I32 | DType::BF16) => {
                 return Err(Error::DtypeMismatch {
                     what: "matvec w".into(),
                     expected: DType::F16,
-                    got: DType::U32,
+                    got: other,
                 })
             }
         };
@@ -292,11 +297,11 @@ impl Member {
         let matvec = match w.dtype() {
             DType::F32 => Matvec::F32,
             DType::F16 => f16_matvec(cols),
-            DType::U32 => {
+            other @ (DType::U32 | DType::I32 | DType::BF16) => {
                 return Err(Error::DtypeMismatch {
                     what: "matvec w".into(),
                     expected: DType::F16,
-                    got: DType::U32,
+                    got: other,
                 })
             }
         };

@@ -26,3 +26,4 @@ mod tp_kernels;
 mod tp_linear;
 mod tp_model;
 mod two_comms;
+mod user_kernels;

@@ -1,16 +1,16 @@
-//! The kernels of `wgsl/`, checked by `build.rs` with naga at build time (so a WGSL error
-//! fails the build, and binaries carry their kernels' source and need no files at run time),
-//! compiled by vk-native's compiler (`vk_native::Shader`, bounds-checked SPIR-V) once per
-//! process and entry point at first use, and turned into pipelines once per VkDevice.
-//!
-//! Inside the crate a kernel is named by its generated handle (an `Entry`, e.g.
-//! `ATTENTION_DECODE`), typed by the Rust mirror of its WGSL immediate struct, so a dispatch
-//! cannot pass another kernel's immediates or misplace a field.
+//! The library's own kernels, in `wgsl/`: checked by `build.rs` with naga at build time (a WGSL
+//! error fails the build), which also generates, per entry point, a typed handle (an `Entry`,
+//! e.g. `ATTENTION_DECODE`) whose immediates are a Rust mirror of the file's `var<immediate>`
+//! struct, so a dispatch cannot pass another kernel's immediates or misplace a field. Each is a
+//! [`Kernel`] like a user's, compiled from its build-checked source at first use (once per
+//! process), and dispatched by the same path.
 
 use std::marker::PhantomData;
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
-use vk_native::{CompileOptions, Device, Kernel, Shader};
+use vk_native::{CompileOptions, Shader};
+
+use super::Kernel;
 
 /// A compute entry point of `wgsl/` and its resource interface, read from the module by build.rs.
 #[derive(Debug)]
@@ -30,9 +30,48 @@ pub struct KernelSpec {
     pub workgroup_size: [u32; 3],
 }
 
+/// The library's kernels as [`Kernel`]s, compiled at first use, by index in [`KERNELS`].
+fn compiled(index: usize) -> crate::Result<&'static Kernel> {
+    static COMPILED: OnceLock<Vec<OnceLock<Kernel>>> = OnceLock::new();
+    let all = COMPILED.get_or_init(|| KERNELS.iter().map(|_| OnceLock::new()).collect());
+    let cell = all.get(index).ok_or(crate::Error::IndexOutOfRange {
+        what: "kernel index",
+        index,
+        len: KERNELS.len(),
+        of: "kernels in wgsl/",
+    })?;
+    if let Some(k) = cell.get() {
+        return Ok(k);
+    }
+    let k = Kernel::from_shader(KERNELS[index].shader().map_err(crate::Error::Shader)?);
+    // Another thread may have compiled it meanwhile: one of the two is kept.
+    Ok(cell.get_or_init(|| k))
+}
+
+impl KernelSpec {
+    /// The entry point as a [`Kernel`], compiled at its first use in the process (later calls
+    /// return the same one). The build checked the source, so an error here is naga's alone.
+    pub fn kernel(&self) -> crate::Result<Kernel> {
+        let index = KERNELS.iter().position(|k| std::ptr::eq(k, self)).ok_or_else(|| {
+            crate::Error::InvalidArgument(format!("{} is not one of the library's kernels", self.entry))
+        })?;
+        compiled(index).cloned()
+    }
+
+    /// The entry point compiled by vk-native's compiler (a new compile each call; the wgpu
+    /// embedding takes its kernel so).
+    pub fn shader(&self) -> Result<Shader, vk_native::ShaderError> {
+        Shader::compile(
+            self.entry,
+            self.source,
+            &CompileOptions { entry: self.entry.to_string(), ..Default::default() },
+        )
+    }
+}
+
 /// A kernel's immediates as the words its `var<immediate>` block holds (implemented by the
 /// structs build.rs generates from the WGSL).
-pub(crate) trait Immediates {
+pub(crate) trait ImmediateWords {
     /// `[u32; N]`, N the block's size in words.
     type Words: AsRef<[u32]>;
     /// The block, word for word: each field at its WGSL offset, padding zero.
@@ -44,7 +83,7 @@ pub(crate) trait Immediates {
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct NoImmediates;
 
-impl Immediates for NoImmediates {
+impl ImmediateWords for NoImmediates {
     type Words = [u32; 0];
     fn words(&self) -> [u32; 0] {
         []
@@ -82,9 +121,9 @@ impl<P> Entry<P> {
         &KERNELS[self.index]
     }
 
-    /// Its position in `KERNELS`: the key of caches of its pipeline and bind groups.
-    pub(crate) fn index(self) -> usize {
-        self.index
+    /// The entry point as a [`Kernel`] (compiled at first use).
+    pub(crate) fn kernel(self) -> crate::Result<&'static Kernel> {
+        compiled(self.index)
     }
 
     /// The entry point's name, as in the WGSL.
@@ -93,53 +132,11 @@ impl<P> Entry<P> {
     }
 }
 
-impl KernelSpec {
-    /// The entry point compiled by vk-native's compiler (once per process; later calls return
-    /// the same shader). The build checked the source, so an error here is naga's alone.
-    pub fn shader(&self) -> vk_native::Result<Shader> {
-        static COMPILED: OnceLock<Vec<OnceLock<Shader>>> = OnceLock::new();
-        let all = COMPILED.get_or_init(|| KERNELS.iter().map(|_| OnceLock::new()).collect());
-        let index = KERNELS.iter().position(|k| std::ptr::eq(k, self)).unwrap_or(usize::MAX);
-        if let Some(s) = all.get(index).and_then(OnceLock::get) {
-            return Ok(s.clone());
-        }
-        let opts = CompileOptions { entry: self.entry.to_string(), ..Default::default() };
-        let shader = Shader::compile(self.entry, self.source, &opts)
-            .map_err(|e| vk_native::NativeError::Unsupported(format!("compiling {}: {e}", self.file)))?;
-        Ok(match all.get(index) {
-            Some(cell) => cell.get_or_init(|| shader).clone(),
-            None => shader,
-        })
-    }
-}
-
 include!(concat!(env!("OUT_DIR"), "/kernels.rs"));
 
 /// Finds an entry point by name.
 pub fn spec(entry: &str) -> Option<&'static KernelSpec> {
     KERNELS.iter().find(|k| k.entry == entry)
-}
-
-/// Pipelines of one VkDevice, made at first use and kept for the device's life.
-pub(crate) struct KernelSet {
-    device: Device,
-    made: Mutex<Vec<Option<Kernel>>>,
-}
-
-impl KernelSet {
-    pub(crate) fn new(device: Device) -> Self {
-        Self { device, made: Mutex::new(vec![None; KERNELS.len()]) }
-    }
-
-    pub(crate) fn get<P>(&self, entry: Entry<P>) -> vk_native::Result<Kernel> {
-        let mut made = self.made.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(k) = &made[entry.index()] {
-            return Ok(k.clone());
-        }
-        let k = Kernel::new(&self.device, &entry.spec().shader()?)?;
-        made[entry.index()] = Some(k.clone());
-        Ok(k)
-    }
 }
 
 /// Workgroups for an element-wise kernel over `n` items with a grid-stride loop.
