@@ -180,7 +180,7 @@ impl<F: FnMut(Option<&mut Comm>) -> Result<()>> Step<F> {
                         c.rounds() - first_round
                     )));
                 }
-                c.record_round_advance(rounds)?;
+                c.replays()?.record_advance(rounds)?;
             }
             self.members.iter().map(Member::end_capture).collect::<Result<Vec<_>>>()
         });
@@ -196,7 +196,7 @@ impl<F: FnMut(Option<&mut Comm>) -> Result<()>> Step<F> {
 
     fn replay(&mut self, mut comm: Option<&mut Comm>) -> Result<()> {
         if let Some(c) = comm.as_deref_mut().filter(|_| self.rounds > 0) {
-            c.replayed(self.rounds)?;
+            c.replays()?.replayed(self.rounds)?;
         }
         self.submit(comm)
     }

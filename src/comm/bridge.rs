@@ -1,4 +1,4 @@
-//! The host bridge: one named thread per communicator (a [`Comm`], or the wgpu embedding's
+//! The host bridge: one named thread per communicator (a [`Comm`](super::Comm), or the wgpu embedding's
 //! `WgpuComm`) that releases each member's phase B once its peers' phase A has completed.
 //!
 //! For round r it polls every `done[j]` (a timeline semaphore the member's GPU signals at the
@@ -15,9 +15,6 @@ use std::time::{Duration, Instant};
 use vk_native::TimelineSemaphore;
 
 use crate::error::Error;
-
-#[cfg(doc)]
-use super::Comm;
 
 #[derive(Default)]
 pub(crate) struct BridgeState {
@@ -255,7 +252,7 @@ fn release_round(
 }
 
 /// How the host bridge released its rounds so far, and what its driver calls cost (see
-/// [`Comm::bridge_stats`]).
+/// [`Comm::bridge_stats`](super::Comm::bridge_stats)).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct BridgeStats {
     /// Rounds whose last `done` arrived while the bridge was still spinning.

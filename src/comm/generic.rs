@@ -2,10 +2,14 @@
 //! the same wire values the devices would exchange (rounded to f16 first on the f16 wire), and
 //! write the sum back to every member. Works on any devices; the fallback of the fast modes.
 
-use std::borrow::Borrow;
+use std::time::Duration;
 
 use vk_native::{GpuBuffer, StagingBuffer};
 
+use super::faults::FaultHooks;
+use super::options::Mode;
+use super::slots::HostSlots;
+use super::transport::{RoundContext, Transport};
 use crate::error::Result;
 use crate::group::Member;
 use crate::tensor::Tensor;
@@ -18,15 +22,28 @@ pub(super) struct Generic {
     sum: Vec<f32>,
 }
 
-impl Generic {
-    /// Sums elements `0..n` of `tensors` (one per member, in member order) in place.
-    pub(super) fn run<T: Borrow<Tensor>>(
+impl Transport for Generic {
+    fn mode(&self) -> Mode {
+        Mode::Generic
+    }
+
+    fn slots(&self) -> Option<&HostSlots> {
+        None
+    }
+
+    /// Sums elements `0..n` of `tensors` in place: a call is one round (no slots bound it), so
+    /// `c0` is 0, and nothing waits on the devices, so the round counter stays.
+    fn run_round(
         &mut self,
-        members: &[Member],
-        tensors: &mut [T],
+        cx: &RoundContext<'_>,
+        _round: &mut u64,
+        tensors: &[&Tensor],
+        c0: usize,
         n: usize,
         f16_wire: bool,
     ) -> Result<()> {
+        debug_assert_eq!(c0, 0, "Generic runs a call in one round");
+        let members = cx.members;
         // Every member's copy is submitted first, then one wait each.
         let bytes = n as u64 * 4;
         if self.staging.iter().any(|s| s.0.size() < bytes) || self.staging.len() != members.len() {
@@ -44,7 +61,7 @@ impl Generic {
         }
         let mut marks = Vec::with_capacity(members.len());
         for ((m, t), (down, _)) in members.iter().zip(tensors.iter()).zip(&self.staging) {
-            marks.push(m.shared.read_back(&t.borrow().buffer, down, bytes)?);
+            marks.push(m.shared.read_back(&t.buffer, down, bytes)?);
         }
         let mut raw = vec![0u8; bytes as usize];
         self.sum.resize(n, 0.0);
@@ -66,8 +83,19 @@ impl Generic {
             // The previous round's copy out of `up` completed: the read-back above waited for
             // everything this member had submitted.
             up.write(0, sum_bytes).map_err(|e| sh.err(e))?;
-            sh.record_copy(up, 0, &t.borrow().buffer, 0, bytes)?;
+            sh.record_copy(up, 0, &t.buffer, 0, bytes)?;
         }
         Ok(())
     }
+
+    fn regrow(&mut self, _members: &[Member], _capacity: u64, _hooks: &FaultHooks) -> Result<()> {
+        Ok(())
+    }
+
+    fn release_waiters(&mut self, _round: u64) {}
+
+    fn wind_down(&mut self, _round: u64, _healthy: bool, _timeout: Duration) {}
+
+    /// Keeps the staging buffers until the communicator drops them, after its members are idle.
+    fn retire(&mut self, _members: &[Member]) {}
 }

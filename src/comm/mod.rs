@@ -2,8 +2,8 @@
 //! with bitwise the same sum.
 //!
 //! Layering (after NCCL): [`Comm::all_reduce`] validates and plans (wire precision, slot size,
-//! chunks), then the communicator's transport runs each round; one enum (`Transport`) is the
-//! seam between the two:
+//! chunks), then the communicator's transport runs each round; one trait (`transport.rs`) is
+//! the seam between the two, and `choice.rs` picks the transport:
 //! - **HostBridge** (`two_phase.rs`): two phases through `slots::HostSlots` in imported host
 //!   memory, members released by the `bridge::HostBridge` thread through host-signalled
 //!   timeline semaphores.
@@ -14,7 +14,9 @@
 //!   memory that the `relay::Relay` thread stores once every member's arrival word says so.
 //! - **Generic** (`generic.rs`): read back, sum on the CPU, write back; works on any devices.
 //!
-//! `options.rs` holds what a caller chooses, `faults.rs` the reliability tests' fault hooks.
+//! `phases.rs` holds the phase primitives the slot-based transports share, `fused.rs` the
+//! rounds the tensor-parallel layers fuse into their kernels and replay, `options.rs` what a
+//! caller chooses, `faults.rs` the reliability tests' fault hooks.
 //!
 //! ## The two phases, per member i, round k (slot half h = k mod 2)
 //! A: copy (f32 wire), or convert in device memory and copy (f16 wire), the partial into slot
@@ -52,14 +54,18 @@
 //! the f16 range.
 
 pub(crate) mod bridge;
+mod choice;
 mod faults;
+mod fused;
 mod generic;
 mod options;
+pub(crate) mod phases;
 mod poll;
 mod relay;
 pub(crate) mod slots;
 mod sync_fd;
-pub(crate) mod two_phase;
+mod transport;
+mod two_phase;
 
 use std::borrow::Borrow;
 use std::sync::Arc;
@@ -71,6 +77,8 @@ use crate::tensor::{DType, Tensor};
 
 pub use bridge::BridgeStats;
 use faults::FaultHooks;
+pub(crate) use fused::FusedInput;
+pub use fused::FusedRound;
 pub use options::{
     AllReduceOptions, CommOptions, Mode, ModeRequest, Precision, SPIN_GPUS, SPIN_WITH_CPU_DEVICE,
 };
@@ -80,56 +88,8 @@ use generic::Generic;
 pub(crate) use poll::blocker as poll_blocker;
 use poll::DevicePoll;
 use slots::HostSlots;
+use transport::{RoundContext, Transport};
 use two_phase::TwoPhase;
-
-/// How a communicator's rounds travel: the seam between the planner ([`Comm::all_reduce`]) and
-/// the transports.
-enum Transport {
-    /// Read back, sum on the host, write back.
-    Generic,
-    /// Two phases through host slots (HostBridge or SyncFd).
-    TwoPhase(Box<TwoPhase>),
-    /// Two phases through host slots, released by polling kernels.
-    Poll(Box<DevicePoll>),
-}
-
-/// A DevicePoll round whose phases the caller fuses into its own kernels
-/// ([`Comm::fused_round`]).
-#[derive(Debug)]
-pub(crate) struct FusedRound {
-    round: u64,
-    /// Elements summed.
-    n: usize,
-}
-
-/// Where a member reads a [`FusedRound`]'s partials ([`Comm::fused_input`]).
-pub(crate) struct FusedInput<'a> {
-    /// Elements summed.
-    pub(crate) n: usize,
-    pub(crate) binding: vk_native::BindRange<'a>,
-    /// Word offset of the entry's first region in `binding`.
-    pub(crate) offset: u64,
-    /// Words between two members' regions.
-    pub(crate) stride: u64,
-    pub(crate) members: usize,
-    /// The buffer whose last writer is the member's wait: the reader must come after it.
-    pub(crate) after: vk_native::BufferId,
-    /// Where the member waits inside the reader itself (GPUs), instead of in `poll_wait`
-    /// dispatches recorded by [`Comm::fused_finish`] (CPU devices, whose loops end early).
-    pub(crate) wait: Option<FusedWait<'a>>,
-}
-
-/// A wait the reader of a fused round does itself: `wgsl/reduce_add_rmsnorm_poll.wgsl`.
-pub(crate) struct FusedWait<'a> {
-    /// The member's flags (its `go` word among them).
-    pub(crate) flags: vk_native::BindRange<'a>,
-    /// The member's arrival word in host memory.
-    pub(crate) arrival: vk_native::BindRange<'a>,
-    /// The round, low 32 bits.
-    pub(crate) round: u32,
-    /// Loop trips of the bounded poll.
-    pub(crate) trips: u32,
-}
 
 /// The all-reduces a communicator ran since its log was last taken ([`Comm::take_round_log`]).
 #[derive(Clone, Copy, Debug, Default)]
@@ -156,14 +116,12 @@ pub struct Comm {
     members: Vec<Member>,
     reason: String,
     opts: CommOptions,
-    transport: Transport,
+    transport: Box<dyn Transport>,
     round: u64,
     poisoned: Option<String>,
     hooks: Arc<FaultHooks>,
     all_reduces: u64,
     log: RoundLog,
-    /// Generic's staging buffers and sum, kept across rounds (and after a fallback).
-    generic: Generic,
     /// For each member, the members whose phase submits go out as one batch with its own, in
     /// member order: those sharing its queue (VkDevice and queue index) with `joint_submit`,
     /// else the member alone. The batch's last member submits it.
@@ -172,7 +130,7 @@ pub struct Comm {
 
 /// [`Comm::submit_batches`] of `members`.
 fn submit_batches(members: &[Member], joint: bool) -> Vec<Vec<usize>> {
-    let queue = |m: &Member| (m.device().id(), m.shared.queue_index);
+    let queue = |m: &Member| (m.device().id(), m.queue_index());
     (0..members.len())
         .map(|i| match joint {
             true => (0..members.len()).filter(|&j| queue(&members[j]) == queue(&members[i])).collect(),
@@ -189,31 +147,6 @@ impl std::fmt::Debug for Comm {
             .field("round", &self.round)
             .finish()
     }
-}
-
-/// Why the fast modes cannot run on these members, or `None` if they can.
-fn host_bridge_blocker(members: &[Member]) -> Option<String> {
-    members.iter().find_map(|m| {
-        let c = &m.adapter().caps;
-        if !m.device().has_host_import() {
-            Some(format!("{} lacks VK_EXT_external_memory_host", m.label()))
-        } else if !c.timeline_semaphore {
-            Some(format!("{} lacks timeline semaphores", m.label()))
-        } else {
-            None
-        }
-    })
-}
-
-fn sync_fd_blocker(members: &[Member]) -> Option<String> {
-    if members.len() < 2 {
-        return Some("SyncFd needs at least two members".into());
-    }
-    host_bridge_blocker(members).or_else(|| {
-        members.iter().find(|m| !m.device().has_sync_fd()).map(|m| {
-            format!("{} lacks VK_KHR_external_semaphore_fd with SYNC_FD export and import", m.label())
-        })
-    })
 }
 
 impl Comm {
@@ -243,126 +176,63 @@ impl Comm {
 
     fn build(group: &DeviceGroup, opts: CommOptions, hooks: Arc<FaultHooks>) -> Result<Self> {
         let members = group.members().to_vec();
-        let all_mesa_fd =
-            members.iter().all(|m| m.adapter().is_mesa()) && sync_fd_blocker(&members).is_none();
-        let (mode, reason) = match opts.mode {
-            ModeRequest::Forced(Mode::Generic) => {
-                (Mode::Generic, "forced by CROSSGPU_ALLREDUCE=generic".to_string())
-            }
-            ModeRequest::Forced(Mode::HostBridge) => match host_bridge_blocker(&members) {
-                None => (Mode::HostBridge, "forced by CROSSGPU_ALLREDUCE=bridge".to_string()),
-                Some(why) => return Err(Error::Unsupported(format!("CROSSGPU_ALLREDUCE=bridge: {why}"))),
-            },
-            ModeRequest::Forced(Mode::SyncFd) => match sync_fd_blocker(&members) {
-                None => (Mode::SyncFd, "forced by CROSSGPU_ALLREDUCE=sync_fd".to_string()),
-                Some(why) => return Err(Error::Unsupported(format!("CROSSGPU_ALLREDUCE=sync_fd: {why}"))),
-            },
-            ModeRequest::Forced(Mode::DevicePoll) => match poll::blocker(&members) {
-                None => (Mode::DevicePoll, "forced by CROSSGPU_ALLREDUCE=poll".to_string()),
-                Some(why) => return Err(Error::Unsupported(format!("CROSSGPU_ALLREDUCE=poll: {why}"))),
-            },
-            ModeRequest::Auto if members.len() < 2 => (Mode::Generic, "fewer than two members".to_string()),
-            ModeRequest::Auto if all_mesa_fd => {
-                (Mode::SyncFd, "every member is on a Mesa driver with SYNC_FD export and import".to_string())
-            }
-            ModeRequest::Auto => match host_bridge_blocker(&members) {
-                None => (
-                    Mode::HostBridge,
-                    "every member has VK_EXT_external_memory_host and timeline semaphores".to_string(),
-                ),
-                Some(why) => (Mode::Generic, why),
-            },
-        };
+        let (mode, reason) = choice::choose(&members, opts.mode)?;
         let mut comm = Self {
             submit_batches: submit_batches(&members, opts.joint_submit),
             group: group.id(),
             members,
             reason,
             opts,
-            transport: Transport::Generic,
+            transport: Box::new(Generic::default()),
             round: 0,
             poisoned: None,
             hooks,
             all_reduces: 0,
             log: RoundLog::default(),
-            generic: Generic::default(),
         };
-        if mode == Mode::DevicePoll {
-            match DevicePoll::start(&comm.members, &comm.opts, comm.group, &comm.hooks, 4096) {
-                Ok(t) => {
+        let started: Option<Result<Box<dyn Transport>>> = match mode {
+            Mode::DevicePoll => {
+                Some(DevicePoll::start(&comm.members, &comm.opts, comm.group, &comm.hooks, 4096).map(|t| {
                     if let Some(note) = t.short_bound_note(&comm.members, comm.opts.timeout) {
                         comm.reason.push_str(&note);
                     }
-                    comm.transport = Transport::Poll(Box::new(t));
-                }
-                Err(why) => comm.fall_back(why),
+                    Box::new(t) as Box<dyn Transport>
+                }))
             }
-        } else if mode != Mode::Generic {
-            match TwoPhase::start(&comm.members, mode, &comm.opts, comm.group, &comm.hooks, 4096) {
-                Ok(t) => comm.transport = Transport::TwoPhase(Box::new(t)),
-                Err(why) => comm.fall_back(why),
-            }
+            Mode::HostBridge | Mode::SyncFd => Some(
+                TwoPhase::start(&comm.members, mode, &comm.opts, comm.group, &comm.hooks, 4096)
+                    .map(|t| Box::new(t) as Box<dyn Transport>),
+            ),
+            Mode::Generic => None,
+        };
+        match started {
+            Some(Ok(t)) => comm.transport = t,
+            Some(Err(why)) => comm.fall_back(why),
+            None => {}
         }
         log::info!("all-reduce over {} members: {} ({})", comm.members.len(), comm.mode(), comm.reason);
         Ok(comm)
     }
 
-    /// Drops the two-phase transport after `why` (its slots could not be made) and continues
-    /// in Generic mode, which loses no data: nothing of the failed call was recorded.
+    /// Retires the transport after `why` (its slots could not be made) and continues in Generic
+    /// mode, which loses no data: nothing of the failed call was recorded.
     fn fall_back(&mut self, why: Error) {
         log::warn!("all-reduce falls back to Generic: {why}");
-        match std::mem::replace(&mut self.transport, Transport::Generic) {
-            Transport::TwoPhase(mut t) => {
-                t.stop();
-                t.forget(&self.members);
-            }
-            Transport::Poll(mut t) => {
-                t.abort();
-                for m in &self.members {
-                    let _ = m.synchronize();
-                }
-                t.forget(&self.members);
-                t.detach(&self.members);
-            }
-            Transport::Generic => {}
-        }
+        let mut old = std::mem::replace(&mut self.transport, Box::new(Generic::default()));
+        old.retire(&self.members);
         self.reason = format!("fallback: {why}");
-    }
-
-    /// The two-phase transport (HostBridge, SyncFd), if that is the mode.
-    fn two_phase(&self) -> Option<&TwoPhase> {
-        match &self.transport {
-            Transport::TwoPhase(t) => Some(t),
-            _ => None,
-        }
-    }
-
-    /// The host slots, unless the mode is Generic.
-    fn slots(&self) -> Option<&HostSlots> {
-        match &self.transport {
-            Transport::TwoPhase(t) => t.slots.as_ref(),
-            Transport::Poll(t) => t.slots.as_ref(),
-            Transport::Generic => None,
-        }
     }
 
     /// The mode in use.
     pub fn mode(&self) -> Mode {
-        match &self.transport {
-            Transport::TwoPhase(t) => t.mode(),
-            Transport::Poll(_) => Mode::DevicePoll,
-            Transport::Generic => Mode::Generic,
-        }
+        self.transport.mode()
     }
 
     /// In DevicePoll mode, how long a member's wait for its peers polls before it gives up
     /// (calibrated to 90% of the timeout; on llvmpipe, whose loops end after 65,535 trips,
     /// about a second whatever the timeout says, and [`Comm::reason`] says so).
     pub fn poll_bound(&self) -> Option<Duration> {
-        match &self.transport {
-            Transport::Poll(t) => Some(t.bound()),
-            _ => None,
-        }
+        self.transport.poll_bound()
     }
 
     /// Why this mode was chosen.
@@ -415,27 +285,19 @@ impl Comm {
 
     /// Current slot capacity per member and half, in f32 elements (0 in Generic mode).
     pub fn slot_capacity(&self) -> u64 {
-        self.slots().map_or(0, |s| s.capacity)
+        self.transport.slots().map_or(0, |s| s.capacity)
     }
 
     /// How the host bridge released its rounds so far; `None` unless the mode is HostBridge.
     pub fn bridge_stats(&self) -> Option<BridgeStats> {
-        Some(self.two_phase()?.bridge()?.shared.lock().stats)
+        self.transport.bridge_stats()
     }
 
     /// Test hook (feature `test-hooks`): the bridge never releases `member` again (simulates a lost signal); in
     /// DevicePoll mode `member` never stores its arrival again (a member that never arrives).
     #[cfg(feature = "test-hooks")]
     pub fn withhold_release(&mut self, member: usize) {
-        match &mut self.transport {
-            Transport::TwoPhase(t) => {
-                if let Some(b) = t.bridge() {
-                    b.shared.lock().withhold = Some(member);
-                }
-            }
-            Transport::Poll(t) => t.withhold(member),
-            Transport::Generic => {}
-        }
+        self.transport.withhold(member);
     }
 
     /// Test hook (feature `test-hooks`): the next SYNC_FD import into a peer's semaphore fails
@@ -451,14 +313,20 @@ impl Comm {
         self.hooks.arm(alloc, import);
     }
 
+    /// `Err(Poisoned)` once a failure after submit left the members out of step.
+    fn check_healthy(&self) -> Result<()> {
+        match &self.poisoned {
+            Some(p) => Err(Error::Poisoned("the communicator".into(), p.clone())),
+            None => Ok(()),
+        }
+    }
+
     pub(crate) fn validate<T: Borrow<Tensor>>(
         &self,
         tensors: &[T],
         opts: &AllReduceOptions,
     ) -> Result<usize> {
-        if let Some(p) = &self.poisoned {
-            return Err(Error::Poisoned("the communicator".into(), p.clone()));
-        }
+        self.check_healthy()?;
         if tensors.len() != self.members.len() {
             return Err(Error::LengthMismatch {
                 what: "all_reduce: one tensor per member".into(),
@@ -472,7 +340,7 @@ impl Comm {
         let fine = tensors.iter().zip(&self.members).all(|(t, m)| {
             let t = t.borrow();
             t.member.group == self.group
-                && t.member.index == m.shared.index
+                && t.member.index == m.index()
                 && t.dtype() == DType::F32
                 && t.len() == n
         });
@@ -522,11 +390,9 @@ impl Comm {
         if n == 0 {
             return Ok(());
         }
-        if let Transport::Poll(t) = &mut self.transport {
-            if let Err(e) = t.drain_if_replayed(&self.members) {
-                self.poison(&e);
-                return Err(e);
-            }
+        if let Err(e) = self.transport.begin_call(&self.members) {
+            self.poison(&e);
+            return Err(e);
         }
         for &z in &opts.zero_contribution {
             self.members[z].fill(tensors[z].borrow(), 0.0)?;
@@ -534,44 +400,25 @@ impl Comm {
         let f16_wire = self.f16_wire(opts, n);
         let words = if f16_wire { n.div_ceil(2) } else { n } as u64;
         self.prepare_slots(words)?;
+        // Rounds of at most one slot each (a slot holds two f16 values a word); Generic, which
+        // has no slots, runs a call as one round.
         let cap = self.slot_capacity() as usize;
-        let result = match &mut self.transport {
-            Transport::Generic => self.generic.run(&self.members, tensors, n, f16_wire),
-            Transport::Poll(t) => {
-                let chunk = if f16_wire { 2 * cap } else { cap };
-                (0..n).step_by(chunk).try_for_each(|c0| {
-                    t.run_round(
-                        &self.members,
-                        &self.opts,
-                        &mut self.round,
-                        tensors,
-                        c0,
-                        chunk.min(n - c0),
-                        f16_wire,
-                    )
-                })
-            }
-            Transport::TwoPhase(t) => {
-                let chunk = if f16_wire { 2 * cap } else { cap };
-                (0..n).step_by(chunk).try_for_each(|c0| {
-                    t.run_round(
-                        &self.members,
-                        &self.submit_batches,
-                        &self.opts,
-                        &mut self.round,
-                        tensors,
-                        c0,
-                        chunk.min(n - c0),
-                        f16_wire,
-                    )
-                })
-            }
+        let chunk = match cap {
+            0 => n,
+            _ if f16_wire => 2 * cap,
+            _ => cap,
         };
+        let parts: Vec<&Tensor> = tensors.iter().map(|t| t.borrow()).collect();
+        let cx =
+            RoundContext { members: &self.members, submit_batches: &self.submit_batches, opts: &self.opts };
+        let result = (0..n).step_by(chunk).try_for_each(|c0| {
+            self.transport.run_round(&cx, &mut self.round, &parts, c0, chunk.min(n - c0), f16_wire)
+        });
         match result {
             Ok(()) => {
                 self.all_reduces += 1;
-                let one_round = f16_wire || n <= cap;
-                self.log.note(self.mode() == Mode::DevicePoll && !f16_wire && one_round && n <= cap, n);
+                let replayable = self.mode() == Mode::DevicePoll && !f16_wire && n <= cap;
+                self.log.note(replayable, n);
                 Ok(())
             }
             Err(e) => {
@@ -585,6 +432,26 @@ impl Comm {
     /// learns whether its rounds can be replayed: [`crate::Step`]).
     pub(crate) fn take_round_log(&mut self) -> RoundLog {
         std::mem::take(&mut self.log)
+    }
+
+    /// Rounds recorded or replayed so far.
+    pub(crate) fn rounds(&self) -> u64 {
+        self.round
+    }
+
+    /// Grows the slots to `n` words now (growing waits for the members: never inside a
+    /// recording), and settles replayed rounds, before a recording of rounds of `n` elements.
+    pub(crate) fn prepare_recording(&mut self, n: usize) -> Result<()> {
+        self.prepare_slots(n as u64)?;
+        self.transport.begin_call(&self.members)
+    }
+
+    /// Poisons the communicator after `e` left its members out of step (a recording of rounds
+    /// that will never run, a replay submitted on some members only).
+    pub(crate) fn abandon(&mut self, e: &Error) {
+        if self.poisoned.is_none() {
+            self.poison(e);
+        }
     }
 
     /// Grows the slots towards `words` per member (at most what one binding covers: larger
@@ -617,158 +484,13 @@ impl Comm {
         }
     }
 
-    /// Starts a DevicePoll round on the f32 wire whose two phases the caller fuses into its
-    /// own kernels (the decoder: the row-parallel product writes each member's partial into
-    /// [`Comm::fused_output`], [`Comm::fused_finish`] records the arrival and the wait, and the
-    /// next norm sums [`Comm::fused_input`] in member order). `None` where the communicator
-    /// cannot (another mode, or `n` elements past one slot or the f16-wire threshold): the
-    /// caller then uses [`Comm::all_reduce`], which gives the same bits.
-    pub(crate) fn fused_round(&mut self, n: usize) -> Result<Option<FusedRound>> {
-        if let Some(p) = &self.poisoned {
-            return Err(Error::Poisoned("the communicator".into(), p.clone()));
-        }
-        let wants = self.mode() == Mode::DevicePoll
-            && n > 0
-            && (n as u64) * 4 < self.opts.f16_threshold_bytes
-            && (n as u64) <= HostSlots::max_capacity(&self.members);
-        if !wants {
-            return Ok(None);
-        }
-        self.prepare_slots(n as u64)?;
-        let Transport::Poll(t) = &mut self.transport else { return Ok(None) };
-        if let Some(e) = t.relay_error() {
-            self.poison(&e);
-            return Err(e);
-        }
-        t.drain_if_replayed(&self.members)?;
-        Ok(Some(FusedRound { round: self.round + 1, n }))
-    }
-
-    /// Whether a recording of `rounds` fused rounds of `n` elements can be replayed: DevicePoll
-    /// (whose rounds wait on the devices), every one of them fused on the f32 wire, and at most
-    /// one ring of slot entries (every entry read once per submission).
-    pub(crate) fn replay_fits(&self, rounds: u64, n: usize) -> bool {
-        let Transport::Poll(_) = &self.transport else { return false };
-        let fused = n > 0
-            && (n as u64) * 4 < self.opts.f16_threshold_bytes
-            && (n as u64) <= HostSlots::max_capacity(&self.members);
-        let capacity = self.slot_capacity().max(n as u64);
-        // A replay reuses each entry `rounds` rounds later: the argument that no entry is
-        // written while a peer reads it needs two.
-        self.poisoned.is_none()
-            && fused
-            && rounds >= 2
-            && rounds <= poll::DevicePoll::entries(&self.members, capacity)
-    }
-
-    /// Poisons the communicator after `e` left its members out of step (a recording of rounds
-    /// that will never run, a replay submitted on some members only).
-    pub(crate) fn abandon(&mut self, e: &Error) {
-        if self.poisoned.is_none() {
-            self.poison(e);
-        }
-    }
-
-    /// Grows the slots to `n` words now (growing waits for the members: never inside a
-    /// recording), and settles replayed rounds, before a recording of rounds of `n` elements.
-    pub(crate) fn prepare_recording(&mut self, n: usize) -> Result<()> {
-        self.prepare_slots(n as u64)?;
-        if let Transport::Poll(t) = &mut self.transport {
-            t.drain_if_replayed(&self.members)?;
-        }
-        Ok(())
-    }
-
-    /// Rounds recorded or replayed so far.
-    pub(crate) fn rounds(&self) -> u64 {
-        self.round
-    }
-
-    /// Records, as the last command of a recording of `by` rounds, every member's device-side
-    /// advance of the round numbers, so each replay of the recording runs as new rounds.
-    pub(crate) fn record_round_advance(&mut self, by: u64) -> Result<()> {
-        let Transport::Poll(t) = &mut self.transport else {
-            return Err(Error::InvalidArgument("only DevicePoll rounds are replayed".into()));
-        };
-        t.record_advance(&self.members, self.round, by)
-    }
-
-    /// A recording of `by` rounds (ended by [`Comm::record_round_advance`]) is submitted again
-    /// on every member: its rounds count as the next `by` all-reduces.
-    pub(crate) fn replayed(&mut self, by: u64) -> Result<()> {
-        if let Some(p) = &self.poisoned {
-            return Err(Error::Poisoned("the communicator".into(), p.clone()));
-        }
-        let Transport::Poll(t) = &mut self.transport else {
-            return Err(Error::InvalidArgument("only DevicePoll rounds are replayed".into()));
-        };
-        if let Err(e) = t.replayed(&self.members, &mut self.round, by) {
-            self.poison(&e);
-            return Err(e);
-        }
-        self.all_reduces += by;
-        Ok(())
-    }
-
-    /// Member `i`'s region of `r`'s slot entry, where its partial goes: the binding and the
-    /// word offset of the region in it.
-    pub(crate) fn fused_output(&self, r: &FusedRound, i: usize) -> Result<(vk_native::BindRange<'_>, u64)> {
-        let slots = self.slots().ok_or_else(|| Error::InvalidArgument("no DevicePoll round".into()))?;
-        Ok(slots.own_region(i, r.round % slots.layout.entries))
-    }
-
-    /// Records `r`'s arrival and wait on every member (after the partials were recorded into
-    /// [`Comm::fused_output`]); the round counts as an all-reduce.
-    pub(crate) fn fused_finish(&mut self, r: &FusedRound) -> Result<()> {
-        let Transport::Poll(t) = &mut self.transport else {
-            return Err(Error::InvalidArgument("no DevicePoll round".into()));
-        };
-        match t.finish_fused(&self.members, &mut self.round, r.round) {
-            Ok(()) => {
-                self.all_reduces += 1;
-                Ok(())
-            }
-            Err(e) => {
-                self.poison(&e);
-                Err(e)
-            }
-        }
-    }
-
-    /// Where member `i` reads `r`'s sum from: the binding of the slot entry, the word offset of
-    /// its first region, the words between regions, and the buffer the reader must wait for
-    /// (the wait's flags).
-    pub(crate) fn fused_input(&self, r: &FusedRound, i: usize) -> Result<FusedInput<'_>> {
-        let Transport::Poll(t) = &self.transport else {
-            return Err(Error::InvalidArgument("no DevicePoll round".into()));
-        };
-        let slots = t.slots.as_ref().ok_or_else(|| Error::InvalidArgument("no slots".into()))?;
-        let (binding, offset) = slots.entry(i, r.round % slots.layout.entries);
-        Ok(FusedInput {
-            n: r.n,
-            binding,
-            offset,
-            stride: slots.layout.stride,
-            members: self.members.len(),
-            after: t.flags_id(i),
-            wait: t.inline_wait(&self.members[i], i, r.round),
-        })
-    }
-
     /// Marks the communicator unusable after `e`, and releases every member's pending phase B
     /// from the host so no queue stays blocked on a `go` that will never come (those tensors'
     /// contents are then unspecified; later calls return [`Error::Poisoned`]).
     fn poison(&mut self, e: &Error) {
         log::error!("all-reduce communicator poisoned: {e}");
         self.poisoned = Some(e.to_string());
-        match &mut self.transport {
-            Transport::TwoPhase(t) => {
-                t.stop();
-                t.release_all(self.round);
-            }
-            Transport::Poll(t) => t.abort(),
-            Transport::Generic => {}
-        }
+        self.transport.release_waiters(self.round);
     }
 
     /// Grows the slots to `words` per half; first waits for every member so no slot is in use.
@@ -780,82 +502,40 @@ impl Comm {
         }
         let new_cap = words.max(cap * 2).next_multiple_of(1024).min(max_cap);
         self.quiesce()?;
-        let made = match &mut self.transport {
-            Transport::TwoPhase(t) => {
-                t.forget(&self.members);
-                HostSlots::new(&self.members, new_cap, 2, &self.hooks).map(|s| t.slots = Some(s))
-            }
-            Transport::Poll(t) => {
-                t.forget(&self.members);
-                let entries = DevicePoll::entries(&self.members, new_cap);
-                HostSlots::new(&self.members, new_cap, entries, &self.hooks).map(|s| t.slots = Some(s))
-            }
-            Transport::Generic => return Ok(Ok(())),
-        };
+        let made = self.transport.regrow(&self.members, new_cap, &self.hooks);
         if made.is_ok() {
             log::debug!("all-reduce slots grown to {new_cap} words per member and entry");
         }
         Ok(made)
     }
 
-    /// Submits every member's pending work and waits for all of it, and for the bridge to have
-    /// released every round.
+    /// Submits every member's pending work and waits for all of it, and for the transport to
+    /// have released every round.
     fn quiesce(&mut self) -> Result<()> {
-        if let Some(b) = self.two_phase().and_then(TwoPhase::bridge) {
-            // A margin past the bridge's own bound, so its error (naming the member) comes first.
-            b.wait_released(self.round, self.opts.timeout + Duration::from_secs(1))?;
-        }
+        self.transport.released(self.round, self.opts.timeout)?;
         for m in &self.members {
             m.synchronize()?;
         }
-        if let Transport::Poll(t) = &self.transport {
-            if let Some(e) = t.error() {
-                return Err(e);
-            }
+        match self.transport.failure() {
+            Some(e) => Err(e),
+            None => Ok(()),
         }
-        Ok(())
     }
 }
 
 impl Drop for Comm {
     fn drop(&mut self) {
-        // Submit every member's pending phase B, let the bridge release what it can, then make
-        // sure no GPU stays blocked on a `go` that will never come (a poisoned Comm): signal
-        // the last round from the host so the queues drain, and wait for the members.
+        // Submit every member's pending phase B, let the transport release what it can (or,
+        // poisoned, release every waiter at once), wait for the members, then tear it down.
         for m in &self.members {
             let _ = m.flush();
         }
-        match &mut self.transport {
-            Transport::TwoPhase(t) => {
-                if let Some(b) = t.bridge() {
-                    if self.poisoned.is_none() {
-                        let _ = b.wait_released(self.round, self.opts.timeout);
-                    }
-                }
-                t.stop();
-                t.release_all(self.round);
-            }
-            // A poisoned communicator's waits end at once; a healthy one's complete as the
-            // relay releases them while the members synchronise below.
-            Transport::Poll(t) if self.poisoned.is_some() => t.abort(),
-            _ => {}
-        }
+        self.transport.wind_down(self.round, self.poisoned.is_none(), self.opts.timeout);
         for m in &self.members {
             if let Err(e) = m.synchronize() {
                 log::warn!("dropping the communicator: {e}");
             }
         }
-        match &mut self.transport {
-            Transport::TwoPhase(t) => t.forget(&self.members),
-            Transport::Poll(t) => {
-                t.abort();
-                for m in &self.members {
-                    let _ = m.synchronize();
-                }
-                t.forget(&self.members);
-                t.detach(&self.members);
-            }
-            Transport::Generic => {}
-        }
+        self.transport.retire(&self.members);
     }
 }

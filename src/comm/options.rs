@@ -4,13 +4,11 @@
 
 use std::time::Duration;
 
-#[cfg(doc)]
-use super::Comm;
 use crate::config;
 use crate::error::{Error, Result};
 
-/// How the members synchronise: chosen by [`Comm::new`] ([`Comm::mode`], with the reason in
-/// [`Comm::reason`]) or forced with `CROSSGPU_ALLREDUCE` ([`ModeRequest`]). Every mode sums the
+/// How the members synchronise: chosen by [`Comm::new`](super::Comm::new) ([`Comm::mode`](super::Comm::mode), with the reason in
+/// [`Comm::reason`](super::Comm::reason)) or forced with `CROSSGPU_ALLREDUCE` ([`ModeRequest`]). Every mode sums the
 /// wire values in member order in f32 and follows the wire rule of [`Precision`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -62,7 +60,7 @@ pub enum ModeRequest {
     /// timeline semaphores, else [`Mode::Generic`] (always with fewer than two members).
     #[default]
     Auto,
-    /// This mode. [`Comm::new`] fails with [`Error::Unsupported`] when a member lacks what the
+    /// This mode. [`Comm::new`](super::Comm::new) fails with [`Error::Unsupported`] when a member lacks what the
     /// mode needs; a host-slot allocation or import failure still falls back to Generic.
     Forced(Mode),
 }

@@ -46,7 +46,6 @@
 //! also reports it. llvmpipe ends every loop of an invocation after 65,535 trips, so there a
 //! wait is a chain of dispatches, each resuming the last ([`WaitPlan`]).
 
-use std::borrow::Borrow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -54,10 +53,11 @@ use std::time::{Duration, Instant};
 use vk_native::{BindRange, Buffer, DeviceType, GpuBuffer, HostAllocation, ImportedBuffer, MappedWords};
 
 use super::faults::FaultHooks;
+use super::options::{CommOptions, Mode, SPIN_GPUS, SPIN_WITH_CPU_DEVICE};
+use super::phases::{forget_slots, record_phase_a, record_reduce};
 use super::relay::{flag, Relay, Words, ARRIVAL_STRIDE};
 use super::slots::{HostSlots, SlotLayout};
-use super::two_phase::{forget_slots, record_phase_a, record_reduce};
-use super::{CommOptions, SPIN_GPUS, SPIN_WITH_CPU_DEVICE};
+use super::transport::{DeviceRounds, FusedWait, RoundContext, Transport};
 use crate::error::{Error, Result};
 use crate::group::{GroupId, Member, MemberShared, StreamHook};
 use crate::kernels::{
@@ -354,37 +354,15 @@ impl DevicePoll {
         self.relay.error().or_else(|| (0..self.plans.len()).find_map(|i| self.words.expired(i)))
     }
 
-    /// [`Self::error`] once the relay or a member's completion check saw a wait run out (an
-    /// atomic load until then): checked before every round, where a bus read per member would
-    /// cost more than recording the round.
-    pub(super) fn relay_error(&self) -> Option<Error> {
-        if self.words.expiry_seen.load(Ordering::Acquire) {
-            return self.error();
-        }
-        self.relay.error()
-    }
-
-    /// Test hook: `member`'s later rounds never store their arrival (a member that never
-    /// arrives).
-    #[cfg(feature = "test-hooks")]
-    pub(super) fn withhold(&mut self, member: usize) {
-        self.withheld = Some(member);
-    }
-
     /// Stops the relay and ends every wait at once (after a failure, or when dropped).
-    pub(super) fn abort(&mut self) {
+    fn abort(&mut self) {
         self.relay.stop();
         self.words.abort();
     }
 
-    /// Drops the slots and scratch buffers and every cached bind group over them.
-    pub(super) fn forget(&mut self, members: &[Member]) {
-        forget_slots(members, &mut self.slots, &mut self.scratch);
-    }
-
     /// Removes this transport's hook from its members' streams (when dropped); other
     /// communicators' hooks stay.
-    pub(super) fn detach(&mut self, members: &[Member]) {
+    fn detach(&mut self, members: &[Member]) {
         for m in members {
             m.shared.remove_hook(&self.stream_hook);
         }
@@ -400,129 +378,6 @@ impl DevicePoll {
     /// Rounds are u64 on the host and wrap at 2^32 on the devices.
     fn recorded_round(&self, round: u64) -> u32 {
         round.wrapping_sub(self.round_base) as u32
-    }
-
-    /// Records, on every member, the device's advance of `round_base` by `by`: the last command
-    /// of a recording that holds `by` rounds and is replayed (after a barrier, so every wait of
-    /// the recording read the base first).
-    pub(super) fn record_advance(&mut self, members: &[Member], round_counter: u64, by: u64) -> Result<()> {
-        // The rounds just recorded belong to the recording: replaying it next is the usual
-        // sequence of rounds, `by` apart for each entry. The recording is submitted before
-        // anything recorded after it, so from here on the devices' base is `by` further.
-        self.recorded = false;
-        self.replay_offset = round_counter.wrapping_sub(by).wrapping_sub(self.round_base);
-        self.round_base = self.round_base.wrapping_add(by);
-        for (i, m) in members.iter().enumerate() {
-            let flags = &self.words.flags[i];
-            m.shared.dispatch_ranges(
-                ADVANCE_ROUNDS,
-                &[BindRange::whole(flags)],
-                &[],
-                &AdvanceParams { by: by as u32 },
-                [1, 1, 1],
-            )?;
-        }
-        Ok(())
-    }
-
-    /// A recording of `by` rounds (ending with [`DevicePoll::record_advance`]) is submitted
-    /// again: its rounds are the next `by` of the communicator. The relay may release them.
-    pub(super) fn replayed(&mut self, members: &[Member], round_counter: &mut u64, by: u64) -> Result<()> {
-        // After rounds recorded since, the same reasoning as in `drain_if_replayed`, the
-        // other way round.
-        if self.recorded {
-            for m in members {
-                m.synchronize()?;
-            }
-            self.recorded = false;
-        }
-        // The base this submission needs for its rounds to be the next ones. Rounds recorded
-        // since the last submission of the recording moved the count but not the devices'
-        // base: then (the devices idle, drained above) the host stores the new base.
-        let base = round_counter.wrapping_sub(self.replay_offset);
-        if base != self.round_base {
-            for f in &self.words.flags {
-                f.publish(flag::ROUND_BASE, base as u32);
-            }
-        }
-        *round_counter += by;
-        self.round_base = base.wrapping_add(by);
-        self.replayed = true;
-        self.relay.announce(*round_counter);
-        Ok(())
-    }
-
-    /// Before the first round recorded after replays: waits until every member finished its
-    /// replayed work. A replay reuses its recording's slot entries whatever the round numbers,
-    /// so the usual argument (an entry is written again only two rounds after it was last
-    /// read) does not cover a recorded round that follows a replayed one.
-    pub(super) fn drain_if_replayed(&mut self, members: &[Member]) -> Result<()> {
-        if self.replayed {
-            for m in members {
-                m.synchronize()?;
-            }
-            self.replayed = false;
-        }
-        Ok(())
-    }
-
-    /// The flags buffer of member `i` (its wait's last write).
-    pub(super) fn flags_id(&self, i: usize) -> vk_native::BufferId {
-        self.words.flags[i].id()
-    }
-
-    /// Records round `round` (= `*round_counter + 1`) of a fused all-reduce, whose partials
-    /// the caller recorded into each member's region: the barrier to the host and the wait on
-    /// every member, as [`DevicePoll::run_round`] does between its phases.
-    pub(super) fn finish_fused(
-        &mut self,
-        members: &[Member],
-        round_counter: &mut u64,
-        round: u64,
-    ) -> Result<()> {
-        if round != *round_counter + 1 {
-            return Err(Error::InvalidArgument(format!(
-                "fused all-reduce round {round} finished out of order (next is {})",
-                *round_counter + 1
-            )));
-        }
-        if let Some(e) = self.relay_error() {
-            return Err(e);
-        }
-        for (i, m) in members.iter().enumerate() {
-            restart_if_submitted(&mut self.open[i], m);
-            m.shared.barrier_to_host()?;
-            // On a GPU the reader waits itself (`inline_wait`); a CPU device's wait is a chain.
-            if cuts_loops(m) {
-                self.record_wait(m, i, round)?;
-            }
-            self.hook.recorded(i);
-            self.open[i].1 += 1;
-        }
-        *round_counter = round;
-        self.recorded = true;
-        self.relay.announce(round);
-        self.flush_if_ring_full(members)
-    }
-
-    /// The wait the reader of a fused round on member `i` does itself, or `None` where
-    /// [`DevicePoll::finish_fused`] recorded it (a device whose loops end early).
-    pub(super) fn inline_wait<'a>(
-        &'a self,
-        m: &Member,
-        i: usize,
-        round: u64,
-    ) -> Option<super::FusedWait<'a>> {
-        (!cuts_loops(m)).then(|| super::FusedWait {
-            flags: BindRange::whole(&self.words.flags[i]),
-            arrival: BindRange {
-                buffer: &self.arrival_imports[i],
-                offset: i as u64 * ARRIVAL_STRIDE,
-                size: ARRIVAL_STRIDE,
-            },
-            round: self.recorded_round(round),
-            trips: self.plans[i].trips,
-        })
     }
 
     /// Records member `i`'s arrival and wait for `round`.
@@ -614,20 +469,162 @@ impl DevicePoll {
         }
         Ok(())
     }
+}
+
+impl DeviceRounds for DevicePoll {
+    fn entries(&self, members: &[Member], capacity: u64) -> u64 {
+        Self::entries(members, capacity)
+    }
+
+    /// [`Self::error`] once the relay or a member's completion check saw a wait run out (an
+    /// atomic load until then): checked before every round, where a bus read per member would
+    /// cost more than recording the round.
+    fn relay_error(&self) -> Option<Error> {
+        if self.words.expiry_seen.load(Ordering::Acquire) {
+            return self.error();
+        }
+        self.relay.error()
+    }
+
+    /// Before the first round recorded after replays: waits until every member finished its
+    /// replayed work. A replay reuses its recording's slot entries whatever the round numbers,
+    /// so the usual argument (an entry is written again only two rounds after it was last
+    /// read) does not cover a recorded round that follows a replayed one.
+    fn drain_if_replayed(&mut self, members: &[Member]) -> Result<()> {
+        if self.replayed {
+            for m in members {
+                m.synchronize()?;
+            }
+            self.replayed = false;
+        }
+        Ok(())
+    }
+
+    /// Records round `round` (= `*round_counter + 1`) of a fused all-reduce, whose partials
+    /// the caller recorded into each member's region: the barrier to the host and the wait on
+    /// every member, as [`DevicePoll::run_round`] does between its phases.
+    fn finish_fused(&mut self, members: &[Member], round_counter: &mut u64, round: u64) -> Result<()> {
+        if round != *round_counter + 1 {
+            return Err(Error::InvalidArgument(format!(
+                "fused all-reduce round {round} finished out of order (next is {})",
+                *round_counter + 1
+            )));
+        }
+        if let Some(e) = self.relay_error() {
+            return Err(e);
+        }
+        for (i, m) in members.iter().enumerate() {
+            restart_if_submitted(&mut self.open[i], m);
+            m.shared.barrier_to_host()?;
+            // On a GPU the reader waits itself (`inline_wait`); a CPU device's wait is a chain.
+            if cuts_loops(m) {
+                self.record_wait(m, i, round)?;
+            }
+            self.hook.recorded(i);
+            self.open[i].1 += 1;
+        }
+        *round_counter = round;
+        self.recorded = true;
+        self.relay.announce(round);
+        self.flush_if_ring_full(members)
+    }
+
+    /// The flags buffer of member `i` (its wait's last write).
+    fn flags_id(&self, i: usize) -> vk_native::BufferId {
+        self.words.flags[i].id()
+    }
+
+    /// The wait the reader of a fused round on member `i` does itself, or `None` where
+    /// [`DevicePoll::finish_fused`] recorded it (a device whose loops end early).
+    fn inline_wait<'a>(&'a self, m: &Member, i: usize, round: u64) -> Option<FusedWait<'a>> {
+        (!cuts_loops(m)).then(|| FusedWait {
+            flags: BindRange::whole(&self.words.flags[i]),
+            arrival: BindRange {
+                buffer: &self.arrival_imports[i],
+                offset: i as u64 * ARRIVAL_STRIDE,
+                size: ARRIVAL_STRIDE,
+            },
+            round: self.recorded_round(round),
+            trips: self.plans[i].trips,
+        })
+    }
+
+    /// Records, on every member, the device's advance of `round_base` by `by`: the last command
+    /// of a recording that holds `by` rounds and is replayed (after a barrier, so every wait of
+    /// the recording read the base first).
+    fn record_advance(&mut self, members: &[Member], round_counter: u64, by: u64) -> Result<()> {
+        // The rounds just recorded belong to the recording: replaying it next is the usual
+        // sequence of rounds, `by` apart for each entry. The recording is submitted before
+        // anything recorded after it, so from here on the devices' base is `by` further.
+        self.recorded = false;
+        self.replay_offset = round_counter.wrapping_sub(by).wrapping_sub(self.round_base);
+        self.round_base = self.round_base.wrapping_add(by);
+        for (i, m) in members.iter().enumerate() {
+            let flags = &self.words.flags[i];
+            m.shared.dispatch_ranges(
+                ADVANCE_ROUNDS,
+                &[BindRange::whole(flags)],
+                &[],
+                &AdvanceParams { by: by as u32 },
+                [1, 1, 1],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// A recording of `by` rounds (ending with [`DevicePoll::record_advance`]) is submitted
+    /// again: its rounds are the next `by` of the communicator. The relay may release them.
+    fn replayed(&mut self, members: &[Member], round_counter: &mut u64, by: u64) -> Result<()> {
+        // After rounds recorded since, the same reasoning as in `drain_if_replayed`, the
+        // other way round.
+        if self.recorded {
+            for m in members {
+                m.synchronize()?;
+            }
+            self.recorded = false;
+        }
+        // The base this submission needs for its rounds to be the next ones. Rounds recorded
+        // since the last submission of the recording moved the count but not the devices'
+        // base: then (the devices idle, drained above) the host stores the new base.
+        let base = round_counter.wrapping_sub(self.replay_offset);
+        if base != self.round_base {
+            for f in &self.words.flags {
+                f.publish(flag::ROUND_BASE, base as u32);
+            }
+        }
+        *round_counter += by;
+        self.round_base = base.wrapping_add(by);
+        self.replayed = true;
+        self.relay.announce(*round_counter);
+        Ok(())
+    }
+}
+
+impl Transport for DevicePoll {
+    fn mode(&self) -> Mode {
+        Mode::DevicePoll
+    }
+
+    fn slots(&self) -> Option<&HostSlots> {
+        self.slots.as_ref()
+    }
+
+    fn begin_call(&mut self, members: &[Member]) -> Result<()> {
+        self.drain_if_replayed(members)
+    }
 
     /// Records round `*round + 1` over elements `c0..c0 + n` of every tensor on every member;
     /// `*round` advances once every member recorded it.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn run_round<T: Borrow<Tensor>>(
+    fn run_round(
         &mut self,
-        members: &[Member],
-        opts: &CommOptions,
+        cx: &RoundContext<'_>,
         round_counter: &mut u64,
-        tensors: &mut [T],
+        tensors: &[&Tensor],
         c0: usize,
         n: usize,
         f16_wire: bool,
     ) -> Result<()> {
+        let (members, opts) = (cx.members, cx.opts);
         if let Some(e) = self.relay_error() {
             return Err(e);
         }
@@ -637,7 +634,7 @@ impl DevicePoll {
         let nm = members.len();
         for (i, (m, t)) in members.iter().zip(tensors.iter()).enumerate() {
             let sh = &m.shared;
-            let t = t.borrow();
+            let t: &Tensor = t;
             restart_if_submitted(&mut self.open[i], m);
             record_phase_a(m, i, t, slots, e, &mut self.scratch[i], opts, c0, n, f16_wire)?;
             sh.barrier_to_host()?;
@@ -662,6 +659,57 @@ impl DevicePoll {
         }
         self.flush_if_ring_full(members)?;
         Ok(())
+    }
+
+    fn regrow(&mut self, members: &[Member], capacity: u64, hooks: &FaultHooks) -> Result<()> {
+        forget_slots(members, &mut self.slots, &mut self.scratch);
+        let entries = Self::entries(members, capacity);
+        self.slots = Some(HostSlots::new(members, capacity, entries, hooks)?);
+        Ok(())
+    }
+
+    fn failure(&self) -> Option<Error> {
+        self.error()
+    }
+
+    /// Ends every wait at once.
+    fn release_waiters(&mut self, _round: u64) {
+        self.abort();
+    }
+
+    /// A poisoned transport's waits end at once; a healthy one's complete as the relay
+    /// releases them while the members synchronise.
+    fn wind_down(&mut self, _round: u64, healthy: bool, _timeout: Duration) {
+        if !healthy {
+            self.abort();
+        }
+    }
+
+    fn retire(&mut self, members: &[Member]) {
+        self.abort();
+        for m in members {
+            let _ = m.synchronize();
+        }
+        forget_slots(members, &mut self.slots, &mut self.scratch);
+        self.detach(members);
+    }
+
+    fn poll_bound(&self) -> Option<Duration> {
+        Some(self.bound())
+    }
+
+    fn device_rounds(&mut self) -> Option<&mut dyn DeviceRounds> {
+        Some(self)
+    }
+
+    fn device_rounds_ref(&self) -> Option<&dyn DeviceRounds> {
+        Some(self)
+    }
+
+    /// `member`'s later rounds never store their arrival (a member that never arrives).
+    #[cfg(feature = "test-hooks")]
+    fn withhold(&mut self, member: usize) {
+        self.withheld = Some(member);
     }
 }
 

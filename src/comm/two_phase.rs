@@ -3,22 +3,20 @@
 //! every member's slot in member order on each device. The module docs of `comm` state the
 //! protocol and why no member overwrites a half a peer still reads; this file records it.
 
-use std::borrow::Borrow;
 use std::sync::Arc;
+use std::time::Duration;
 
-use vk_native::{BindRange, Buffer, BufferId, BufferUsage, DeviceType, GpuBuffer, TimelineSemaphore};
+use vk_native::{Buffer, DeviceType, TimelineSemaphore};
 
-use super::bridge::{BridgeConfig, HostBridge};
+use super::bridge::{BridgeConfig, BridgeStats, HostBridge};
 use super::faults::FaultHooks;
+use super::options::{CommOptions, Mode, SPIN_GPUS, SPIN_WITH_CPU_DEVICE};
+use super::phases::{forget_slots, record_phase_a, record_reduce};
 use super::slots::HostSlots;
 use super::sync_fd::SyncFdExchange;
-use super::{CommOptions, Mode, SPIN_GPUS, SPIN_WITH_CPU_DEVICE};
+use super::transport::{RoundContext, Transport};
 use crate::error::{Error, Result};
 use crate::group::{submit_batch, GroupId, Member};
-use crate::kernels::{
-    elementwise_groups, CopyParams, ReduceSlotsParams, COPY_U32, F32_TO_F16, REDUCE_SLOTS_F16,
-    REDUCE_SLOTS_F32,
-};
 use crate::tensor::Tensor;
 
 /// Who releases a member's phase B once every peer's phase A is done.
@@ -31,14 +29,14 @@ pub(super) enum Release {
 
 /// The state of a two-phase transport.
 pub(super) struct TwoPhase {
-    pub(super) slots: Option<HostSlots>,
+    slots: Option<HostSlots>,
     /// Per member, device memory the f16-wire conversion writes before the copy engine moves it
     /// to the host slot (shader stores to host memory ran at half the copy engine's rate on the
     /// H200). Made at first use, replaced when the slots grow.
     scratch: Vec<Option<Buffer>>,
     done: Vec<TimelineSemaphore>,
     go: Vec<TimelineSemaphore>,
-    pub(super) release: Release,
+    release: Release,
 }
 
 impl TwoPhase {
@@ -88,58 +86,46 @@ impl TwoPhase {
         Ok(Self { slots: Some(slots), scratch, done, go, release })
     }
 
-    /// The mode this transport implements.
-    pub(super) fn mode(&self) -> Mode {
-        match self.release {
-            Release::Bridge(_) => Mode::HostBridge,
-            Release::SyncFd(_) => Mode::SyncFd,
-        }
-    }
-
     /// The host bridge, in HostBridge mode.
-    pub(super) fn bridge(&self) -> Option<&HostBridge> {
+    fn bridge(&self) -> Option<&HostBridge> {
         match &self.release {
             Release::Bridge(b) => Some(b),
             Release::SyncFd(_) => None,
         }
     }
 
-    /// Stops the bridge thread, if any.
-    pub(super) fn stop(&mut self) {
+    /// Stops the bridge thread, if any (again is harmless).
+    fn stop(&mut self) {
         if let Release::Bridge(b) = &mut self.release {
             b.stop();
         }
     }
+}
 
-    /// Signals every `go` up to `round` from the host, so no queue stays blocked on a release
-    /// that will never come.
-    pub(super) fn release_all(&self, round: u64) {
-        for g in &self.go {
-            if g.value().is_ok_and(|v| v < round) {
-                let _ = g.signal(round);
-            }
+impl Transport for TwoPhase {
+    fn mode(&self) -> Mode {
+        match self.release {
+            Release::Bridge(_) => Mode::HostBridge,
+            Release::SyncFd(_) => Mode::SyncFd,
         }
     }
 
-    /// Drops the slots and scratch buffers and every cached bind group over them.
-    pub(super) fn forget(&mut self, members: &[Member]) {
-        forget_slots(members, &mut self.slots, &mut self.scratch);
+    fn slots(&self) -> Option<&HostSlots> {
+        self.slots.as_ref()
     }
 
     /// Round `*round + 1` over elements `c0..c0 + n` of every tensor; `*round` advances once
     /// every phase A is submitted (a later failure must still release that round).
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn run_round<T: Borrow<Tensor>>(
+    fn run_round(
         &mut self,
-        members: &[Member],
-        submit_batches: &[Vec<usize>],
-        opts: &CommOptions,
+        cx: &RoundContext<'_>,
         round_counter: &mut u64,
-        tensors: &mut [T],
+        tensors: &[&Tensor],
         c0: usize,
         n: usize,
         f16_wire: bool,
     ) -> Result<()> {
+        let (members, submit_batches, opts) = (cx.members, cx.submit_batches, cx.opts);
         let round = *round_counter + 1;
         let half = round % 2;
         let slots = self.slots.as_ref().expect("slots exist while the transport runs");
@@ -148,7 +134,7 @@ impl TwoPhase {
         // Phase A on every member: its partial into its own region of this round's half.
         for (i, (m, t)) in members.iter().zip(tensors.iter()).enumerate() {
             let sh = &m.shared;
-            record_phase_a(m, i, t.borrow(), slots, half, &mut self.scratch[i], opts, c0, n, f16_wire)?;
+            record_phase_a(m, i, t, slots, half, &mut self.scratch[i], opts, c0, n, f16_wire)?;
             sh.barrier_to_host()?;
             let batch = &submit_batches[i];
             match &mut self.release {
@@ -179,7 +165,7 @@ impl TwoPhase {
                 Release::Bridge(_) => sh.wait_next_submit(&self.go[i], round),
             }
             sh.barrier_from_host()?;
-            record_reduce(m, i, nm, t.borrow(), slots, half, c0, n, f16_wire, &[])?;
+            record_reduce(m, i, nm, t, slots, half, c0, n, f16_wire, &[])?;
             if f16_wire {
                 // Large rounds go out at once, so the GPU starts as soon as it is released.
                 let batch = &submit_batches[i];
@@ -199,120 +185,53 @@ impl TwoPhase {
         }
         Ok(())
     }
-}
 
-/// Drops `slots` and every member's `scratch` buffer, and every cached bind group over them:
-/// what both two-phase transports (semaphore-released and DevicePoll) do before new slots.
-pub(crate) fn forget_slots(
-    members: &[Member],
-    slots: &mut Option<HostSlots>,
-    scratch: &mut [Option<Buffer>],
-) {
-    if let Some(old) = slots.take() {
-        for (m, b) in members.iter().zip(&old.imports) {
-            m.shared.forget_buffer(b.id());
+    fn regrow(&mut self, members: &[Member], capacity: u64, hooks: &FaultHooks) -> Result<()> {
+        forget_slots(members, &mut self.slots, &mut self.scratch);
+        self.slots = Some(HostSlots::new(members, capacity, 2, hooks)?);
+        Ok(())
+    }
+
+    fn released(&self, round: u64, timeout: Duration) -> Result<()> {
+        match self.bridge() {
+            // A margin past the bridge's own bound, so its error (naming the member) comes first.
+            Some(b) => b.wait_released(round, timeout + Duration::from_secs(1)),
+            None => Ok(()),
         }
     }
-    for (m, b) in members.iter().zip(scratch.iter_mut()) {
-        if let Some(b) = b.take() {
-            m.shared.forget_buffer(b.id());
-        }
-    }
-}
 
-/// Records phase A of member `i`: elements `c0..c0 + n` of `t` (its partial), as f32 or
-/// converted to f16, into its region of slot entry `e`: by a kernel storing straight into host
-/// memory up to `opts.phase_a_kernel_bytes`, else through the copy engine (the f16 wire first
-/// converts into `scratch`, device memory made or grown here). The caller records the barrier
-/// that makes it visible to the host.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn record_phase_a(
-    m: &Member,
-    i: usize,
-    t: &Tensor,
-    slots: &HostSlots,
-    e: u64,
-    scratch: &mut Option<Buffer>,
-    opts: &CommOptions,
-    c0: usize,
-    n: usize,
-    f16_wire: bool,
-) -> Result<()> {
-    let sh = &m.shared;
-    let slot = slots.import(i);
-    let words = if f16_wire { n.div_ceil(2) } else { n } as u64;
-    if words * 4 <= opts.phase_a_kernel_bytes {
-        // A kernel stores straight into this member's region of the entry.
-        let (region, at) = slots.own_region(i, e);
-        let entry = if f16_wire { F32_TO_F16 } else { COPY_U32 };
-        sh.dispatch_ranges(
-            entry,
-            &[BindRange::whole(&t.buffer), region],
-            &[],
-            &CopyParams { n: n as u32, src_offset: c0 as u32, dst_offset: at as u32 },
-            elementwise_groups(words as usize),
-        )
-    } else if f16_wire {
-        // Convert into device memory, then let the copy engine write the host slot.
-        let need = slots.capacity * 4;
-        if scratch.as_ref().is_none_or(|b| b.size() < need) {
-            if let Some(old) = scratch.take() {
-                sh.forget_buffer(old.id());
+    /// Signals every `go` up to `round` from the host.
+    fn release_waiters(&mut self, round: u64) {
+        self.stop();
+        for g in &self.go {
+            if g.value().is_ok_and(|v| v < round) {
+                let _ = g.signal(round);
             }
-            let usage = BufferUsage { copy_src: true, copy_dst: false };
-            *scratch =
-                Some(Buffer::new(&sh.device, need, usage, "crossgpu f16 wire").map_err(|e| sh.err(e))?);
         }
-        let scratch = scratch.as_ref().expect("made above");
-        sh.dispatch(
-            F32_TO_F16,
-            &[&t.buffer, scratch],
-            &[],
-            &CopyParams { n: n as u32, src_offset: c0 as u32, dst_offset: 0 },
-            elementwise_groups(words as usize),
-        )?;
-        sh.record_copy(scratch, 0, slot, slots.region_bytes(i, e), words * 4)
-    } else {
-        sh.record_copy(&t.buffer, c0 as u64 * 4, slot, slots.region_bytes(i, e), words * 4)
     }
-}
 
-/// Records phase B's sum on member `i` of `nm`: every member's wire values of slot entry `e`,
-/// in member order, into elements `c0..c0 + n` of `t`. `after` are buffers the sum must wait
-/// for (hazard tracking places the barrier).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn record_reduce(
-    m: &Member,
-    i: usize,
-    nm: usize,
-    t: &Tensor,
-    slots: &HostSlots,
-    e: u64,
-    c0: usize,
-    n: usize,
-    f16_wire: bool,
-    after: &[BufferId],
-) -> Result<()> {
-    let sh = &m.shared;
-    let words = if f16_wire { n.div_ceil(2) } else { n };
-    let entry = if f16_wire { REDUCE_SLOTS_F16 } else { REDUCE_SLOTS_F32 };
-    // The kernel reads the peers' slots straight from host memory with 16-byte loads
-    // (docs/BENCHMARKS.md: faster than staging them through device memory first).
-    let (binding, at) = slots.entry(i, e);
-    let imm = ReduceSlotsParams {
-        n: n as u32,
-        members: nm as u32,
-        stride: slots.layout.stride as u32,
-        offset: at as u32,
-        dst_offset: c0 as u32,
-        self_index: i as u32,
-    };
-    // reduce_slots reads 4 words per thread and step (vec4 loads).
-    sh.dispatch_ranges(
-        entry,
-        &[binding, BindRange::whole(&t.buffer)],
-        after,
-        &imm,
-        elementwise_groups(words.div_ceil(4)),
-    )
+    fn wind_down(&mut self, round: u64, healthy: bool, timeout: Duration) {
+        if let Some(b) = self.bridge() {
+            if healthy {
+                let _ = b.wait_released(round, timeout);
+            }
+        }
+        self.release_waiters(round);
+    }
+
+    fn retire(&mut self, members: &[Member]) {
+        self.stop();
+        forget_slots(members, &mut self.slots, &mut self.scratch);
+    }
+
+    fn bridge_stats(&self) -> Option<BridgeStats> {
+        Some(self.bridge()?.shared.lock().stats)
+    }
+
+    #[cfg(feature = "test-hooks")]
+    fn withhold(&mut self, member: usize) {
+        if let Some(b) = self.bridge() {
+            b.shared.lock().withhold = Some(member);
+        }
+    }
 }

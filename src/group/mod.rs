@@ -365,6 +365,11 @@ impl Member {
         self.shared.index
     }
 
+    /// The index of the member's queue on its VkDevice (stand-ins share a device).
+    pub(crate) fn queue_index(&self) -> u32 {
+        self.shared.queue_index
+    }
+
     /// The adapter this member runs on.
     pub fn adapter(&self) -> &AdapterInfo {
         self.shared.device.info()

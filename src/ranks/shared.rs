@@ -18,8 +18,8 @@ use std::sync::Arc;
 
 use vk_native::{Buffer, HostAllocation};
 
+use crate::comm::phases::{forget_slots, record_phase_a, record_reduce};
 use crate::comm::slots::{capacity_within, HostSlots, SlotLayout};
-use crate::comm::two_phase::{forget_slots, record_phase_a, record_reduce};
 use crate::comm::CommOptions;
 use crate::error::{Error, Result};
 use crate::group::Member;

@@ -4,17 +4,19 @@
 //! projection, whose partial sums the all-reduce adds; the MLP is column-parallel gate and up,
 //! SiLU·mul, then the row-parallel down projection and its all-reduce.
 //!
+//! Each half ends with its row-parallel layer's all-reduce and the residual norm that consumes
+//! it (`RowParallelLinear::forward_add_norm`), so a round opens and closes inside the layer.
+//!
 //! Where the hidden size is a multiple of 8, q, k, v, the ropes and the cache store run as one
 //! kernel (`TransformerOps::matvec_qkv_rope_store`) and gate, up and SiLU·mul as another
 //! (`TransformerOps::matvec_gate_up_silu`), each bitwise the dispatches it replaces.
 
 use super::Reducer;
 use super::{AttentionShape, Position};
-use crate::comm::FusedRound;
 use crate::error::Result;
 use crate::group::Member;
 
-use super::linear::{ColumnParallelLinear, RowParallelLinear};
+use super::linear::{AddNorm, ColumnParallelLinear, RowParallelLinear};
 use super::sharded::Sharded;
 
 /// Activations the attention half writes on the way (each member's heads).
@@ -57,18 +59,20 @@ pub(crate) struct Attention {
 }
 
 impl Attention {
-    /// `out = o(attention(q(h), cache + (k(h), v(h)) at the step's position))`, summed over the members,
-    /// every member's `out` bitwise equal. `h` is replicated. Where the communicator fuses the
-    /// all-reduce the sum is left in its round (returned) instead of `out`.
+    /// `x += o(attention(q(h), cache + (k(h), v(h)) at the step's position))`, summed over the
+    /// members, then `h = norm(x)` ([`AddNorm`]): every member's `x` and `h` bitwise equal. `h`
+    /// is replicated; `partial` holds the output projection's partials where the all-reduce is
+    /// not fused into the norm.
     pub(crate) fn forward(
         &self,
         members: &[Member],
         comm: Option<&mut dyn Reducer>,
-        h: &Sharded,
         s: &AttentionScratch,
-        out: &Sharded,
+        partial: &Sharded,
         step: Step<'_>,
-    ) -> Result<Option<FusedRound>> {
+        norm: AddNorm<'_>,
+    ) -> Result<()> {
+        let h = norm.h;
         let d = step.head_dim;
         for (i, m) in members.iter().enumerate() {
             let (hi, q) = (h.part(i)?, s.q.part(i)?);
@@ -114,7 +118,7 @@ impl Attention {
                 Some(counter),
             )?;
         }
-        row_parallel(&self.o, members, comm, &s.attn.refs(), out)
+        self.o.forward_add_norm(members, comm, &s.attn.refs(), partial, norm)
     }
 }
 
@@ -126,17 +130,18 @@ pub(crate) struct Mlp {
 }
 
 impl Mlp {
-    /// `out = down(silu(gate(h)) * up(h))`, summed over the members, every member's `out`
-    /// bitwise equal. `h` is replicated. Where the communicator fuses the all-reduce the sum is
-    /// left in its round (returned) instead of `out`.
+    /// `x += down(silu(gate(h)) * up(h))`, summed over the members, then `h = norm(x)`
+    /// ([`AddNorm`]), every member's `x` and `h` bitwise equal; `partial` as in
+    /// [`Attention::forward`].
     pub(crate) fn forward(
         &self,
         members: &[Member],
         comm: Option<&mut dyn Reducer>,
-        h: &Sharded,
         s: &MlpScratch,
-        out: &Sharded,
-    ) -> Result<Option<FusedRound>> {
+        partial: &Sharded,
+        norm: AddNorm<'_>,
+    ) -> Result<()> {
+        let h = norm.h;
         for (i, m) in members.iter().enumerate() {
             let (hi, a) = (h.part(i)?, s.a.part(i)?);
             if hi.len().is_multiple_of(8) {
@@ -148,28 +153,6 @@ impl Mlp {
                 m.transformer().silu_mul(g, u, a)?;
             }
         }
-        row_parallel(&self.down, members, comm, &s.a.refs(), out)
-    }
-}
-
-/// The row-parallel product of a block: fused with its all-reduce where the communicator can
-/// (the round is returned, `out` untouched), else into `out`, all-reduced.
-fn row_parallel(
-    linear: &RowParallelLinear,
-    members: &[Member],
-    comm: Option<&mut dyn Reducer>,
-    x: &[&crate::tensor::Tensor],
-    out: &Sharded,
-) -> Result<Option<FusedRound>> {
-    match comm {
-        Some(c) => {
-            if let Some(local) = c.local() {
-                if let Some(r) = linear.forward_fused(members, local, x)? {
-                    return Ok(Some(r));
-                }
-            }
-            linear.forward_with(members, Some(c), x, &mut out.refs()).map(|()| None)
-        }
-        None => linear.forward_with(members, None, x, &mut out.refs()).map(|()| None),
+        self.down.forward_add_norm(members, comm, &s.a.refs(), partial, norm)
     }
 }

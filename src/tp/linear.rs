@@ -9,8 +9,9 @@
 
 use std::ops::Range;
 
+use super::sharded::Sharded;
 use super::Reducer;
-use crate::comm::{AllReduceOptions, Comm, FusedRound, Precision};
+use crate::comm::{AllReduceOptions, Comm, Precision};
 use crate::error::{Error, Result};
 use crate::group::Member;
 use crate::tensor::{DType, Tensor};
@@ -38,26 +39,47 @@ fn check_tiling(what: &str, ranges: &[Range<usize>], features: usize, share: boo
     Ok(())
 }
 
-/// Generates each member's slice of the logical `[*, in_features]` matrix drawn from `seed`:
-/// `shape_at(range)` gives the slice's shape and its (row, column) offset.
+/// Makes each member's slice with `make(member, rows, cols)`, the slice of member `i` being
+/// `shape_at(ranges[i])`'s rows and columns of the logical matrix, and checks its shape.
 fn slices(
     members: &[Member],
     ranges: &[Range<usize>],
-    in_features: usize,
-    seed: u32,
-    shift: u32,
-    shape_at: impl Fn(&Range<usize>) -> ([usize; 2], (usize, usize)),
+    shape_at: impl Fn(&Range<usize>) -> (Range<usize>, Range<usize>),
+    mut make: impl FnMut(&Member, Range<usize>, Range<usize>) -> Result<Tensor>,
 ) -> Result<Vec<Tensor>> {
     members
         .iter()
         .zip(ranges)
         .map(|(m, r)| {
-            let (shape, (row, col)) = shape_at(r);
-            let t = m.empty(&shape, DType::F16)?;
-            m.transformer().init_weights(&t, seed, in_features, row, col, shift)?;
+            let (rows, cols) = shape_at(r);
+            let t = make(m, rows.clone(), cols.clone())?;
+            let dims = t.matrix_dims("a weight slice")?;
+            if dims != (rows.len(), cols.len()) {
+                return Err(Error::InvalidArgument(format!(
+                    "a weight slice of rows {rows:?} and columns {cols:?} on {} came as {} × {}",
+                    m.label(),
+                    dims.0,
+                    dims.1
+                )));
+            }
+            t.check_on(&m.shared, "a weight slice")?;
             Ok(t)
         })
         .collect()
+}
+
+/// The seeded slice maker (`TransformerOps::init_weights`): the matrix drawn from `seed`, of
+/// `in_features` columns in all.
+fn seeded(
+    seed: u32,
+    in_features: usize,
+    shift: u32,
+) -> impl FnMut(&Member, Range<usize>, Range<usize>) -> Result<Tensor> {
+    move |m, rows, cols| {
+        let t = m.empty(&[rows.len(), cols.len()], DType::F16)?;
+        m.transformer().init_weights(&t, seed, in_features, rows.start, cols.start, shift)?;
+        Ok(t)
+    }
 }
 
 fn check_members(what: &str, members: &[Member], n: usize) -> Result<()> {
@@ -128,10 +150,22 @@ impl ColumnParallelLinear {
         shift: u32,
         share: bool,
     ) -> Result<Self> {
+        Self::from_slices(members, in_features, out_features, ranges, share, seeded(seed, in_features, shift))
+    }
+
+    /// The layer over slices `make(member, rows, columns)` makes (rows `ranges[i]`, every
+    /// column, for member `i`); with `share` as in [`ColumnParallelLinear::random_share`].
+    pub(crate) fn from_slices(
+        members: &[Member],
+        in_features: usize,
+        out_features: usize,
+        ranges: Vec<Range<usize>>,
+        share: bool,
+        make: impl FnMut(&Member, Range<usize>, Range<usize>) -> Result<Tensor>,
+    ) -> Result<Self> {
         check_members("ColumnParallelLinear ranges", members, ranges.len())?;
         check_tiling("ColumnParallelLinear", &ranges, out_features, share)?;
-        let weights =
-            slices(members, &ranges, in_features, seed, shift, |r| ([r.len(), in_features], (r.start, 0)))?;
+        let weights = slices(members, &ranges, |r| (r.clone(), 0..in_features), make)?;
         Ok(Self { in_features, out_features, ranges, weights })
     }
 
@@ -185,10 +219,23 @@ impl RowParallelLinear {
         shift: u32,
         share: bool,
     ) -> Result<Self> {
+        Self::from_slices(members, in_features, out_features, ranges, share, seeded(seed, in_features, shift))
+    }
+
+    /// The layer over slices `make(member, rows, columns)` makes (every row, columns
+    /// `ranges[i]`, for member `i`); with `share`, `ranges` may tile a part of the input
+    /// features.
+    pub(crate) fn from_slices(
+        members: &[Member],
+        in_features: usize,
+        out_features: usize,
+        ranges: Vec<Range<usize>>,
+        share: bool,
+        make: impl FnMut(&Member, Range<usize>, Range<usize>) -> Result<Tensor>,
+    ) -> Result<Self> {
         check_members("RowParallelLinear ranges", members, ranges.len())?;
         check_tiling("RowParallelLinear", &ranges, in_features, share)?;
-        let weights =
-            slices(members, &ranges, in_features, seed, shift, |r| ([out_features, r.len()], (0, r.start)))?;
+        let weights = slices(members, &ranges, |r| (0..out_features, r.clone()), make)?;
         Ok(Self { in_features, out_features, ranges, weights })
     }
 
@@ -236,23 +283,60 @@ impl RowParallelLinear {
         slice_of("RowParallelLinear member", &self.weights, i)
     }
 
-    /// [`RowParallelLinear::forward`] with the all-reduce fused where the communicator can
-    /// ([`Comm::fused_round`], DevicePoll): each member's product goes straight into its slot
-    /// of the round, and the round is left for the consumer to sum (with
-    /// `Member::reduce_add_rmsnorm`). `Ok(None)`: not fused, nothing recorded.
-    pub(crate) fn forward_fused(
+    /// `x_stream += W x`, then `h = rmsnorm(x_stream) · norm.weight`, on every member: the
+    /// layer's product, its all-reduce and the residual norm that consumes it, as a decoder
+    /// block ends. Where the reducer fuses rounds ([`Reducer::fused_round`], DevicePoll) each
+    /// member's product goes straight into its slot and the norm sums the slots in member
+    /// order (`reduce_add_rmsnorm`); else the products go into `partial`, are all-reduced and
+    /// added (`add_rmsnorm`). Both give the same bits.
+    pub(crate) fn forward_add_norm(
         &self,
         members: &[Member],
-        comm: &mut Comm,
+        reducer: Option<&mut dyn Reducer>,
         x: &[&Tensor],
-    ) -> Result<Option<FusedRound>> {
+        partial: &Sharded,
+        norm: AddNorm<'_>,
+    ) -> Result<()> {
         check_forward("RowParallelLinear", self.weights.len(), members, x.len(), x.len())?;
-        let Some(r) = comm.fused_round(self.out_features)? else { return Ok(None) };
+        let reducer = match reducer {
+            Some(r) => match r.fused_round(self.out_features)? {
+                Some(mut round) => {
+                    for (i, m) in members.iter().enumerate() {
+                        let (out, at) = round.output(i)?;
+                        m.matvec_into(&self.weights[i], x[i], out, at)?;
+                    }
+                    round.finish()?;
+                    for (i, m) in members.iter().enumerate() {
+                        let (xs, w, h) = norm.parts(i)?;
+                        m.transformer().reduce_add_rmsnorm(&round.input(i)?, xs, w, h, norm.eps)?;
+                    }
+                    return Ok(());
+                }
+                None => Some(r),
+            },
+            None => None,
+        };
+        self.forward_with(members, reducer, x, &mut partial.refs())?;
         for (i, m) in members.iter().enumerate() {
-            let (out, at) = comm.fused_output(&r, i)?;
-            m.matvec_into(&self.weights[i], x[i], out, at)?;
+            let (xs, w, h) = norm.parts(i)?;
+            m.transformer().add_rmsnorm(xs, partial.part(i)?, w, h, norm.eps)?;
         }
-        comm.fused_finish(&r)?;
-        Ok(Some(r))
+        Ok(())
+    }
+}
+
+/// The residual norm that ends a decoder block's half: the output is added to the residual
+/// stream `x`, which is then normed with `weight` into `h` (all replicated).
+#[derive(Clone, Copy)]
+pub(crate) struct AddNorm<'a> {
+    pub(crate) x: &'a Sharded,
+    pub(crate) weight: &'a Sharded,
+    pub(crate) h: &'a Sharded,
+    pub(crate) eps: f32,
+}
+
+impl AddNorm<'_> {
+    fn parts(&self, i: usize) -> Result<(&Tensor, &Tensor, &Tensor)> {
+        Ok((self.x.part(i)?, self.weight.part(i)?, self.h.part(i)?))
     }
 }

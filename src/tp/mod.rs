@@ -10,7 +10,11 @@
 //! - [`TransformerOps`]: the transformer's kernels on one member's tensors (norms, RoPE,
 //!   attention, the fused products, the greedy token), reached with `Member::transformer`.
 //! - `block`: the decoder block's attention and MLP halves as tensor-parallel layers.
-//! - [`model`]: a decoder-only transformer built from them, for greedy decoding.
+//! - `config`, `plan`: a decoder-only transformer's shape, and how it is cut across the
+//!   members (and whether they can hold it).
+//! - `weights`: where the weights come from ([`WeightSource`]: generated from a seed, or read
+//!   from a checkpoint), each member's slices only.
+//! - `decoder`: the [`Decoder`] built from them, for greedy decoding.
 //! - `init`: deterministic weights generated on the device, and their CPU twin (public with
 //!   the `test-hooks` feature, for the tests' references).
 //!
@@ -19,22 +23,28 @@
 //! equal sums, so every member's copy stays identical.
 
 mod block;
+mod config;
+mod decoder;
 // The weights' CPU twin is for the tests' references (feature `test-hooks`), not the API.
 #[cfg(feature = "test-hooks")]
 pub mod init;
 #[cfg(not(feature = "test-hooks"))]
 mod init;
 pub mod linear;
-pub mod model;
 mod ops;
+mod plan;
 mod reduce;
 mod sharded;
 pub mod split;
+mod weights;
 
+pub use config::DecoderConfig;
+pub use decoder::{DecodeStats, Decoder};
 pub use linear::{ColumnParallelLinear, RowParallelLinear};
-pub use model::{check_fits, DecodeStats, Decoder, DecoderConfig, Footprint, Plan};
 pub(crate) use ops::Position;
 pub use ops::{AttentionShape, TransformerOps};
+pub use plan::{check_fits, Footprint, Plan};
 pub use reduce::Reducer;
 pub use sharded::Sharded;
 pub use split::{split_ranges, SplitSpec};
+pub use weights::{Norm, Seeded, Weight, WeightSource};

@@ -2,7 +2,7 @@
 //! (feature `mpi`) the communicator across MPI ranks, [`crate::ranks::RankComm`], whose
 //! members are this process's share of a model split over every rank's members.
 
-use crate::comm::{AllReduceOptions, Comm};
+use crate::comm::{AllReduceOptions, Comm, FusedRound};
 use crate::error::Result;
 use crate::tensor::Tensor;
 
@@ -12,10 +12,11 @@ pub trait Reducer {
     /// The all-reduce of `parts` (one per member of this process, in member order).
     fn all_reduce(&mut self, parts: &mut [&Tensor], opts: &AllReduceOptions) -> Result<()>;
 
-    /// The one-process communicator behind this one, for what only it does (rounds fused
-    /// into the next kernel, a step recorded once and replayed); `None` across ranks.
-    fn local(&mut self) -> Option<&mut Comm> {
-        None
+    /// A round of `n` elements the caller records into its own kernels (DevicePoll), or
+    /// `None` where this reducer has none (then [`Reducer::all_reduce`] gives the same bits).
+    #[doc(hidden)]
+    fn fused_round(&mut self, _n: usize) -> Result<Option<FusedRound<'_>>> {
+        Ok(None)
     }
 }
 
@@ -24,8 +25,8 @@ impl Reducer for Comm {
         Comm::all_reduce(self, parts, opts)
     }
 
-    fn local(&mut self) -> Option<&mut Comm> {
-        Some(self)
+    fn fused_round(&mut self, n: usize) -> Result<Option<FusedRound<'_>>> {
+        Comm::fused_round(self, n)
     }
 }
 

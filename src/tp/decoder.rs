@@ -11,302 +11,27 @@
 //! Weights are generated on the devices from a seed, so even the 27B-class preset loads in
 //! seconds and every split holds exactly the slices of the one-member model.
 
+use super::block::{Attention, AttentionScratch, Mlp, MlpScratch, Step};
+use super::config::DecoderConfig;
+use super::linear::{AddNorm, ColumnParallelLinear, RowParallelLinear};
+use super::plan::{check_fits, Plan};
+use super::sharded::Sharded;
+use super::split::SplitSpec;
+use super::weights::{Norm, Seeded, Weight, WeightSource};
+use super::{Position, Reducer};
+use crate::comm::{AllReduceOptions, Comm, Precision};
+use crate::error::{Error, Result};
 use std::ops::Range;
 
-use super::Position;
-use crate::comm::{AllReduceOptions, Comm, FusedRound, Precision};
-use crate::error::{Error, Result};
 use crate::group::{DeviceGroup, Member, MemberStats};
-use crate::tensor::{DType, Tensor};
+use crate::tensor::Tensor;
 use vk_native::Replay;
-
-use super::block::{Attention, AttentionScratch, Mlp, MlpScratch, Step};
-use super::init::{matrix_seed, shift_for_fan_in};
-use super::linear::{ColumnParallelLinear, RowParallelLinear};
-use super::sharded::Sharded;
-use super::split::{split_ranges, SplitSpec};
-use super::Reducer;
-
-/// Shape of the model.
-#[derive(Debug, Clone, PartialEq)]
-pub struct DecoderConfig {
-    /// Width of the residual stream (model dimension), in elements.
-    pub hidden: usize,
-    /// Intermediate features of the MLP (gate, up and down projections); split at 64.
-    pub ffn: usize,
-    /// Transformer layers.
-    pub layers: usize,
-    /// Query heads, a positive multiple of `kv_heads`.
-    pub q_heads: usize,
-    /// Key/value heads (grouped-query attention); the attention split is in whole KV heads.
-    pub kv_heads: usize,
-    /// Elements per head, even (RoPE rotates pairs).
-    pub head_dim: usize,
-    /// Vocabulary size: token ids are `0..vocab`, below 2^24; the output projection is split
-    /// at 64 entries.
-    pub vocab: usize,
-    /// KV-cache capacity in tokens.
-    pub max_seq: usize,
-    /// Seed the weights are generated from on the devices: the same seed gives the same model
-    /// on any split.
-    pub seed: u32,
-    /// RoPE frequency base (10000 in both presets).
-    pub rope_base: f32,
-    /// The epsilon added to the mean square in RMSNorm.
-    pub eps: f32,
-}
-
-impl DecoderConfig {
-    /// A small model for tests and CI (runs in seconds on lavapipe).
-    pub fn small() -> Self {
-        Self {
-            hidden: 256,
-            ffn: 640,
-            layers: 2,
-            q_heads: 8,
-            kv_heads: 4,
-            head_dim: 32,
-            vocab: 1000,
-            max_seq: 64,
-            seed: 7,
-            rope_base: 10_000.0,
-            eps: 1e-5,
-        }
-    }
-
-    /// A 27B-class shape: hidden 5120, FFN 17408, 64 layers, 40 query and 8 KV heads of 128.
-    pub fn preset_27b() -> Self {
-        Self {
-            hidden: 5120,
-            ffn: 17408,
-            layers: 64,
-            q_heads: 40,
-            kv_heads: 8,
-            head_dim: 128,
-            vocab: 32_000,
-            max_seq: 256,
-            seed: 7,
-            rope_base: 10_000.0,
-            eps: 1e-5,
-        }
-    }
-
-    /// `small` or `27b`.
-    pub fn preset(name: &str) -> Result<Self> {
-        match name {
-            "small" => Ok(Self::small()),
-            "27b" => Ok(Self::preset_27b()),
-            _ => Err(Error::BadConfig {
-                name: "--preset",
-                value: name.into(),
-                why: "expected small or 27b".into(),
-            }),
-        }
-    }
-
-    /// Checks the shape before anything is allocated; the error names the field.
-    pub fn validate(&self) -> Result<()> {
-        let bad = |why: String| Err(Error::InvalidArgument(format!("decoder shape: {why}")));
-        for (name, v) in [
-            ("hidden", self.hidden),
-            ("ffn", self.ffn),
-            ("layers", self.layers),
-            ("vocab", self.vocab),
-            ("max_seq", self.max_seq),
-            ("kv_heads", self.kv_heads),
-            ("head_dim", self.head_dim),
-        ] {
-            if v == 0 {
-                return bad(format!("{name} is 0; it must be at least 1"));
-            }
-        }
-        if !self.q_heads.is_multiple_of(self.kv_heads) || self.q_heads == 0 {
-            return bad(format!(
-                "q_heads ({}) must be a positive multiple of kv_heads ({})",
-                self.q_heads, self.kv_heads
-            ));
-        }
-        if !self.head_dim.is_multiple_of(2) {
-            return bad(format!("head_dim ({}) must be even (RoPE rotates pairs)", self.head_dim));
-        }
-        // Kernels index with 32-bit integers and the greedy pair carries the token id in an f32.
-        let fits = |a: usize, b: usize| a.checked_mul(b).is_some_and(|p| p <= u32::MAX as usize);
-        let q_width = self.q_heads.saturating_mul(self.head_dim);
-        let kv_width = self.kv_heads.saturating_mul(self.head_dim);
-        if !(fits(self.hidden, self.ffn)
-            && fits(self.hidden, q_width)
-            && fits(self.vocab, self.hidden)
-            && fits(q_width, self.max_seq)
-            && fits(kv_width, self.max_seq))
-        {
-            return bad(
-                "a weight matrix or KV cache would exceed 2^32 elements (kernels index with 32 bits)".into(),
-            );
-        }
-        if self.vocab >= 1 << 24 {
-            return bad(format!(
-                "vocab ({}) must be below 2^24 (token ids travel as exact f32 values)",
-                self.vocab
-            ));
-        }
-        Ok(())
-    }
-
-    /// Parameters (weights) in the model.
-    pub fn parameters(&self) -> u128 {
-        let (h, f, d) = (self.hidden as u128, self.ffn as u128, self.head_dim as u128);
-        let attn = h * d * (self.q_heads as u128 * 2 + self.kv_heads as u128 * 2);
-        let mlp = 3 * h * f;
-        self.layers as u128 * (attn + mlp) + 2 * self.vocab as u128 * h
-    }
-}
-
-/// How the features were shared out.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Plan {
-    /// The weight each member's share was cut by (measured ones for `SplitSpec::Auto`).
-    pub weights: Vec<f64>,
-    /// KV heads per member (query heads follow, `group` per KV head).
-    pub kv_heads: Vec<Range<usize>>,
-    /// MLP features per member, cut at multiples of 64.
-    pub ffn: Vec<Range<usize>>,
-    /// Vocabulary entries (rows of the output projection) per member, cut at multiples of 64.
-    pub vocab: Vec<Range<usize>>,
-}
-
-impl Plan {
-    /// Cuts the model for members weighted `weights`: attention at whole KV heads, the MLP at
-    /// 64 features, the vocabulary at 64 entries.
-    pub fn new(cfg: &DecoderConfig, weights: &[f64]) -> Result<Self> {
-        Ok(Self {
-            weights: weights.to_vec(),
-            kv_heads: split_ranges(cfg.kv_heads, 1, weights)?,
-            ffn: split_ranges(cfg.ffn, 64, weights)?,
-            vocab: split_ranges(cfg.vocab, 64, weights)?,
-        })
-    }
-}
-
-/// What the next norm adds to the residual stream: nothing (the first layer), a replicated
-/// tensor, or a fused all-reduce round to sum first.
-enum Residual<'a> {
-    None,
-    Tensor(&'a Sharded),
-    Fused(FusedRound),
-}
-
-/// What one member allocates for the model, known before anything is allocated.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Footprint {
-    /// Bytes of every tensor the member holds (weights, KV caches, activations).
-    pub bytes: u64,
-    /// Weight bytes the member reads for every token: its slices of every layer's matrices and
-    /// of the vocabulary projection (the embedding table gives one row per token).
-    pub streamed_weight_bytes: u64,
-    /// The largest single tensor: its name and bytes (one storage binding must cover it).
-    pub largest: (&'static str, u64),
-}
-
-impl Plan {
-    /// Member `i`'s allocations for `cfg` under this plan.
-    pub fn footprint(&self, cfg: &DecoderConfig, i: usize) -> Footprint {
-        let f16 = |n: usize| DType::F16.storage_bytes(n);
-        let f32b = |n: usize| DType::F32.storage_bytes(n);
-        let (h, d, g) = (cfg.hidden, cfg.head_dim, cfg.q_heads / cfg.kv_heads.max(1));
-        let kvh = self.kv_heads.get(i).map_or(0, |r| r.len());
-        let (qd, kvd) = (kvh * g * d, kvh * d);
-        let ffn = self.ffn.get(i).map_or(0, |r| r.len());
-        let vocab = self.vocab.get(i).map_or(0, |r| r.len());
-        // (name, bytes of one, how many, read in full for every token: the weights the member
-        // streams; the embedding table gives one row per token).
-        let l = cfg.layers as u64;
-        let tensors: [(&'static str, u64, u64, bool); 12] = [
-            ("q weight", f16(qd * h), l, true),
-            ("k weight", f16(kvd * h), l, true),
-            ("v weight", f16(kvd * h), l, true),
-            ("o weight", f16(h * qd), l, true),
-            ("gate weight", f16(ffn * h), l, true),
-            ("up weight", f16(ffn * h), l, true),
-            ("down weight", f16(h * ffn), l, true),
-            ("KV cache", f32b(kvd * cfg.max_seq), 2 * l, false),
-            ("vocabulary weight", f16(vocab * h), 1, true),
-            ("embedding table", f16(cfg.vocab * h), 1, false),
-            ("attention scores", f32b(qd / d.max(1) * cfg.max_seq), 1, false),
-            ("activations", f32b(6 * h + 3 * qd + 2 * kvd + 3 * ffn + vocab + cfg.max_seq + 16), 1, false),
-        ];
-        let total = |keep: &dyn Fn(bool) -> bool| {
-            tensors
-                .iter()
-                .filter(|t| keep(t.3))
-                .map(|t| t.1.saturating_mul(t.2))
-                .fold(0u64, u64::saturating_add)
-        };
-        let (bytes, streamed_weight_bytes) = (total(&|_| true), total(&|streamed| streamed));
-        // The activations are several small tensors, never one binding.
-        let largest = tensors
-            .iter()
-            .filter(|t| t.0 != "activations")
-            .max_by_key(|t| t.1)
-            .map_or(("none", 0), |t| (t.0, t.1));
-        Footprint { bytes, streamed_weight_bytes, largest }
-    }
-}
-
-fn gib(bytes: u64) -> f64 {
-    bytes as f64 / (1u64 << 30) as f64
-}
-
-/// Refuses a model the members cannot hold, before anything is allocated: each member's
-/// largest tensor against its device's `maxStorageBufferRange`, and the members on one
-/// adapter together against that adapter's largest device-local heap (on a CPU device or an
-/// iGPU that is system memory, which the host also needs).
-pub fn check_fits(members: &[Member], cfg: &DecoderConfig, plan: &Plan) -> Result<()> {
-    let mut per_adapter: Vec<(usize, u64, usize)> = Vec::new();
-    for (i, m) in members.iter().enumerate() {
-        let f = plan.footprint(cfg, i);
-        let caps = &m.adapter().caps;
-        if f.largest.1 > caps.max_storage_buffer_range {
-            let remedy = if f.largest.0 == "embedding table" {
-                "every member holds it whole: use a smaller vocabulary or hidden size"
-            } else {
-                "use a smaller model or spread it over more members"
-            };
-            return Err(Error::Unsupported(format!(
-                "the model's {} on {} needs {} bytes in one tensor, more than that device binds in one tensor (maxStorageBufferRange {} bytes): {remedy}",
-                f.largest.0,
-                m.label(),
-                f.largest.1,
-                caps.max_storage_buffer_range
-            )));
-        }
-        match per_adapter.iter_mut().find(|a| a.0 == m.adapter().index) {
-            Some(a) => {
-                a.1 = a.1.saturating_add(f.bytes);
-                a.2 += 1;
-            }
-            None => per_adapter.push((m.adapter().index, f.bytes, 1)),
-        }
-    }
-    for (adapter, bytes, n) in per_adapter {
-        let Some(m) = members.iter().find(|m| m.adapter().index == adapter) else { continue };
-        let heap = m.adapter().caps.device_local_heap_bytes;
-        if heap > 0 && bytes > heap {
-            return Err(Error::OutOfDeviceMemory {
-                device: m.adapter().name.clone(),
-                detail: format!(
-                    " (adapter {adapter}): the model needs {:.1} GiB on its {n} member(s) there, its largest device-local memory heap holds {:.1} GiB; nothing was allocated. Use a smaller model, or spread it over more devices",
-                    gib(bytes),
-                    gib(heap)
-                ),
-            });
-        }
-    }
-    Ok(())
-}
 
 /// One decoder layer: attention, then the MLP, each a tensor-parallel half (`block.rs`).
 struct Layer {
+    attention_norm: Sharded,
     attention: Attention,
+    mlp_norm: Sharded,
     mlp: Mlp,
 }
 
@@ -331,8 +56,6 @@ struct Activations {
     history: Sharded,
     /// The position of the next step (u32), advanced on the devices by the step's last kernel.
     position: Sharded,
-    /// The norms' weights (all ones).
-    norm: Sharded,
 }
 
 /// Counters of a decode run.
@@ -388,6 +111,7 @@ pub struct Decoder {
     first: usize,
     embed: Vec<Tensor>,
     vocab: ColumnParallelLinear,
+    final_norm: Sharded,
     layers: Vec<Layer>,
     act: Activations,
     /// Tokens decoded so far (the next position); the devices hold it too, in `act.position`.
@@ -444,12 +168,27 @@ impl Decoder {
         progress: impl FnMut(usize, usize),
     ) -> Result<Self> {
         cfg.validate()?;
+        let mut source = Seeded::new(&cfg);
+        Self::load_from(group, cfg, split, comm, &mut source, progress)
+    }
+
+    /// Like [`Decoder::load`], with the weights `source` makes (a checkpoint's, or
+    /// [`Seeded`]'s): each member asks it for its slices only.
+    pub fn load_from(
+        group: &DeviceGroup,
+        cfg: DecoderConfig,
+        split: &SplitSpec,
+        comm: Option<Comm>,
+        source: &mut dyn WeightSource,
+        progress: impl FnMut(usize, usize),
+    ) -> Result<Self> {
+        cfg.validate()?;
         let members = group.members().to_vec();
         if members.len() > 1 && comm.is_none() {
             return Err(Error::InvalidArgument("a decoder over several members needs a communicator".into()));
         }
         let weights = split.resolve(&members)?;
-        Self::load_share(group, cfg, &weights, 0, comm, None, progress)
+        Self::load_share(group, cfg, &weights, 0, (comm, None), source, progress)
     }
 
     /// Loads this process's share of a model split over every member of every MPI rank
@@ -481,7 +220,16 @@ impl Decoder {
             )));
         }
         let weights = split.weights(total)?;
-        Self::load_share(group, cfg, &weights, own.start, None, Some(Box::new(ranks)), |_, _| {})
+        let mut source = Seeded::new(&cfg);
+        Self::load_share(
+            group,
+            cfg,
+            &weights,
+            own.start,
+            (None, Some(Box::new(ranks))),
+            &mut source,
+            |_, _| {},
+        )
     }
 
     /// Loads the share of `group`'s members, global members `first..first + group.len()` of a
@@ -491,8 +239,8 @@ impl Decoder {
         cfg: DecoderConfig,
         weights: &[f64],
         first: usize,
-        comm: Option<Comm>,
-        remote: Option<Box<dyn Reducer + Send>>,
+        (comm, remote): (Option<Comm>, Option<Box<dyn Reducer + Send>>),
+        source: &mut dyn WeightSource,
         mut progress: impl FnMut(usize, usize),
     ) -> Result<Self> {
         let members = group.members().to_vec();
@@ -521,102 +269,47 @@ impl Decoder {
             plan.kv_heads.iter().map(|r| r.start * group_size * d..r.end * group_size * d).collect();
         let kv_rows: Vec<_> = plan.kv_heads.iter().map(|r| r.start * d..r.end * d).collect();
         let (h, f, qd, kvd) = (cfg.hidden, cfg.ffn, cfg.q_heads * d, cfg.kv_heads * d);
-        let s_h = shift_for_fan_in(h);
+        let norm = |source: &mut dyn WeightSource, which| -> Result<Sharded> {
+            Ok(Sharded::new(members.iter().map(|m| source.norm(m, which)).collect::<Result<Vec<_>>>()?))
+        };
         let mut layers = Vec::with_capacity(cfg.layers);
         for l in 0..cfg.layers {
-            let seed = |id| matrix_seed(cfg.seed, l, id);
             let caches = || Sharded::full(&members, |i| plan.kv_heads[i].len() * cfg.max_seq * d, 0.0);
+            let mut column = |inp, out, ranges: &Vec<Range<usize>>, w: fn(usize) -> Weight| {
+                ColumnParallelLinear::from_slices(&members, inp, out, ranges.clone(), share, |m, r, c| {
+                    source.matrix(m, w(l), r, c)
+                })
+            };
+            let (q, k, v) = (
+                column(h, qd, &q_rows, Weight::Q)?,
+                column(h, kvd, &kv_rows, Weight::K)?,
+                column(h, kvd, &kv_rows, Weight::V)?,
+            );
+            let (gate, up) = (column(h, f, &plan.ffn, Weight::Gate)?, column(h, f, &plan.ffn, Weight::Up)?);
+            let mut row = |inp, out, ranges: &Vec<Range<usize>>, w: fn(usize) -> Weight| {
+                RowParallelLinear::from_slices(&members, inp, out, ranges.clone(), share, |m, r, c| {
+                    source.matrix(m, w(l), r, c)
+                })
+            };
+            let (o, down) = (row(qd, h, &q_rows, Weight::O)?, row(f, h, &plan.ffn, Weight::Down)?);
             layers.push(Layer {
-                attention: Attention {
-                    q: ColumnParallelLinear::random_share(
-                        &members,
-                        h,
-                        qd,
-                        q_rows.clone(),
-                        seed(1),
-                        s_h,
-                        share,
-                    )?,
-                    k: ColumnParallelLinear::random_share(
-                        &members,
-                        h,
-                        kvd,
-                        kv_rows.clone(),
-                        seed(2),
-                        s_h,
-                        share,
-                    )?,
-                    v: ColumnParallelLinear::random_share(
-                        &members,
-                        h,
-                        kvd,
-                        kv_rows.clone(),
-                        seed(3),
-                        s_h,
-                        share,
-                    )?,
-                    o: RowParallelLinear::random_share(
-                        &members,
-                        qd,
-                        h,
-                        q_rows.clone(),
-                        seed(4),
-                        shift_for_fan_in(qd),
-                        share,
-                    )?,
-                    k_cache: caches()?,
-                    v_cache: caches()?,
-                },
-                mlp: Mlp {
-                    gate: ColumnParallelLinear::random_share(
-                        &members,
-                        h,
-                        f,
-                        plan.ffn.clone(),
-                        seed(5),
-                        s_h,
-                        share,
-                    )?,
-                    up: ColumnParallelLinear::random_share(
-                        &members,
-                        h,
-                        f,
-                        plan.ffn.clone(),
-                        seed(6),
-                        s_h,
-                        share,
-                    )?,
-                    down: RowParallelLinear::random_share(
-                        &members,
-                        f,
-                        h,
-                        plan.ffn.clone(),
-                        seed(7),
-                        shift_for_fan_in(f),
-                        share,
-                    )?,
-                },
+                attention_norm: norm(source, Norm::Attention(l))?,
+                attention: Attention { q, k, v, o, k_cache: caches()?, v_cache: caches()? },
+                mlp_norm: norm(source, Norm::Mlp(l))?,
+                mlp: Mlp { gate, up, down },
             });
             progress(l + 1, cfg.layers);
         }
-        let vocab = ColumnParallelLinear::random_share(
+        let vocab = ColumnParallelLinear::from_slices(
             &members,
             h,
             cfg.vocab,
             plan.vocab.clone(),
-            matrix_seed(cfg.seed, usize::MAX, 8),
-            s_h,
             share,
+            |m, r, c| source.matrix(m, Weight::Output, r, c),
         )?;
-        let embed = members
-            .iter()
-            .map(|m| {
-                let t = m.empty(&[cfg.vocab, h], DType::F16)?;
-                // Embedding rows of amplitude 1: k * 2^-10.
-                m.transformer().init_weights(&t, matrix_seed(cfg.seed, usize::MAX, 9), h, 0, 0, 10)?;
-                Ok(t)
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let final_norm = norm(source, Norm::Final)?;
+        let embed = members.iter().map(|m| source.embedding(m)).collect::<Result<Vec<_>>>()?;
         let f32s = |len: &dyn Fn(usize) -> usize| Sharded::full(&members, len, 0.0);
         let kvh = |i: usize| plan.kv_heads[i].len();
         let u32s = |len: usize| -> Result<Sharded> {
@@ -644,7 +337,6 @@ impl Decoder {
             token: u32s(1)?,
             history: u32s(cfg.max_seq)?,
             position: u32s(1)?,
-            norm: Sharded::full(&members, |_| h, 1.0)?,
         };
         for m in &members {
             m.flush()?;
@@ -658,6 +350,7 @@ impl Decoder {
             first,
             embed,
             vocab,
+            final_norm,
             layers,
             act,
             pos: 0,
@@ -758,7 +451,7 @@ impl Decoder {
             let recorded = self.record_step().and_then(|()| {
                 if let Some(c) = self.comm.as_mut() {
                     self.rounds_per_step = c.rounds() - first_round;
-                    c.record_round_advance(self.rounds_per_step)?;
+                    c.replays()?.record_advance(self.rounds_per_step)?;
                 }
                 self.members.iter().map(Member::end_capture).collect::<Result<Vec<_>>>()
             });
@@ -773,7 +466,7 @@ impl Decoder {
         } else if let Some(c) = self.comm.as_mut() {
             // The recording's rounds were announced as it was recorded; each later submission
             // of it runs the next ones.
-            c.replayed(self.rounds_per_step)?;
+            c.replays()?.replayed(self.rounds_per_step)?;
         }
         let recorded = self.recorded.as_ref().expect("recorded above");
         for (m, r) in self.members.iter().zip(recorded) {
@@ -809,40 +502,21 @@ impl Decoder {
         for (i, m) in members.iter().enumerate() {
             m.transformer().embed(&self.embed[i], act.token.part(i)?, act.x.part(i)?)?;
         }
-        // Each half adds its output to the residual stream in the next norm (add_rmsnorm), or,
-        // where the all-reduce is fused, sums the members' partials there.
-        let norm = |comm: Option<&Comm>, added: Residual<'_>| -> Result<()> {
-            for (i, m) in members.iter().enumerate() {
-                let (x, w, h) = (act.x.part(i)?, act.norm.part(i)?, act.h.part(i)?);
-                match &added {
-                    Residual::None => m.transformer().rmsnorm(x, w, h, cfg.eps)?,
-                    Residual::Tensor(a) => m.transformer().add_rmsnorm(x, a.part(i)?, w, h, cfg.eps)?,
-                    Residual::Fused(r) => {
-                        let comm = comm.ok_or_else(|| {
-                            Error::InvalidArgument("a fused round without a communicator".into())
-                        })?;
-                        m.transformer().reduce_add_rmsnorm(&comm.fused_input(r, i)?, x, w, h, cfg.eps)?
-                    }
-                }
-            }
-            Ok(())
-        };
-        let residual = |fused: Option<FusedRound>, t: &'static str| match fused {
-            Some(r) => Residual::Fused(r),
-            None if t == "o" => Residual::Tensor(&act.o),
-            None => Residual::Tensor(&act.d),
-        };
-        let mut last = Residual::None;
-        for layer in &self.layers {
-            norm(self.comm.as_ref(), last)?;
-            let r = reducer(&mut self.comm, &mut self.remote);
-            let o = layer.attention.forward(members, r, &act.h, &act.attention, &act.o, step)?;
-            norm(self.comm.as_ref(), residual(o, "o"))?;
-            let r = reducer(&mut self.comm, &mut self.remote);
-            let d = layer.mlp.forward(members, r, &act.h, &act.mlp, &act.d)?;
-            last = residual(d, "d");
+        // The first norm; then each half ends in the next one: its all-reduced output is added
+        // to the residual stream `x`, which is normed into `h` (`forward_add_norm`).
+        let first_norm = self.layers.first().map_or(&self.final_norm, |l| &l.attention_norm);
+        for (i, m) in members.iter().enumerate() {
+            let (x, w, h) = (act.x.part(i)?, first_norm.part(i)?, act.h.part(i)?);
+            m.transformer().rmsnorm(x, w, h, cfg.eps)?;
         }
-        norm(self.comm.as_ref(), last)?;
+        let add_norm = |weight| AddNorm { x: &act.x, weight, h: &act.h, eps: cfg.eps };
+        for (l, layer) in self.layers.iter().enumerate() {
+            let next_norm = self.layers.get(l + 1).map_or(&self.final_norm, |n| &n.attention_norm);
+            let r = reducer(&mut self.comm, &mut self.remote);
+            layer.attention.forward(members, r, &act.attention, &act.o, step, add_norm(&layer.mlp_norm))?;
+            let r = reducer(&mut self.comm, &mut self.remote);
+            layer.mlp.forward(members, r, &act.mlp, &act.d, add_norm(next_norm))?;
+        }
         // The greedy token: each member's best (value, index) of its vocabulary slice, gathered
         // by an all-reduce of the pairs (exact: every other member contributes zeros).
         self.vocab.forward(members, &act.h.refs(), &act.logits.refs())?;

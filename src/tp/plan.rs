@@ -1,0 +1,146 @@
+//! How a model is cut across the members ([`Plan`]: attention at whole KV heads, the MLP and
+//! the vocabulary at 64), what each member then allocates ([`Footprint`]), and the refusal of
+//! a model the members cannot hold, before anything is allocated ([`check_fits`]).
+
+use std::ops::Range;
+
+use super::config::DecoderConfig;
+use super::split::split_ranges;
+use crate::error::{Error, Result};
+use crate::group::Member;
+use crate::tensor::DType;
+
+/// How the features were shared out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// The weight each member's share was cut by (measured ones for `SplitSpec::Auto`).
+    pub weights: Vec<f64>,
+    /// KV heads per member (query heads follow, `group` per KV head).
+    pub kv_heads: Vec<Range<usize>>,
+    /// MLP features per member, cut at multiples of 64.
+    pub ffn: Vec<Range<usize>>,
+    /// Vocabulary entries (rows of the output projection) per member, cut at multiples of 64.
+    pub vocab: Vec<Range<usize>>,
+}
+
+impl Plan {
+    /// Cuts the model for members weighted `weights`: attention at whole KV heads, the MLP at
+    /// 64 features, the vocabulary at 64 entries.
+    pub fn new(cfg: &DecoderConfig, weights: &[f64]) -> Result<Self> {
+        Ok(Self {
+            weights: weights.to_vec(),
+            kv_heads: split_ranges(cfg.kv_heads, 1, weights)?,
+            ffn: split_ranges(cfg.ffn, 64, weights)?,
+            vocab: split_ranges(cfg.vocab, 64, weights)?,
+        })
+    }
+}
+
+/// What one member allocates for the model, known before anything is allocated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Footprint {
+    /// Bytes of every tensor the member holds (weights, KV caches, activations).
+    pub bytes: u64,
+    /// Weight bytes the member reads for every token: its slices of every layer's matrices and
+    /// of the vocabulary projection (the embedding table gives one row per token).
+    pub streamed_weight_bytes: u64,
+    /// The largest single tensor: its name and bytes (one storage binding must cover it).
+    pub largest: (&'static str, u64),
+}
+
+impl Plan {
+    /// Member `i`'s allocations for `cfg` under this plan.
+    pub fn footprint(&self, cfg: &DecoderConfig, i: usize) -> Footprint {
+        let f16 = |n: usize| DType::F16.storage_bytes(n);
+        let f32b = |n: usize| DType::F32.storage_bytes(n);
+        let (h, d, g) = (cfg.hidden, cfg.head_dim, cfg.q_heads / cfg.kv_heads.max(1));
+        let kvh = self.kv_heads.get(i).map_or(0, |r| r.len());
+        let (qd, kvd) = (kvh * g * d, kvh * d);
+        let ffn = self.ffn.get(i).map_or(0, |r| r.len());
+        let vocab = self.vocab.get(i).map_or(0, |r| r.len());
+        // (name, bytes of one, how many, read in full for every token: the weights the member
+        // streams; the embedding table gives one row per token).
+        let l = cfg.layers as u64;
+        let tensors: [(&'static str, u64, u64, bool); 12] = [
+            ("q weight", f16(qd * h), l, true),
+            ("k weight", f16(kvd * h), l, true),
+            ("v weight", f16(kvd * h), l, true),
+            ("o weight", f16(h * qd), l, true),
+            ("gate weight", f16(ffn * h), l, true),
+            ("up weight", f16(ffn * h), l, true),
+            ("down weight", f16(h * ffn), l, true),
+            ("KV cache", f32b(kvd * cfg.max_seq), 2 * l, false),
+            ("vocabulary weight", f16(vocab * h), 1, true),
+            ("embedding table", f16(cfg.vocab * h), 1, false),
+            ("attention scores", f32b(qd / d.max(1) * cfg.max_seq), 1, false),
+            ("activations", f32b(6 * h + 3 * qd + 2 * kvd + 3 * ffn + vocab + cfg.max_seq + 16), 1, false),
+        ];
+        let total = |keep: &dyn Fn(bool) -> bool| {
+            tensors
+                .iter()
+                .filter(|t| keep(t.3))
+                .map(|t| t.1.saturating_mul(t.2))
+                .fold(0u64, u64::saturating_add)
+        };
+        let (bytes, streamed_weight_bytes) = (total(&|_| true), total(&|streamed| streamed));
+        // The activations are several small tensors, never one binding.
+        let largest = tensors
+            .iter()
+            .filter(|t| t.0 != "activations")
+            .max_by_key(|t| t.1)
+            .map_or(("none", 0), |t| (t.0, t.1));
+        Footprint { bytes, streamed_weight_bytes, largest }
+    }
+}
+
+fn gib(bytes: u64) -> f64 {
+    bytes as f64 / (1u64 << 30) as f64
+}
+
+/// Refuses a model the members cannot hold, before anything is allocated: each member's
+/// largest tensor against its device's `maxStorageBufferRange`, and the members on one
+/// adapter together against that adapter's largest device-local heap (on a CPU device or an
+/// iGPU that is system memory, which the host also needs).
+pub fn check_fits(members: &[Member], cfg: &DecoderConfig, plan: &Plan) -> Result<()> {
+    let mut per_adapter: Vec<(usize, u64, usize)> = Vec::new();
+    for (i, m) in members.iter().enumerate() {
+        let f = plan.footprint(cfg, i);
+        let caps = &m.adapter().caps;
+        if f.largest.1 > caps.max_storage_buffer_range {
+            let remedy = if f.largest.0 == "embedding table" {
+                "every member holds it whole: use a smaller vocabulary or hidden size"
+            } else {
+                "use a smaller model or spread it over more members"
+            };
+            return Err(Error::Unsupported(format!(
+                "the model's {} on {} needs {} bytes in one tensor, more than that device binds in one tensor (maxStorageBufferRange {} bytes): {remedy}",
+                f.largest.0,
+                m.label(),
+                f.largest.1,
+                caps.max_storage_buffer_range
+            )));
+        }
+        match per_adapter.iter_mut().find(|a| a.0 == m.adapter().index) {
+            Some(a) => {
+                a.1 = a.1.saturating_add(f.bytes);
+                a.2 += 1;
+            }
+            None => per_adapter.push((m.adapter().index, f.bytes, 1)),
+        }
+    }
+    for (adapter, bytes, n) in per_adapter {
+        let Some(m) = members.iter().find(|m| m.adapter().index == adapter) else { continue };
+        let heap = m.adapter().caps.device_local_heap_bytes;
+        if heap > 0 && bytes > heap {
+            return Err(Error::OutOfDeviceMemory {
+                device: m.adapter().name.clone(),
+                detail: format!(
+                    " (adapter {adapter}): the model needs {:.1} GiB on its {n} member(s) there, its largest device-local memory heap holds {:.1} GiB; nothing was allocated. Use a smaller model, or spread it over more devices",
+                    gib(bytes),
+                    gib(heap)
+                ),
+            });
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,144 @@
+//! Where a decoder's weights come from: a [`WeightSource`] makes each member's slice of each
+//! matrix, and the replicated tensors, on that member, so that no member ever holds more than
+//! its share. [`Seeded`] generates them on the devices from a seed (`wgsl/init_weights.wgsl`,
+//! so that even a 27B-class model loads in seconds and every split holds exactly the slices
+//! of the one-member model); a checkpoint reader is another source.
+
+use std::ops::Range;
+
+use super::config::DecoderConfig;
+use super::init::{matrix_seed, shift_for_fan_in};
+use crate::error::{Error, Result};
+use crate::group::Member;
+use crate::tensor::{DType, Tensor};
+
+/// A matrix of the model, `[out, in]` (rows are output features).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Weight {
+    /// Layer `l`'s query projection, `[q_heads · head_dim, hidden]`.
+    Q(usize),
+    /// Layer `l`'s key projection, `[kv_heads · head_dim, hidden]`.
+    K(usize),
+    /// Layer `l`'s value projection, `[kv_heads · head_dim, hidden]`.
+    V(usize),
+    /// Layer `l`'s attention output projection, `[hidden, q_heads · head_dim]`.
+    O(usize),
+    /// Layer `l`'s MLP gate, `[ffn, hidden]`.
+    Gate(usize),
+    /// Layer `l`'s MLP up projection, `[ffn, hidden]`.
+    Up(usize),
+    /// Layer `l`'s MLP down projection, `[hidden, ffn]`.
+    Down(usize),
+    /// The vocabulary projection, `[vocab, hidden]`.
+    Output,
+}
+
+/// A norm's weight, `[hidden]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Norm {
+    /// Before layer `l`'s attention.
+    Attention(usize),
+    /// Before layer `l`'s MLP.
+    Mlp(usize),
+    /// After the last layer.
+    Final,
+}
+
+/// Makes a model's tensors on the members, each member's share only.
+pub trait WeightSource {
+    /// Rows `rows` and columns `cols` of `weight` as a `[rows.len(), cols.len()]` tensor on
+    /// `member` (f16 where the source stores floats; a quantized source keeps its blocks).
+    fn matrix(
+        &mut self,
+        member: &Member,
+        weight: Weight,
+        rows: Range<usize>,
+        cols: Range<usize>,
+    ) -> Result<Tensor>;
+
+    /// The token embedding table, `[vocab, hidden]`, whole on every member.
+    fn embedding(&mut self, member: &Member) -> Result<Tensor>;
+
+    /// `norm`'s weight, `[hidden]` f32, on `member`.
+    fn norm(&mut self, member: &Member, norm: Norm) -> Result<Tensor>;
+}
+
+/// Weights generated on the devices from [`DecoderConfig::seed`]: every matrix element is
+/// `k·2^-shift` with `k` an integer in [-1024, 1023] (exact in f16), the shift chosen for the
+/// matrix's fan-in; norms are ones.
+#[derive(Debug, Clone)]
+pub struct Seeded {
+    seed: u32,
+    hidden: usize,
+    /// Query features, `q_heads · head_dim`.
+    q_features: usize,
+    ffn: usize,
+    vocab: usize,
+}
+
+impl Seeded {
+    /// The weights of `cfg`'s seed and shape.
+    pub fn new(cfg: &DecoderConfig) -> Self {
+        Self {
+            seed: cfg.seed,
+            hidden: cfg.hidden,
+            q_features: cfg.q_heads.saturating_mul(cfg.head_dim),
+            ffn: cfg.ffn,
+            vocab: cfg.vocab,
+        }
+    }
+
+    /// The matrix's seed and fan-in (its full columns).
+    fn drawn(&self, weight: Weight) -> (u32, usize) {
+        let at = |l, id| matrix_seed(self.seed, l, id);
+        match weight {
+            Weight::Q(l) => (at(l, 1), self.hidden),
+            Weight::K(l) => (at(l, 2), self.hidden),
+            Weight::V(l) => (at(l, 3), self.hidden),
+            Weight::O(l) => (at(l, 4), self.q_features),
+            Weight::Gate(l) => (at(l, 5), self.hidden),
+            Weight::Up(l) => (at(l, 6), self.hidden),
+            Weight::Down(l) => (at(l, 7), self.ffn),
+            Weight::Output => (at(usize::MAX, 8), self.hidden),
+        }
+    }
+}
+
+impl WeightSource for Seeded {
+    fn matrix(
+        &mut self,
+        member: &Member,
+        weight: Weight,
+        rows: Range<usize>,
+        cols: Range<usize>,
+    ) -> Result<Tensor> {
+        let (seed, fan_in) = self.drawn(weight);
+        if cols.end > fan_in || rows.start > rows.end || cols.start > cols.end {
+            return Err(Error::InvalidArgument(format!(
+                "{weight:?}: rows {rows:?} and columns {cols:?} of a matrix of {fan_in} columns"
+            )));
+        }
+        let t = member.empty(&[rows.len(), cols.len()], DType::F16)?;
+        member.transformer().init_weights(
+            &t,
+            seed,
+            fan_in,
+            rows.start,
+            cols.start,
+            shift_for_fan_in(fan_in),
+        )?;
+        Ok(t)
+    }
+
+    fn embedding(&mut self, member: &Member) -> Result<Tensor> {
+        let h = self.hidden;
+        let t = member.empty(&[self.vocab, h], DType::F16)?;
+        // Embedding rows of amplitude 1: k · 2^-10.
+        member.transformer().init_weights(&t, matrix_seed(self.seed, usize::MAX, 9), h, 0, 0, 10)?;
+        Ok(t)
+    }
+
+    fn norm(&mut self, member: &Member, _norm: Norm) -> Result<Tensor> {
+        member.full(&[self.hidden], DType::F32, 1.0)
+    }
+}
