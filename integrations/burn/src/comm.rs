@@ -10,6 +10,10 @@ use cubecl::wgpu::{AutoCompiler, RuntimeOptions, WgpuDevice, WgpuServer, WgpuSet
 
 use crate::error::{Error, Result};
 
+/// The most f32 elements one all-reduce of gradients carries by default (64 MiB): a larger
+/// model's gradients go in several; a single parameter larger than this goes alone.
+pub const BUCKET_ELEMENTS: usize = 16 << 20;
+
 /// One member: a wgpu device crossgpu opened, and burn's device on it.
 struct Member {
     name: String,
@@ -157,7 +161,7 @@ impl Comm {
         let pairs: Vec<(&wgpu::Device, &wgpu::Queue)> =
             members.iter().map(|m| &m.device).zip(queues.iter()).collect();
         let wgpu = WgpuComm::new(&pairs)?;
-        Ok(Self { wgpu, members, bucket_elements: crate::data_parallel::BUCKET_ELEMENTS, copied: 0 })
+        Ok(Self { wgpu, members, bucket_elements: BUCKET_ELEMENTS, copied: 0 })
     }
 
     /// The number of members.

@@ -3,7 +3,7 @@
 //! same update and the replicas stay bitwise equal.
 //!
 //! The gradients of one step travel as few all-reduces as possible (DDP's buckets): each
-//! member's gradients are flattened into buckets of up to [`BUCKET_ELEMENTS`] f32 (or what
+//! member's gradients are flattened into buckets of up to [`BUCKET_ELEMENTS`](crate::comm::BUCKET_ELEMENTS) f32 (or what
 //! [`Comm::set_bucket_elements`] says) in the module's parameter order, each bucket is all-reduced once, and the sums are handed back as
 //! [`GradientsParams`] views of the buckets, ready for the member's optimizer.
 
@@ -13,10 +13,6 @@ use burn::tensor::Tensor;
 
 use crate::comm::Comm;
 use crate::error::{Error, Result};
-
-/// The most f32 elements one all-reduce of gradients carries by default (64 MiB): a larger
-/// model's gradients go in several; a single parameter larger than this goes alone.
-pub const BUCKET_ELEMENTS: usize = 16 << 20;
 
 /// Takes each parameter's gradients (one per member) out of the members' `GradientsParams`,
 /// flattened, in the module's parameter order.
@@ -80,7 +76,7 @@ fn not_replicas(why: String) -> Error {
 
 impl Comm {
     /// Sets the most f32 elements one all-reduce of [`Comm::all_reduce_grads`] carries
-    /// (at least 1; default [`BUCKET_ELEMENTS`]).
+    /// (at least 1; default [`BUCKET_ELEMENTS`](crate::comm::BUCKET_ELEMENTS)).
     pub fn set_bucket_elements(&mut self, elements: usize) {
         self.bucket_elements = elements.max(1);
     }

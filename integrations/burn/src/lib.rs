@@ -42,5 +42,5 @@ pub mod tp;
 
 pub use burn;
 pub use comm::Comm;
-pub use data_parallel::BUCKET_ELEMENTS;
+pub use comm::BUCKET_ELEMENTS;
 pub use error::{Error, Result};
