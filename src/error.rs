@@ -120,6 +120,9 @@ pub enum Error {
     /// message, the line and column it points at, and the source around them.
     #[error("{0}")]
     Shader(vk_native::ShaderError),
+    /// A model file that cannot be used: the file, and the tensor or metadata key at fault.
+    #[error("model file {0}")]
+    Model(#[from] crate::model::FormatError),
     /// Any other Vulkan failure, with the native error (and through it the `vk::Result` or
     /// wgpu-hal error) as its source.
     #[error("vulkan: {device}: {source}")]

@@ -116,6 +116,7 @@ mod error;
 mod group;
 mod instance;
 pub mod kernels;
+pub mod model;
 mod ops;
 #[cfg(feature = "mpi")]
 pub mod ranks;
