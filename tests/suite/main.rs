@@ -14,6 +14,7 @@ mod allreduce;
 mod decode_modes;
 mod drop_orders;
 mod errors;
+mod gguf_model;
 mod groups;
 mod kernels;
 mod poll;

@@ -1,0 +1,298 @@
+//! A llama-architecture GGUF checkpoint as a decoder's weights: its shape from the metadata
+//! ([`LlamaGguf::config`]) and its tensors as a [`WeightSource`], each member reading only
+//! the rows of its slices from the file.
+//!
+//! Weights are dequantized on the host and uploaded as f16 for now (the decoder's products read
+//! f16); reading the quantized blocks as stored on the device is the next step. Q4_1, Q8_0 and
+//! the other ggml types dequantize to values f16 holds to within its rounding (2^-11 relative).
+//!
+//! llama.cpp's converter permutes the rows of each query and key head so that ggml's RoPE
+//! rotates adjacent pairs; crossgpu's RoPE rotates the pairs `(i, i + d/2)` of each head (as
+//! Hugging Face's llama does), so the rows are put back in that order here.
+
+use std::ops::Range;
+use std::path::Path;
+
+use super::format_error::FormatError;
+use super::gguf::{GgufFile, TensorInfo};
+use crate::error::{Error, Result};
+use crate::group::Member;
+use crate::tensor::{DType, Tensor};
+use crate::tp::{DecoderConfig, Norm, Weight, WeightSource};
+
+/// The architectures read here: llama and its family with the same tensors.
+pub const ARCHITECTURES: &[&str] = &["llama", "mistral"];
+
+/// A llama-family GGUF file, opened and checked.
+#[derive(Debug)]
+pub struct LlamaGguf {
+    file: GgufFile,
+    arch: String,
+    hidden: usize,
+    ffn: usize,
+    layers: usize,
+    q_heads: usize,
+    kv_heads: usize,
+    head_dim: usize,
+    vocab: usize,
+    context: usize,
+    rope_base: f32,
+    eps: f32,
+    /// The vocabulary projection's tensor: `output.weight`, or the embedding table where the
+    /// model ties them.
+    output: String,
+}
+
+impl LlamaGguf {
+    /// Opens `path` and checks that it is a llama-family model whose every tensor the decoder
+    /// needs is present, of the shape the metadata says and of a type crossgpu reads; an
+    /// error names the file and the key or tensor.
+    pub fn open(path: &Path) -> Result<Self> {
+        let file = GgufFile::open(path)?;
+        let arch = file.architecture_in(ARCHITECTURES)?.to_string();
+        let key = |k: &str| format!("{arch}.{k}");
+        let int = |k: &str| -> Result<usize> { Ok(file.u64(&key(k))? as usize) };
+        let (hidden, ffn, layers) =
+            (int("embedding_length")?, int("feed_forward_length")?, int("block_count")?);
+        let q_heads = int("attention.head_count")?;
+        let kv_heads = file.optional_u64(&key("attention.head_count_kv"))?.map_or(q_heads, |v| v as usize);
+        let bad = |what: String| Error::Model(FormatError::new(file.file_name(), what));
+        if q_heads == 0 || kv_heads == 0 || hidden % q_heads != 0 || q_heads % kv_heads != 0 {
+            return Err(bad(format!(
+                "{hidden} features in {q_heads} query heads and {kv_heads} key/value heads do not divide evenly"
+            )));
+        }
+        let head_dim =
+            file.optional_u64(&key("attention.key_length"))?.map_or(hidden / q_heads, |v| v as usize);
+        let vocab = file.str_array("tokenizer.ggml.tokens")?.len();
+        let context = file.optional_u64(&key("context_length"))?.map_or(2048, |v| v as usize);
+        let rope_base = file.optional_f32(&key("rope.freq_base"))?.unwrap_or(10000.0);
+        let eps = file.f32(&key("attention.layer_norm_rms_epsilon"))?;
+        let output = match file.tensor("output.weight") {
+            Ok(_) => "output.weight",
+            Err(_) => "token_embd.weight",
+        }
+        .to_string();
+        let model = Self {
+            file,
+            arch,
+            hidden,
+            ffn,
+            layers,
+            q_heads,
+            kv_heads,
+            head_dim,
+            vocab,
+            context,
+            rope_base,
+            eps,
+            output,
+        };
+        model.check_tensors()?;
+        Ok(model)
+    }
+
+    /// The file as read.
+    pub fn file(&self) -> &GgufFile {
+        &self.file
+    }
+
+    /// The architecture named in the file.
+    pub fn architecture(&self) -> &str {
+        &self.arch
+    }
+
+    /// Whether the vocabulary projection is the embedding table (tied embeddings).
+    pub fn tied_embeddings(&self) -> bool {
+        self.output == "token_embd.weight"
+    }
+
+    /// The decoder's shape, with a KV cache of `max_seq` tokens (at most the model's context).
+    pub fn config(&self, max_seq: usize) -> Result<DecoderConfig> {
+        if max_seq == 0 || max_seq > self.context {
+            return Err(Error::InvalidArgument(format!(
+                "a KV cache of {max_seq} tokens: {} holds 1 to {} (its context length)",
+                self.file.file_name(),
+                self.context
+            )));
+        }
+        let cfg = DecoderConfig {
+            hidden: self.hidden,
+            ffn: self.ffn,
+            layers: self.layers,
+            q_heads: self.q_heads,
+            kv_heads: self.kv_heads,
+            head_dim: self.head_dim,
+            vocab: self.vocab,
+            max_seq,
+            seed: 0,
+            rope_base: self.rope_base,
+            eps: self.eps,
+        };
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// The tensor behind `weight`, and its `[out, in]` shape.
+    fn matrix_name(&self, weight: Weight) -> String {
+        let blk = |l: usize, n: &str| format!("blk.{l}.{n}.weight");
+        match weight {
+            Weight::Q(l) => blk(l, "attn_q"),
+            Weight::K(l) => blk(l, "attn_k"),
+            Weight::V(l) => blk(l, "attn_v"),
+            Weight::O(l) => blk(l, "attn_output"),
+            Weight::Gate(l) => blk(l, "ffn_gate"),
+            Weight::Up(l) => blk(l, "ffn_up"),
+            Weight::Down(l) => blk(l, "ffn_down"),
+            Weight::Output => self.output.clone(),
+        }
+    }
+
+    fn norm_name(norm: Norm) -> String {
+        match norm {
+            Norm::Attention(l) => format!("blk.{l}.attn_norm.weight"),
+            Norm::Mlp(l) => format!("blk.{l}.ffn_norm.weight"),
+            Norm::Final => "output_norm.weight".into(),
+        }
+    }
+
+    /// `[out, in]` of `weight` by the metadata.
+    fn matrix_shape(&self, weight: Weight) -> (usize, usize) {
+        let (h, q, kv) = (self.hidden, self.q_heads * self.head_dim, self.kv_heads * self.head_dim);
+        match weight {
+            Weight::Q(_) => (q, h),
+            Weight::K(_) | Weight::V(_) => (kv, h),
+            Weight::O(_) => (h, q),
+            Weight::Gate(_) | Weight::Up(_) => (self.ffn, h),
+            Weight::Down(_) => (h, self.ffn),
+            Weight::Output => (self.vocab, h),
+        }
+    }
+
+    /// The tensor `name`, checked to be of a supported type and `[rows, cols]` (GGUF order:
+    /// `dims == [cols, rows]`).
+    fn checked(&self, name: &str, rows: usize, cols: usize) -> Result<&TensorInfo> {
+        let t = self.file.tensor(name)?;
+        self.file.check_supported(t)?;
+        let want = [cols as u64, rows as u64];
+        let ok = match t.dims.as_slice() {
+            [c] => rows == 1 && *c == want[0],
+            [c, r] => [*c, *r] == want,
+            _ => false,
+        };
+        if !ok {
+            return Err(Error::Model(FormatError::new(
+                self.file.file_name(),
+                format!("tensor {name} is {}, the metadata says [{cols}, {rows}]", t.shape()),
+            )));
+        }
+        Ok(t)
+    }
+
+    fn check_tensors(&self) -> Result<()> {
+        self.checked("token_embd.weight", self.vocab, self.hidden)?;
+        self.checked(&Self::norm_name(Norm::Final), 1, self.hidden)?;
+        let mut weights = vec![Weight::Output];
+        for l in 0..self.layers {
+            weights.extend([
+                Weight::Q(l),
+                Weight::K(l),
+                Weight::V(l),
+                Weight::O(l),
+                Weight::Gate(l),
+                Weight::Up(l),
+                Weight::Down(l),
+            ]);
+            for n in [Norm::Attention(l), Norm::Mlp(l)] {
+                self.checked(&Self::norm_name(n), 1, self.hidden)?;
+            }
+        }
+        for w in weights {
+            let (rows, cols) = self.matrix_shape(w);
+            self.checked(&self.matrix_name(w), rows, cols)?;
+        }
+        // Tensors the decoder does not compute with (biases: qwen2's q/k/v) would be silently
+        // ignored: refuse them.
+        if let Some(t) = self.file.tensors().iter().find(|t| t.name.ends_with(".bias")) {
+            return Err(Error::Model(FormatError::new(
+                self.file.file_name(),
+                format!("tensor {}: biases are not supported yet", t.name),
+            )));
+        }
+        Ok(())
+    }
+
+    /// The file's row of a query or key head's row `row` in crossgpu's order: within a head
+    /// of `d` rows, crossgpu's row `half · d/2 + j` is the file's row `2j + half`.
+    fn file_row(&self, weight: Weight, row: usize) -> usize {
+        match weight {
+            Weight::Q(_) | Weight::K(_) => {
+                let d = self.head_dim;
+                let (head, i) = (row / d, row % d);
+                head * d + 2 * (i % (d / 2)) + i / (d / 2)
+            }
+            _ => row,
+        }
+    }
+}
+
+impl LlamaGguf {
+    /// Rows `rows` and columns `cols` of `weight` (`[out, in]`, query and key rows in
+    /// crossgpu's order), dequantized: the values a member's slice holds before its f16
+    /// upload (a reference computes with them).
+    pub fn values(&self, weight: Weight, rows: Range<usize>, cols: Range<usize>) -> Result<Vec<f32>> {
+        let (out, inp) = self.matrix_shape(weight);
+        if rows.end > out || cols.end > inp || rows.start > rows.end || cols.start > cols.end {
+            return Err(Error::InvalidArgument(format!(
+                "{weight:?}: rows {rows:?} and columns {cols:?} of a {out} × {inp} matrix"
+            )));
+        }
+        let t = self.checked(&self.matrix_name(weight), out, inp)?;
+        // The file rows that hold these rows (a permutation within whole heads for q and k).
+        let mapped: Vec<usize> = rows.clone().map(|r| self.file_row(weight, r)).collect();
+        let (lo, hi) = match (mapped.iter().min(), mapped.iter().max()) {
+            (Some(&lo), Some(&hi)) => (lo, hi + 1),
+            _ => (0, 0),
+        };
+        let read = self.file.dequantize_rows(t, lo as u64..hi as u64)?;
+        let mut slice = Vec::with_capacity(rows.len() * cols.len());
+        for r in mapped {
+            let at = (r - lo) * inp;
+            slice.extend_from_slice(&read[at + cols.start..at + cols.end]);
+        }
+        Ok(slice)
+    }
+
+    /// The token embedding table, `[vocab, hidden]`, dequantized.
+    pub fn embedding_values(&self) -> Result<Vec<f32>> {
+        let t = self.checked("token_embd.weight", self.vocab, self.hidden)?;
+        Ok(self.file.dequantize_rows(t, 0..self.vocab as u64)?)
+    }
+
+    /// `norm`'s weight, `[hidden]`.
+    pub fn norm_values(&self, norm: Norm) -> Result<Vec<f32>> {
+        let t = self.checked(&Self::norm_name(norm), 1, self.hidden)?;
+        Ok(self.file.dequantize_rows(t, 0..1)?)
+    }
+}
+
+impl WeightSource for LlamaGguf {
+    fn matrix(
+        &mut self,
+        member: &Member,
+        weight: Weight,
+        rows: Range<usize>,
+        cols: Range<usize>,
+    ) -> Result<Tensor> {
+        let shape = [rows.len(), cols.len()];
+        member.upload(&self.values(weight, rows, cols)?, &shape, DType::F16)
+    }
+
+    fn embedding(&mut self, member: &Member) -> Result<Tensor> {
+        member.upload(&self.embedding_values()?, &[self.vocab, self.hidden], DType::F16)
+    }
+
+    fn norm(&mut self, member: &Member, norm: Norm) -> Result<Tensor> {
+        member.upload(&self.norm_values(norm)?, &[self.hidden], DType::F32)
+    }
+}

@@ -1,0 +1,225 @@
+//! A real checkpoint through the decoder: SmolLM2-135M-Instruct (llama architecture, Q4_1 and
+//! Q8_0 tensors, tied embeddings) read from its GGUF file, split over 1, 2 and 3 lavapipe
+//! members, against an f64 CPU forward pass over the same dequantized weights (rounded to f16
+//! as the members hold them), with the tolerances the seeded decoder's test derives
+//! (`tp_model.rs`). The file is `CROSSGPU_SMOLLM2_GGUF` (dev.sh fetches it; CI requires it).
+
+use std::path::PathBuf;
+
+use crate::common::reference::{self, ErrorModel, Ev};
+use crate::common::{self, serial};
+use crossgpu::model::LlamaGguf;
+use crossgpu::tp::{AttentionShape, Decoder, DecoderConfig, Norm, SplitSpec, Weight};
+
+/// Tokens decoded and checked, from the model's BOS token.
+const STEPS: usize = 6;
+const LAMBDA: f64 = 10.0;
+const VS_EXACT: ErrorModel = ErrorModel::StdDev { r: 1.0, trig: true, extra: 2 };
+
+fn smollm2() -> Option<PathBuf> {
+    match std::env::var_os("CROSSGPU_SMOLLM2_GGUF") {
+        Some(p) => Some(PathBuf::from(p)),
+        None => {
+            common::skip(Some("smollm2"), "CROSSGPU_SMOLLM2_GGUF is unset (./dev.sh test fetches SmolLM2)");
+            None
+        }
+    }
+}
+
+/// The weights as a member holds them: f16-rounded, as f64.
+fn held(v: Vec<f32>) -> Vec<f64> {
+    v.into_iter().map(|x| half::f16::from_f32(x).to_f64()).collect()
+}
+
+struct Mat {
+    rows: usize,
+    w: Vec<f64>,
+}
+
+impl Mat {
+    fn read(m: &LlamaGguf, w: Weight, rows: usize, cols: usize) -> Self {
+        Self { rows, w: held(m.values(w, 0..rows, 0..cols).unwrap()) }
+    }
+
+    fn apply(&self, x: &Ev, e: ErrorModel) -> Ev {
+        reference::matvec(&self.w, self.rows, x, e)
+    }
+}
+
+struct Layer {
+    attn_norm: Vec<f64>,
+    q: Mat,
+    k: Mat,
+    v: Mat,
+    o: Mat,
+    mlp_norm: Vec<f64>,
+    gate: Mat,
+    up: Mat,
+    down: Mat,
+}
+
+/// The f64 reference decoder over the file's weights.
+struct Reference {
+    c: DecoderConfig,
+    layers: Vec<Layer>,
+    final_norm: Vec<f64>,
+    embed: Vec<f64>,
+    output: Mat,
+    k_cache: Vec<Ev>,
+    v_cache: Vec<Ev>,
+    pos: usize,
+}
+
+impl Reference {
+    fn new(m: &LlamaGguf, c: DecoderConfig) -> Self {
+        let (h, f, d) = (c.hidden, c.ffn, c.head_dim);
+        let (qd, kvd) = (c.q_heads * d, c.kv_heads * d);
+        let norm = |n| m.norm_values(n).unwrap().into_iter().map(f64::from).collect::<Vec<_>>();
+        let layers = (0..c.layers)
+            .map(|l| Layer {
+                attn_norm: norm(Norm::Attention(l)),
+                q: Mat::read(m, Weight::Q(l), qd, h),
+                k: Mat::read(m, Weight::K(l), kvd, h),
+                v: Mat::read(m, Weight::V(l), kvd, h),
+                o: Mat::read(m, Weight::O(l), h, qd),
+                mlp_norm: norm(Norm::Mlp(l)),
+                gate: Mat::read(m, Weight::Gate(l), f, h),
+                up: Mat::read(m, Weight::Up(l), f, h),
+                down: Mat::read(m, Weight::Down(l), h, f),
+            })
+            .collect();
+        let n = c.kv_heads * c.max_seq * d;
+        let caches = || (0..c.layers).map(|_| Ev::exact(vec![0.0; n])).collect::<Vec<_>>();
+        Self {
+            layers,
+            final_norm: norm(Norm::Final),
+            embed: held(m.embedding_values().unwrap()),
+            output: Mat::read(m, Weight::Output, c.vocab, h),
+            k_cache: caches(),
+            v_cache: caches(),
+            pos: 0,
+            c,
+        }
+    }
+
+    /// One step of `token`: the logits with their tolerance (`LAMBDA · e`).
+    fn step(&mut self, token: u32) -> Ev {
+        let (c, e, pos) = (&self.c, VS_EXACT, self.pos);
+        let (d, eps, base) = (c.head_dim, c.eps as f64, c.rope_base as f64);
+        let mut x = Ev::exact(reference::embed(&self.embed, c.hidden, token).to_vec());
+        let shape = AttentionShape {
+            q_heads: c.q_heads,
+            group: c.q_heads / c.kv_heads,
+            head_dim: d,
+            pos,
+            max_seq: c.max_seq,
+        };
+        for (l, w) in self.layers.iter().enumerate() {
+            let h = reference::rmsnorm(&x, Some(&w.attn_norm), eps, e);
+            let (mut q, mut k, v) = (w.q.apply(&h, e), w.k.apply(&h, e), w.v.apply(&h, e));
+            reference::rope(&mut q, c.q_heads, d, pos, base, e);
+            reference::rope(&mut k, c.kv_heads, d, pos, base, e);
+            let (kc, vc) = (&mut self.k_cache[l], &mut self.v_cache[l]);
+            for (new, cache) in [(&k.v, &mut kc.v), (&k.e, &mut kc.e), (&v.v, &mut vc.v), (&v.e, &mut vc.e)] {
+                reference::kv_store(new, cache, c.kv_heads, d, pos, c.max_seq);
+            }
+            let attn = reference::attention(&q, &self.k_cache[l], &self.v_cache[l], shape, e);
+            x = reference::add(&x, &w.o.apply(&attn, e), e);
+            let h = reference::rmsnorm(&x, Some(&w.mlp_norm), eps, e);
+            let a = reference::silu_mul(&w.gate.apply(&h, e), &w.up.apply(&h, e), e);
+            x = reference::add(&x, &w.down.apply(&a, e), e);
+        }
+        let mut logits = self.output.apply(&reference::rmsnorm(&x, Some(&self.final_norm), eps, e), e);
+        logits.e.iter_mut().for_each(|t| *t *= LAMBDA);
+        self.pos += 1;
+        logits
+    }
+}
+
+#[test]
+fn smollm2_decodes_like_the_f64_reference_on_every_split() {
+    let _s = serial();
+    let Some(path) = smollm2() else { return };
+    let model = LlamaGguf::open(&path).unwrap();
+    assert_eq!(model.architecture(), "llama");
+    assert!(model.tied_embeddings(), "SmolLM2 ties its embeddings");
+    let cfg = model.config(16).unwrap();
+    assert_eq!(
+        (cfg.layers, cfg.hidden, cfg.q_heads, cfg.kv_heads, cfg.ffn, cfg.vocab),
+        (30, 576, 9, 3, 1536, 49152)
+    );
+    let bos = model.file().u32("tokenizer.ggml.bos_token_id").unwrap();
+    // The reference's greedy tokens; every split is fed the same ones (set_token), so that a
+    // near tie cannot send it down another sequence.
+    let mut reference = Reference::new(&model, cfg.clone());
+    let (mut inputs, mut want) = (vec![bos], Vec::new());
+    for _ in 0..STEPS {
+        let logits = reference.step(*inputs.last().unwrap());
+        inputs.push(reference::argmax(&logits.v).unwrap() as u32);
+        want.push(logits);
+    }
+    let mut model = model;
+    for n in [1, 2, 3] {
+        let group = common::logical(n);
+        let comm = (n > 1).then(|| crossgpu::Comm::new(&group)).transpose().unwrap();
+        let mut d =
+            Decoder::load_from(&group, cfg.clone(), &SplitSpec::Even, comm, &mut model, |_, _| {}).unwrap();
+        let mut worst = 0.0f64;
+        for (step, logits) in want.iter().enumerate() {
+            d.set_token(inputs[step]).unwrap();
+            d.step().unwrap();
+            let got = d.logits().unwrap();
+            assert_eq!(got.len(), cfg.vocab);
+            for (i, (&g, (&w, &tol))) in got.iter().zip(logits.v.iter().zip(&logits.e)).enumerate() {
+                let err = (g as f64 - w).abs();
+                assert!(
+                    err <= tol,
+                    "{n} member(s), step {step}: logit {i} is {g}, the reference's {w} (error {err:e} > tolerance {tol:e})"
+                );
+                worst = worst.max(err / tol);
+            }
+            let (chosen, best) = (reference::argmax(&got).unwrap(), inputs[step + 1] as usize);
+            if chosen != best {
+                // Allowed only as a tie within the tolerances.
+                let gap = logits.v[best] - logits.v[chosen];
+                assert!(
+                    gap <= logits.e[best] + logits.e[chosen],
+                    "{n} member(s), step {step}: greedy token {chosen}, the reference's {best} (logit gap {gap:e})"
+                );
+            }
+        }
+        common::assert_no_validation_errors();
+        eprintln!(
+            "{n} member(s), KV heads {:?}: {STEPS} steps within the tolerance (largest error {worst:.2e} of it)",
+            d.plan.kv_heads
+        );
+    }
+    eprintln!("the reference's tokens from BOS: {:?}", &inputs[1..]);
+}
+
+/// A check the reference cannot give (it reads the weights through the same code): the model
+/// completes a fact, which it does only if every tensor, the query and key heads' row order
+/// and the norms are read right. The prompt's tokens are looked up in the file's vocabulary.
+#[test]
+fn smollm2_completes_the_capital_of_france() {
+    let _s = serial();
+    let Some(path) = smollm2() else { return };
+    let mut model = LlamaGguf::open(&path).unwrap();
+    let vocab = model.file().str_array("tokenizer.ggml.tokens").unwrap().to_vec();
+    let id = |t: &str| {
+        vocab.iter().position(|v| v == t).unwrap_or_else(|| panic!("{t:?} is not in the vocabulary")) as u32
+    };
+    // GPT-2 byte-level BPE: 'Ġ' is a leading space.
+    let prompt = ["The", "Ġcapital", "Ġof", "ĠFrance", "Ġis"].map(id);
+    let cfg = model.config(16).unwrap();
+    let group = common::logical(2);
+    let comm = Some(crossgpu::Comm::new(&group).unwrap());
+    let mut d = Decoder::load_from(&group, cfg, &SplitSpec::Even, comm, &mut model, |_, _| {}).unwrap();
+    for &t in &prompt {
+        d.set_token(t).unwrap();
+        d.step().unwrap();
+    }
+    let next = reference::argmax(&d.logits().unwrap()).unwrap();
+    assert_eq!(vocab[next], "ĠParis", "after \"The capital of France is\" the model says {:?}", vocab[next]);
+    common::assert_no_validation_errors();
+}
