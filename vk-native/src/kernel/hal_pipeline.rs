@@ -9,7 +9,7 @@ use crate::shader::{BindingKind, Shader};
 
 /// The wgpu-hal objects of one compute pipeline: group 0 of storage buffers and one block of
 /// immediates. Made and destroyed on a wgpu-hal device the caller lends — crossgpu's own
-/// ([`Kernel`]) or one borrowed from a wgpu application (`embed.rs`).
+/// ([`Kernel`]) or one borrowed from a wgpu application (`embed/`).
 ///
 /// [`Kernel`]: super::Kernel
 pub(crate) struct PipelineObjects {
