@@ -1,4 +1,4 @@
-//! Kinds of memory access a barrier orders, shared by the recorder (`command.rs`) and the
+//! Kinds of memory access a barrier orders, shared by the recorder (`command/`) and the
 //! translation to Vulkan stages and access flags (`conv.rs`), so neither imports the other.
 
 /// Kinds of memory access, for barriers.

@@ -1,0 +1,46 @@
+//! The member's compute kernel ([`HalKernel`]): its interface checked, its wgpu-hal pipeline
+//! objects made and destroyed on the borrowed device.
+
+use std::sync::Arc;
+
+use super::shared::{Shared, VkApi};
+use crate::error::{NativeError, Result};
+use crate::kernel::PipelineObjects;
+use crate::shader::{BindingKind, Shader};
+
+pub(super) struct HalKernel {
+    pub(super) objects: PipelineObjects,
+    pub(super) immediate_bytes: u32,
+}
+
+pub(super) fn make_kernel(shared: &Arc<Shared>, shader: &Shader) -> Result<HalKernel> {
+    let i = shader.interface();
+    let kinds: Vec<BindingKind> = i.bindings.iter().map(|b| b.kind).collect();
+    if kinds != [BindingKind::StorageRead, BindingKind::StorageReadWrite] {
+        return Err(NativeError::Unsupported(format!(
+            "kernel {}: an embedded member's kernel binds (storage read, storage read_write), not {kinds:?}",
+            shader.label()
+        )));
+    }
+    if i.immediate_bytes() as u64 > u64::from(shared.max_push_constants) {
+        return Err(NativeError::Unsupported(format!(
+            "kernel {}: {} bytes of immediates, more than the device's maxPushConstantsSize",
+            shader.label(),
+            i.immediate_bytes()
+        )));
+    }
+    // SAFETY: the guard only lends the wgpu-hal device for the call.
+    let d = unsafe { shared.device.as_hal::<VkApi>() }
+        .ok_or_else(|| NativeError::Unsupported("not a Vulkan device".into()))?;
+    // SAFETY: the shader's SPIR-V is naga's; its interface is the two bindings checked above;
+    // `destroy_kernel` destroys the objects on this device.
+    let objects = unsafe { PipelineObjects::new(&d, shader)? };
+    Ok(HalKernel { objects, immediate_bytes: i.immediate_bytes() })
+}
+
+pub(super) fn destroy_kernel(shared: &Shared, k: &mut HalKernel) {
+    // SAFETY: see `make_kernel`.
+    let Some(d) = (unsafe { shared.device.as_hal::<VkApi>() }) else { return };
+    // SAFETY: no pending submission uses these (the caller waited); made on this device.
+    unsafe { k.objects.destroy(&d) };
+}

@@ -1,0 +1,232 @@
+//! WGSL compiled by naga into SPIR-V: parsed, validated (`ValidationFlags::all()`), the
+//! overrides applied, and written with every buffer and array access bounds-checked (naga's
+//! `Restrict` policy). naga 30 panics on some inputs that pass validation, and its lowering
+//! recurses without a limit on long flat expressions: compiling runs on a thread of its own with
+//! a 256 MiB stack, a panic there is an error, and a source is at most [`MAX_SOURCE_BYTES`] bytes.
+
+use naga::valid::{Capabilities, ValidationFlags, Validator};
+
+use super::error::ShaderError;
+use super::reflect::{self, Interface};
+
+/// The largest WGSL source [`Shader::compile`] takes.
+///
+/// [`Shader::compile`]: super::Shader::compile
+pub const MAX_SOURCE_BYTES: usize = 256 << 10;
+/// The largest `var<immediate>` block a kernel may have (naga 30's analysis counts its words in
+/// a 64-bit mask; devices allow at least 128 bytes, see `maxPushConstantsSize`).
+pub const MAX_IMMEDIATE_BYTES: u32 = 256;
+const COMPILER_STACK: usize = 256 << 20;
+
+/// How to compile a kernel: which entry point, the values of its WGSL `override` constants,
+/// and whether the source may `enable f16;`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CompileOptions {
+    /// The `@compute` entry point; empty: the module's only one.
+    pub entry: String,
+    /// Values of `override` declarations, by name (or by the decimal `@id` where the override
+    /// has one). Integers must be exact; every override without a default needs one.
+    pub overrides: Vec<(String, f64)>,
+    /// Allow `enable f16;` (f16 arithmetic): only for devices with `shaderFloat16` and 16-bit
+    /// storage.
+    pub shader_f16: bool,
+}
+
+/// Compiles `source` (labelled `label` in messages) with `options` on a compiler thread of its
+/// own: a source past [`MAX_SOURCE_BYTES`] or a panic inside naga is a [`ShaderError`]. Returns
+/// the SPIR-V words and the interface.
+pub(super) fn run(
+    label: &str,
+    source: &str,
+    options: &CompileOptions,
+) -> Result<(Vec<u32>, Interface), ShaderError> {
+    if source.len() > MAX_SOURCE_BYTES {
+        return Err(ShaderError::plain(
+            label,
+            format!("the source is {} bytes; a kernel may have at most {MAX_SOURCE_BYTES}", source.len()),
+        ));
+    }
+    let (label_owned, src, opts) = (label.to_string(), source.to_string(), options.clone());
+    let worker = std::thread::Builder::new()
+            .name("crossgpu-wgsl".into())
+            .stack_size(COMPILER_STACK)
+            .spawn(move || {
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| compile(&label_owned, &src, &opts)))
+                    .unwrap_or_else(|p| {
+                        let why = p
+                            .downcast_ref::<&str>()
+                            .map(|s| s.to_string())
+                            .or_else(|| p.downcast_ref::<String>().cloned())
+                            .unwrap_or_default();
+                        Err(ShaderError::plain(
+                            &label_owned,
+                            format!("naga failed on this source (an internal error of naga: {why}); simplify the expression it chokes on"),
+                        ))
+                    })
+            })
+            .map_err(|e| ShaderError::plain(label, format!("cannot start the compiler thread: {e}")))?;
+    worker
+        .join()
+        .unwrap_or_else(|_| Err(ShaderError::plain(label, "the compiler thread ended abnormally".into())))
+}
+
+/// The capabilities kernels may use: immediates and f16 packing always, f16 arithmetic where
+/// the device has it.
+fn capabilities(options: &CompileOptions) -> Capabilities {
+    let mut caps = Capabilities::IMMEDIATES | Capabilities::SHADER_FLOAT16_IN_FLOAT32;
+    if options.shader_f16 {
+        caps |= Capabilities::SHADER_FLOAT16;
+    }
+    caps
+}
+
+fn compile(label: &str, src: &str, options: &CompileOptions) -> Result<(Vec<u32>, Interface), ShaderError> {
+    let caps = capabilities(options);
+    let module = naga::front::wgsl::Frontend::new_with_options(naga::front::wgsl::Options {
+        parse_doc_comments: false,
+        capabilities: caps,
+    })
+    .parse(src)
+    .map_err(|e| {
+        let message = std::iter::once(e.message().to_string())
+            .chain(e.notes().map(|n| n.to_string()))
+            .collect::<Vec<_>>()
+            .join("; ");
+        ShaderError::at(label, message, e.location(src), e.emit_to_string_with_path(src, label))
+    })?;
+    // naga 30's analysis panics (with overflow checks) on an immediate block past 256 bytes:
+    // refuse it before validation.
+    for (_, var) in module.global_variables.iter() {
+        if var.space == naga::AddressSpace::Immediate {
+            let size = module.types[var.ty].inner.try_size(module.to_ctx()).unwrap_or(u32::MAX);
+            if size > MAX_IMMEDIATE_BYTES {
+                return Err(ShaderError::plain(
+                    label,
+                    format!(
+                        "var<immediate> {} is {size} bytes; a kernel may have at most {MAX_IMMEDIATE_BYTES}",
+                        var.name.as_deref().unwrap_or("")
+                    ),
+                ));
+            }
+        }
+    }
+    let info = Validator::new(ValidationFlags::all(), caps).validate(&module).map_err(|e| {
+        let mut chain = vec![e.to_string()];
+        let mut cur: &dyn std::error::Error = &e;
+        while let Some(next) = cur.source() {
+            chain.push(next.to_string());
+            cur = next;
+        }
+        ShaderError::at(label, chain.join(": "), e.location(src), e.emit_to_string_with_path(src, label))
+    })?;
+    let computes: Vec<(usize, &naga::EntryPoint)> = module
+        .entry_points
+        .iter()
+        .enumerate()
+        .filter(|(_, ep)| ep.stage == naga::ShaderStage::Compute)
+        .collect();
+    let names = || computes.iter().map(|(_, ep)| ep.name.as_str()).collect::<Vec<_>>().join(", ");
+    let (ep_index, ep) = if options.entry.is_empty() {
+        match computes.as_slice() {
+            [one] => *one,
+            [] => return Err(ShaderError::plain(label, "the module has no @compute entry point".into())),
+            _ => {
+                return Err(ShaderError::plain(
+                    label,
+                    format!("the module has several @compute entry points ({}): name one", names()),
+                ))
+            }
+        }
+    } else {
+        *computes.iter().find(|(_, ep)| ep.name == options.entry).ok_or_else(|| {
+            ShaderError::plain(
+                label,
+                format!("no @compute entry point named {:?} (the module has: {})", options.entry, names()),
+            )
+        })?
+    };
+    let uses = info.get_entry_point(ep_index);
+    let (bindings, immediates) = reflect::bindings(label, &module, uses)?;
+    let mut pc = naga::back::PipelineConstants::default();
+    for (k, v) in &options.overrides {
+        pc.insert(k.clone(), *v);
+    }
+    for (k, v) in &options.overrides {
+        let o = module.overrides.iter().find(|(_, o)| {
+            o.id.map(|id| id.to_string()).as_deref() == Some(k.as_str())
+                || (o.id.is_none() && o.name.as_deref() == Some(k.as_str()))
+        });
+        if let Some((_, o)) = o {
+            let integer = matches!(
+                module.types[o.ty].inner,
+                naga::TypeInner::Scalar(naga::Scalar {
+                    kind: naga::ScalarKind::Uint | naga::ScalarKind::Sint,
+                    ..
+                })
+            );
+            if integer && v.fract() != 0.0 {
+                return Err(ShaderError::plain(
+                    label,
+                    format!("override {k} is an integer; {v} is not (naga would truncate it)"),
+                ));
+            }
+        }
+    }
+    let entry = ep.name.clone();
+    let (processed, processed_info) = naga::back::pipeline_constants::process_overrides(
+        &module,
+        &info,
+        Some((naga::ShaderStage::Compute, &entry)),
+        &pc,
+    )
+    .map_err(|e| match e {
+        naga::back::pipeline_constants::PipelineConstantError::ValidationError(ref v) => ShaderError::at(
+            label,
+            format!("after the overrides: {v}"),
+            v.location(src),
+            v.emit_to_string_with_path(src, label),
+        ),
+        other => ShaderError::plain(label, format!("overrides: {other}")),
+    })?;
+    let pep = processed
+        .entry_points
+        .iter()
+        .find(|p| p.name == entry)
+        .ok_or_else(|| ShaderError::plain(label, "the entry point vanished with the overrides".into()))?;
+    let workgroup_size = pep.workgroup_size;
+    let pctx = processed.to_ctx();
+    let workgroup_bytes = processed
+        .global_variables
+        .iter()
+        .filter(|(_, v)| v.space == naga::AddressSpace::WorkGroup)
+        .map(|(_, v)| processed.types[v.ty].inner.try_size(pctx).unwrap_or(u32::MAX))
+        .fold(0u32, u32::saturating_add);
+    let uses_f16 = processed.types.iter().any(|(_, t)| match t.inner {
+        naga::TypeInner::Scalar(s) | naga::TypeInner::Vector { scalar: s, .. } => s == naga::Scalar::F16,
+        _ => false,
+    });
+    let policy = naga::proc::BoundsCheckPolicy::Restrict;
+    let spv_options = naga::back::spv::Options {
+        lang_version: (1, 3),
+        flags: naga::back::spv::WriterFlags::empty(),
+        bounds_check_policies: naga::proc::BoundsCheckPolicies {
+            index: policy,
+            buffer: policy,
+            image_load: policy,
+            binding_array: policy,
+        },
+        use_storage_input_output_16: false,
+        ..Default::default()
+    };
+    let words = naga::back::spv::write_vec(
+        &processed,
+        &processed_info,
+        &spv_options,
+        Some(&naga::back::spv::PipelineOptions {
+            shader_stage: naga::ShaderStage::Compute,
+            entry_point: entry.clone(),
+        }),
+    )
+    .map_err(|e| ShaderError::plain(label, format!("SPIR-V output failed: {e}")))?;
+    Ok((words, Interface { entry, workgroup_size, bindings, immediates, workgroup_bytes, uses_f16 }))
+}
