@@ -68,6 +68,10 @@ pub struct Capabilities {
     pub shader_float16: bool,
     /// `storageBuffer16BitAccess`.
     pub storage_buffer_16bit: bool,
+    /// robustBufferAccess2 (VK_EXT_robustness2): a buffer access past the bound range reads
+    /// zeros and drops writes. wgpu-hal enables it on every device it opens where it is
+    /// supported, so this is also whether a device opened here has it on.
+    pub robust_buffer_access2: bool,
     /// Queues in family 0 (the compute family wgpu-hal opens).
     pub queue_count: u32,
     /// Nanoseconds per timestamp tick, 0 when the queue has no timestamps.
@@ -261,8 +265,14 @@ unsafe fn query_adapter(
 
     let mut f12 = vk::PhysicalDeviceVulkan12Features::default();
     let mut f16bit = vk::PhysicalDevice16BitStorageFeatures::default();
+    let mut robustness2 = vk::PhysicalDeviceRobustness2FeaturesEXT::default();
+    let robustness2_ext = has(ext::robustness2::NAME);
     let mut feats2 = vk::PhysicalDeviceFeatures2::default().push_next(&mut f12).push_next(&mut f16bit);
-    // SAFETY: as above; both structs are core in Vulkan 1.2, which wgpu-hal requires for them.
+    if robustness2_ext {
+        feats2 = feats2.push_next(&mut robustness2);
+    }
+    // SAFETY: as above; both structs are core in Vulkan 1.2, which wgpu-hal requires for them,
+    // and the robustness2 struct is chained only where the device exposes the extension.
     unsafe { instance.get_physical_device_features2(phd, &mut feats2) };
 
     let (mut export, mut import, mut opaque_fd) = (false, false, false);
@@ -342,6 +352,7 @@ unsafe fn query_adapter(
             opaque_fd,
             shader_float16: f12.shader_float16 == vk::TRUE,
             storage_buffer_16bit: f16bit.storage_buffer16_bit_access == vk::TRUE,
+            robust_buffer_access2: robustness2_ext && robustness2.robust_buffer_access2 == vk::TRUE,
             queue_count: if fam0.queue_flags.contains(vk::QueueFlags::COMPUTE) {
                 fam0.queue_count
             } else {

@@ -72,7 +72,8 @@ impl Kernel {
         check_limits(device, shader)?;
         // SAFETY: the shader fits the device (checked above); KernelInner's Drop destroys the
         // objects on this device.
-        let objects = unsafe { RawPipeline::new(device.raw(), shader)? };
+        let robust = device.info().caps.robust_buffer_access2;
+        let objects = unsafe { RawPipeline::new(device.raw(), shader, robust)? };
         crate::live::inc(&crate::live::KERNELS);
         let bindings = &shader.interface().bindings;
         let inner = KernelInner {

@@ -37,7 +37,8 @@ impl RawPipeline {
     /// same device.
     ///
     /// [`Kernel::new`]: super::Kernel::new
-    pub(super) unsafe fn new(d: &ash::Device, shader: &Shader) -> Result<Self> {
+    /// `robust`: the device has robustBufferAccess2 enabled ([`Shader::spirv_for`]).
+    pub(super) unsafe fn new(d: &ash::Device, shader: &Shader, robust: bool) -> Result<Self> {
         let name = shader.label();
         let iface = shader.interface();
         let mut o = Self {
@@ -57,7 +58,10 @@ impl RawPipeline {
         let r: Result<()> = unsafe {
             (|| {
                 o.module = d
-                    .create_shader_module(&vk::ShaderModuleCreateInfo::default().code(shader.spirv()), None)
+                    .create_shader_module(
+                        &vk::ShaderModuleCreateInfo::default().code(shader.spirv_for(robust)),
+                        None,
+                    )
                     .map_err(map_vk("vkCreateShaderModule"))?;
                 let entries: Vec<_> = iface
                     .bindings

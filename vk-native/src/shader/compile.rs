@@ -35,11 +35,19 @@ pub struct CompileOptions {
 /// Compiles `source` (labelled `label` in messages) with `options` on a compiler thread of its
 /// own: a source past [`MAX_SOURCE_BYTES`] or a panic inside naga is a [`ShaderError`]. Returns
 /// the SPIR-V words and the interface.
+/// A shader's SPIR-V, in the two bounds-check variants (see [`super::Shader::spirv_for`]).
+pub(super) struct Spirv {
+    /// Every buffer and array access clamped (naga's `Restrict`).
+    pub(super) checked: Vec<u32>,
+    /// Buffer accesses left to the device's robustBufferAccess2; other arrays clamped.
+    pub(super) robust: Vec<u32>,
+}
+
 pub(super) fn run(
     label: &str,
     source: &str,
     options: &CompileOptions,
-) -> Result<(Vec<u32>, Interface), ShaderError> {
+) -> Result<(Spirv, Interface), ShaderError> {
     if source.len() > MAX_SOURCE_BYTES {
         return Err(ShaderError::plain(
             label,
@@ -80,7 +88,7 @@ fn capabilities(options: &CompileOptions) -> Capabilities {
     caps
 }
 
-fn compile(label: &str, src: &str, options: &CompileOptions) -> Result<(Vec<u32>, Interface), ShaderError> {
+fn compile(label: &str, src: &str, options: &CompileOptions) -> Result<(Spirv, Interface), ShaderError> {
     let caps = capabilities(options);
     let module = naga::front::wgsl::Frontend::new_with_options(naga::front::wgsl::Options {
         parse_doc_comments: false,
@@ -205,28 +213,39 @@ fn compile(label: &str, src: &str, options: &CompileOptions) -> Result<(Vec<u32>
         naga::TypeInner::Scalar(s) | naga::TypeInner::Vector { scalar: s, .. } => s == naga::Scalar::F16,
         _ => false,
     });
-    let policy = naga::proc::BoundsCheckPolicy::Restrict;
-    let spv_options = naga::back::spv::Options {
-        lang_version: (1, 3),
-        flags: naga::back::spv::WriterFlags::empty(),
-        bounds_check_policies: naga::proc::BoundsCheckPolicies {
-            index: policy,
-            buffer: policy,
-            image_load: policy,
-            binding_array: policy,
-        },
-        use_storage_input_output_16: false,
-        ..Default::default()
+    // Every access bounds-checked (`checked`), and a variant for devices with
+    // robustBufferAccess2 (`robust`), where the device itself keeps a buffer access inside the
+    // bound range (reads past it give zeros, writes are dropped), so naga checks only the
+    // accesses to arrays outside buffers: wgpu-hal's choice for the same devices, and one that
+    // leaves the matrix-vector products' loads unclamped.
+    let write = |buffer: naga::proc::BoundsCheckPolicy| {
+        let restrict = naga::proc::BoundsCheckPolicy::Restrict;
+        let spv_options = naga::back::spv::Options {
+            lang_version: (1, 3),
+            flags: naga::back::spv::WriterFlags::empty(),
+            bounds_check_policies: naga::proc::BoundsCheckPolicies {
+                index: restrict,
+                buffer,
+                image_load: restrict,
+                binding_array: restrict,
+            },
+            use_storage_input_output_16: false,
+            ..Default::default()
+        };
+        naga::back::spv::write_vec(
+            &processed,
+            &processed_info,
+            &spv_options,
+            Some(&naga::back::spv::PipelineOptions {
+                shader_stage: naga::ShaderStage::Compute,
+                entry_point: entry.clone(),
+            }),
+        )
+        .map_err(|e| ShaderError::plain(label, format!("SPIR-V output failed: {e}")))
     };
-    let words = naga::back::spv::write_vec(
-        &processed,
-        &processed_info,
-        &spv_options,
-        Some(&naga::back::spv::PipelineOptions {
-            shader_stage: naga::ShaderStage::Compute,
-            entry_point: entry.clone(),
-        }),
-    )
-    .map_err(|e| ShaderError::plain(label, format!("SPIR-V output failed: {e}")))?;
+    let words = Spirv {
+        checked: write(naga::proc::BoundsCheckPolicy::Restrict)?,
+        robust: write(naga::proc::BoundsCheckPolicy::Unchecked)?,
+    };
     Ok((words, Interface { entry, workgroup_size, bindings, immediates, workgroup_bytes, uses_f16 }))
 }

@@ -5,7 +5,9 @@
 //! - naga parsed and validated the module (`ValidationFlags::all()`) and wrote the SPIR-V
 //!   itself; nothing else reaches `vkCreateShaderModule`.
 //! - Every access to a buffer or an array is bounds-checked in the SPIR-V (naga's `Restrict`
-//!   policy, as wgpu uses it: an index past the end reads or writes the last element), and
+//!   policy, as wgpu uses it: an index past the end reads or writes the last element), except
+//!   buffer accesses on a device with robustBufferAccess2, which keeps them inside the bound
+//!   range itself (the variant [`Shader::spirv_for`] gives it, as wgpu-hal does), and
 //!   [`crate::Kernel::bind_ranges`] refuses a binding smaller than its type's fixed part plus
 //!   one element ([`Binding::min_bytes`]), so no index reaches past a bound range. Loops are
 //!   bounded the way naga bounds them (`force_loop_bounding`).
@@ -28,13 +30,14 @@ mod reflect;
 
 use std::sync::Arc;
 
+use compile::Spirv;
 pub use compile::{CompileOptions, MAX_IMMEDIATE_BYTES, MAX_SOURCE_BYTES};
 pub use error::ShaderError;
 pub use reflect::{Binding, BindingKind, ImmediateField, Immediates, Interface, Scalar};
 
 struct ShaderInner {
     label: String,
-    words: Vec<u32>,
+    words: Spirv,
     interface: Interface,
 }
 
@@ -73,9 +76,19 @@ impl Shader {
         &self.0.interface
     }
 
-    /// The SPIR-V words, as `vkCreateShaderModule` takes them.
+    /// The SPIR-V words, as `vkCreateShaderModule` takes them: every access bounds-checked.
     pub fn spirv(&self) -> &[u32] {
-        &self.0.words
+        &self.0.words.checked
+    }
+
+    /// The SPIR-V for a device: where it has robustBufferAccess2 enabled (`robust`), buffer
+    /// accesses are left to the device, which keeps them inside the bound range; every other
+    /// access is checked as in [`Shader::spirv`].
+    pub fn spirv_for(&self, robust_buffer_access2: bool) -> &[u32] {
+        match robust_buffer_access2 {
+            true => &self.0.words.robust,
+            false => &self.0.words.checked,
+        }
     }
 }
 
