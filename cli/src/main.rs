@@ -1,6 +1,7 @@
 //! The `crossgpu` command (crate `crossgpu-cli`): `devices` lists adapters and capabilities,
 //! `demo` runs kernels and an all-reduce on a group and checks them against the CPU, `decode`
-//! runs the tensor-parallel decoder, `bench` measures, `soak` runs many checked rounds. The
+//! runs the tensor-parallel decoder on seeded weights, `generate` a GGUF model's text from a
+//! prompt, `bench` measures, `soak` runs many checked rounds. The
 //! library (`crossgpu`) carries none of this command's dependencies.
 
 use clap::{Parser, Subcommand};
@@ -32,6 +33,9 @@ enum Command {
     /// Greedy decoding of a tensor-parallel decoder across the group (random weights from a
     /// seed): tokens/s, all-reduces and submits per token, `--check` against one member.
     Decode(cli::decode::DecodeArgs),
+    /// Text from a GGUF model (llama family) and a prompt, the model split across the group
+    /// (CROSSGPU_DEVICES; default one member per GPU): greedy, until end of sequence or --tokens.
+    Generate(cli::generate::GenerateArgs),
     /// Benchmarks: limits, all-reduce against the wgpu baseline, matvec, decode; JSON + charts.
     Bench(cli::bench::BenchArgs),
     /// Reliability soak: many all-reduce rounds with changing sizes, every --check-every-th
@@ -46,6 +50,7 @@ fn main() {
         Command::Devices => cli::devices(),
         Command::Demo { len } => cli::demo(len),
         Command::Decode(args) => cli::decode::decode(&args),
+        Command::Generate(args) => cli::generate::generate(&args),
         Command::Bench(args) => cli::bench::bench(&args),
         Command::Soak(args) => cli::soak::soak(&args),
     };

@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod decode;
+pub mod generate;
 #[cfg(feature = "mpi")]
 pub mod ranks;
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
