@@ -3,6 +3,8 @@
 pub mod bench;
 pub mod decode;
 #[cfg(feature = "mpi")]
+mod mpirun;
+#[cfg(feature = "mpi")]
 pub mod ranks;
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 mod scaleout;
