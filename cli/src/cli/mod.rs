@@ -4,10 +4,6 @@ pub mod bench;
 pub mod decode;
 #[cfg(feature = "mpi")]
 mod mpirun;
-#[cfg(feature = "mpi")]
-pub mod ranks;
-#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
-mod scaleout;
 pub mod soak;
 
 use crossgpu::{adapter_table, AllReduceOptions, Comm, DType, DeviceGroup, Instance, Precision};

@@ -12,10 +12,10 @@ use mpi::collective::SystemOperation;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::{Communicator, CommunicatorCollectives, Destination, Root, Source};
 
-use super::bench::RanksArgs;
-use super::mpirun::{init_mpi, rank_group};
 use super::scaleout::{Link, TokenModel};
-use super::{fail, CliResult};
+use super::RanksArgs;
+use crate::cli::mpirun::{init_mpi, rank_group};
+use crate::cli::{fail, CliResult};
 
 /// Ping-pong sizes for α and β, bytes.
 const PING_SIZES: [usize; 9] = [8, 64, 512, 4096, 32_768, 262_144, 2_097_152, 16_777_216, 67_108_864];

@@ -24,8 +24,13 @@ use crossgpu::{
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
-use super::decode::{run_decode, DecodeArgs};
-use super::{fail, plural, CliResult};
+use crate::cli::decode::{run_decode, DecodeArgs};
+use crate::cli::{fail, plural, CliResult};
+
+#[cfg(feature = "mpi")]
+mod ranks_mpi;
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+mod scaleout;
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
@@ -877,7 +882,7 @@ fn resolve(instance: &Instance, spec: &str, flag: &'static str) -> CliResult<Vec
 
 #[cfg(feature = "mpi")]
 fn bench_ranks(args: &RanksArgs) -> CliResult {
-    super::ranks::bench_ranks(args)
+    ranks_mpi::bench_ranks(args)
 }
 
 #[cfg(not(feature = "mpi"))]
