@@ -27,6 +27,7 @@ use serde::Serialize;
 use crate::cli::decode::{run_decode, DecodeArgs};
 use crate::cli::{fail, plural, CliResult};
 
+mod ranks;
 #[cfg(feature = "mpi")]
 mod ranks_mpi;
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
@@ -53,7 +54,7 @@ pub enum BenchWhat {
     /// Under `mpirun`, one rank per process: the all-reduce across ranks against MPI's own
     /// all-reduce in host memory and the rank's own all-reduce, the link's α and β, and the
     /// α–β model for 2…512 hosts (needs the `mpi` feature of crossgpu-cli).
-    Ranks(RanksArgs),
+    Ranks(ranks::RanksArgs),
     /// Redraw the charts from a bench.json.
     Chart {
         /// The JSON written by a bench run.
@@ -62,46 +63,6 @@ pub enum BenchWhat {
         #[arg(long, default_value = ".")]
         out: PathBuf,
     },
-}
-
-/// `crossgpu bench ranks`.
-#[derive(Args, Debug, Clone)]
-pub struct RanksArgs {
-    /// All-reduce payloads, bytes of f32 per member (multiples of 4).
-    #[arg(long, value_delimiter = ',', default_value = "32768,262144,4194304,67108864")]
-    pub sizes: Vec<usize>,
-    /// Timed calls per size and method (after 3 unmeasured ones).
-    #[arg(long, default_value_t = 30)]
-    pub iters: usize,
-    /// The model's layers (two all-reduces each) [default: the 27B-class preset's].
-    #[arg(long, default_value_t = 64)]
-    pub layers: usize,
-    /// The model's hidden size: an all-reduced activation is this many f32.
-    #[arg(long, default_value_t = 5120)]
-    pub hidden: usize,
-    /// One host's time for one token, ms [default: one H200 decoding the 27B-class preset,
-    /// 65.05 tokens/s, docs/BENCHMARKS.md].
-    #[arg(long, default_value_t = 15.37)]
-    pub token_ms: f64,
-}
-
-impl RanksArgs {
-    /// The sizes, every flag checked before MPI starts.
-    pub fn checked_sizes(&self) -> CliResult<Vec<usize>> {
-        if self.sizes.is_empty() || self.sizes.iter().any(|&b| b == 0 || b % 4 != 0) {
-            return Err(fail(format!(
-                "--sizes {:?}: each must be a positive multiple of 4 bytes",
-                self.sizes
-            )));
-        }
-        if self.iters == 0 || self.layers == 0 || self.hidden == 0 {
-            return Err(fail("--iters, --layers and --hidden must be at least 1"));
-        }
-        if !(self.token_ms.is_finite() && self.token_ms > 0.0) {
-            return Err(fail(format!("--token-ms {}: must be a positive number", self.token_ms)));
-        }
-        Ok(self.sizes.clone())
-    }
 }
 
 #[derive(Args, Debug, Clone)]
@@ -880,24 +841,14 @@ fn resolve(instance: &Instance, spec: &str, flag: &'static str) -> CliResult<Vec
     Ok(out)
 }
 
-#[cfg(feature = "mpi")]
-fn bench_ranks(args: &RanksArgs) -> CliResult {
-    ranks_mpi::bench_ranks(args)
-}
-
-#[cfg(not(feature = "mpi"))]
-fn bench_ranks(args: &RanksArgs) -> CliResult {
-    args.checked_sizes()?;
-    Err(fail(
-        "bench ranks: this crossgpu was built without MPI; build it with `cargo build --release -p crossgpu-cli --features mpi` (Debian: apt-get install libopenmpi-dev openmpi-bin libclang-dev) and start it under mpirun",
-    ))
-}
-
 pub fn bench(args: &BenchArgs) -> CliResult {
     crossgpu::check_environment()?;
     let (c, which) = match &args.what {
         BenchWhat::Chart { json, out } => return chart_from_file(json, out),
-        BenchWhat::Ranks(r) => return bench_ranks(r),
+        #[cfg(feature = "mpi")]
+        BenchWhat::Ranks(r) => return ranks_mpi::bench_ranks(r),
+        #[cfg(not(feature = "mpi"))]
+        BenchWhat::Ranks(r) => return ranks::bench_ranks(r),
         BenchWhat::All(c) => (&**c, "all"),
         BenchWhat::Limits(c) => (&**c, "limits"),
         BenchWhat::Allreduce(c) => (&**c, "allreduce"),

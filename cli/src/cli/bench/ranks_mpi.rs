@@ -12,8 +12,8 @@ use mpi::collective::SystemOperation;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::{Communicator, CommunicatorCollectives, Destination, Root, Source};
 
+use super::ranks::RanksArgs;
 use super::scaleout::{Link, TokenModel};
-use super::RanksArgs;
 use crate::cli::mpirun::{init_mpi, rank_group};
 use crate::cli::{fail, CliResult};
 
