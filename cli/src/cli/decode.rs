@@ -447,10 +447,10 @@ fn decode_across_ranks(args: &DecodeArgs, cfg: &DecoderConfig, split: &SplitSpec
     if args.profile > 0 {
         return Err(fail("decode --ranks: --profile records one process's members; leave it out"));
     }
-    let (universe, rank) = super::ranks::init_mpi()?;
+    let (universe, rank) = super::mpirun::init_mpi()?;
     let lead = rank == 0;
     let instance = Instance::new()?;
-    let group = super::ranks::rank_group(&instance)?;
+    let group = super::mpirun::rank_group(&instance)?;
     let comm = RankComm::new(&group, CommOptions::from_env()?)?;
     let (ranks, members, path) = (comm.ranks(), comm.global_members().len(), comm.path());
     if lead {

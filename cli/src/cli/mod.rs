@@ -4,9 +4,7 @@ pub mod bench;
 pub mod decode;
 pub mod generate;
 #[cfg(feature = "mpi")]
-pub mod ranks;
-#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
-mod scaleout;
+mod mpirun;
 pub mod soak;
 
 use crossgpu::{adapter_table, AllReduceOptions, Comm, DType, DeviceGroup, Instance, Precision};

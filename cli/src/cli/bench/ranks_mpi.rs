@@ -6,42 +6,19 @@
 
 use std::time::{Duration, Instant};
 
-use crossgpu::ranks::{local_rank, RankComm, RankPath};
-use crossgpu::{AllReduceOptions, Comm, CommOptions, DeviceGroup, GroupSpec, Instance, Tensor};
+use crossgpu::ranks::{RankComm, RankPath};
+use crossgpu::{AllReduceOptions, Comm, CommOptions, DeviceGroup, Instance, Tensor};
 use mpi::collective::SystemOperation;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::{Communicator, CommunicatorCollectives, Destination, Root, Source};
 
-use super::bench::RanksArgs;
+use super::ranks::RanksArgs;
 use super::scaleout::{Link, TokenModel};
-use super::{fail, CliResult};
+use crate::cli::mpirun::{init_mpi, rank_group};
+use crate::cli::{fail, CliResult};
 
 /// Ping-pong sizes for α and β, bytes.
 const PING_SIZES: [usize; 9] = [8, 64, 512, 4096, 32_768, 262_144, 2_097_152, 16_777_216, 67_108_864];
-
-/// MPI initialized as `RankComm` needs it, and this process's rank.
-pub fn init_mpi() -> CliResult<(mpi::environment::Universe, usize)> {
-    let (universe, threading) = mpi::initialize_with_threading(mpi::Threading::Serialized)
-        .ok_or_else(|| fail("MPI was already initialized"))?;
-    if threading < mpi::Threading::Serialized {
-        return Err(fail(format!("the MPI library gives {threading:?} threads; RankComm needs Serialized")));
-    }
-    let rank = universe.world().rank() as usize;
-    Ok((universe, rank))
-}
-
-/// This rank's members: CROSSGPU_DEVICES when set (the same in every rank unless the launcher
-/// sets it per rank), else the adapter of this rank's index on its host.
-pub fn rank_group(instance: &Instance) -> CliResult<DeviceGroup> {
-    Ok(match std::env::var("CROSSGPU_DEVICES") {
-        Ok(_) => DeviceGroup::from_env(instance)?,
-        Err(_) => {
-            let adapters = instance.adapters().len().max(1);
-            let spec = (local_rank().unwrap_or(0) % adapters).to_string();
-            DeviceGroup::open(instance, &GroupSpec::parse(&spec)?)?
-        }
-    })
-}
 
 pub fn bench_ranks(args: &RanksArgs) -> CliResult {
     let sizes = args.checked_sizes()?;
