@@ -5,7 +5,8 @@
 #   .mesa/ lavapipe, Mesa's CPU Vulkan driver, with its libraries (a second vendor beside the GPU);
 #   .vvl/  the Khronos validation layer (the tests turn it on) and the font libraries the
 #          charts link (fontconfig, freetype);
-#   .dev/  dev.tar.xz: the stripped release binaries (crossgpu, the examples) and test binaries.
+#   .dev/  dev.tar.xz: the stripped release binaries (crossgpu, the examples) and test binaries,
+#          and the files CROSSGPU_DEV_EXTRA names.
 # The packages are downloaded once with apt-get (no root needed; they are unpacked on the GPU
 # machine by setup.sh); the binaries are rebuilt every time. Then call the device tool with
 # carry [".gl", ".vvl", ".dev"] (add ".mesa" for runs that need lavapipe beside the GPU; all
@@ -30,17 +31,23 @@ ls .mesa/mesa-vulkan-drivers_*.deb >/dev/null 2>&1 ||
         libxshmfence1 libz3-4 libedit2 libffi8 libtinfo6 libxml2 libicu72 libbsd0 libmd0
 ls .vvl/vulkan-validationlayers_*.deb >/dev/null 2>&1 ||
     fetch .vvl vulkan-validationlayers libfontconfig1 libfreetype6 libpng16-16 libbrotli1 libexpat1
-cargo build --release --workspace --bins --examples
-cargo test --release --workspace --no-run 2>&1 | tee /tmp/test-build.log
+# The library, the command and vk-native (the burn crate has its own GPU runs: its README).
+crates=(-p crossgpu -p crossgpu-cli -p crossgpu-vk)
+cargo build --release "${crates[@]}" --bins --examples
+cargo test --release "${crates[@]}" --no-run 2>&1 | tee /tmp/test-build.log
+examples=(tp_decode cross_vendor wgpu_app custom_kernel)
 rm -rf /tmp/crossgpu-dev && mkdir -p /tmp/crossgpu-dev/t
-cp target/release/crossgpu target/release/examples/{tp_decode,cross_vendor,wgpu_app} /tmp/crossgpu-dev/
-# The newest binary of each integration test of the library.
-for t in tests/*.rs; do
-    name=$(basename "$t" .rs)
+cp target/release/crossgpu /tmp/crossgpu-dev/
+for e in "${examples[@]}"; do cp target/release/examples/"$e" /tmp/crossgpu-dev/; done
+# The newest binary of each integration test of the library (tests/suite is one binary).
+for name in suite $(ls tests/*.rs | xargs -n1 basename | sed 's/\.rs$//'); do
     bin=$(ls -t target/release/deps/"$name"-* 2>/dev/null | grep -v '\.d$' | head -1 || true)
     [ -n "$bin" ] && cp "$bin" /tmp/crossgpu-dev/t/"$name"
 done
-strip /tmp/crossgpu-dev/crossgpu /tmp/crossgpu-dev/{tp_decode,cross_vendor,wgpu_app} /tmp/crossgpu-dev/t/*
+# Other files to carry beside them (e.g. an older build's binary, renamed, for a comparison in
+# the same call): CROSSGPU_DEV_EXTRA, space-separated paths.
+for f in ${CROSSGPU_DEV_EXTRA:-}; do cp "$f" /tmp/crossgpu-dev/; done
+strip /tmp/crossgpu-dev/crossgpu "${examples[@]/#//tmp/crossgpu-dev/}" /tmp/crossgpu-dev/t/*
 rm -rf .dev && mkdir -p .dev
 tar -C /tmp/crossgpu-dev -cJf .dev/dev.tar.xz .
 du -sh .gl .mesa .vvl .dev
