@@ -14,7 +14,8 @@
 //! member must end with the same bits, within a derived bound of the f64 sum. With DevicePoll the
 //! step (two dispatches and two all-reduces per member) is recorded once and replayed.
 
-use crossgpu::kernels::{Arg, Immediates, Kernel, MemberDispatch};
+use crossgpu::dispatch::{Arg, Immediates, MemberDispatch};
+use crossgpu::kernels::Kernel;
 use crossgpu::{AllReduceOptions, Comm, DType, DeviceGroup, Instance, Precision, Step, Tensor};
 
 const BIAS_GELU: &str = "

@@ -118,21 +118,6 @@ pub(crate) fn split_from_env() -> Option<String> {
     string_var("CROSSGPU_SPLIT")
 }
 
-/// Parses every variable crossgpu reads (the table above) and returns the first value it
-/// cannot use, naming the variable. Programs call it before any work, so a typo in a variable
-/// read late (the all-reduce's, the split) fails at once instead of after minutes of work.
-pub fn check_environment() -> Result<()> {
-    validation_from_env()?;
-    max_in_flight_from_env()?;
-    timeout_ms_from_env()?;
-    if let Some(spec) = devices_from_env() {
-        crate::GroupSpec::parse(&spec)?;
-    }
-    crate::CommOptions::from_env()?;
-    crate::tp::SplitSpec::from_env()?;
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     /// The rows of the environment-variable table in `text` (lines starting `| \`CROSSGPU_`),

@@ -64,9 +64,10 @@
 //!    devices.
 //! 6. [`embed`]: the all-reduce inside a wgpu application, over its own `wgpu::Buffer`s.
 //!
-//! 7. [`kernels`]: kernels of your own, in WGSL, compiled at run time and dispatched on a
-//!    member ([`Member::dispatch`]) or on every member ([`DeviceGroup::dispatch_each`]); the
-//!    library's kernels (`wgsl/`) are kernels of the same kind.
+//! 7. [`kernels`]: kernels of your own, in WGSL, compiled at run time, their interface
+//!    reflected; the library's kernels (`wgsl/`) are kernels of the same kind. [`dispatch`]
+//!    runs one on a member ([`Member::dispatch`]) or on every member
+//!    ([`DeviceGroup::dispatch_each`]), its arguments checked against that interface.
 //! 8. [`Step`]: work that runs many times the same way (kernels and all-reduces), recorded once
 //!    and replayed where the all-reduce mode allows it.
 //!
@@ -110,6 +111,7 @@
 pub mod bench;
 pub mod comm;
 mod config;
+pub mod dispatch;
 mod dtype;
 pub mod embed;
 mod error;
@@ -126,7 +128,6 @@ mod tensor;
 pub mod tp;
 
 pub use comm::{AllReduceOptions, BridgeStats, Comm, CommOptions, Mode, ModeRequest, Precision};
-pub use config::check_environment;
 pub use error::{Error, Result};
 pub use group::{
     AdapterSelector, DeviceGroup, DeviceSpec, GroupId, GroupOptions, GroupSpec, Member, MemberStats,
@@ -139,3 +140,18 @@ pub use vk_native::{
     live_objects, take_suppressed_validation_count, validation_messages, AdapterInfo, Capabilities,
     DeviceType, LiveObjects, ValidationMessage, KNOWN_LAYER_FALSE_POSITIVES,
 };
+
+/// Parses every variable crossgpu reads (the environment table in README.md) and returns the first value it
+/// cannot use, naming the variable. Programs call it before any work, so a typo in a variable
+/// read late (the all-reduce's, the split) fails at once instead of after minutes of work.
+pub fn check_environment() -> Result<()> {
+    config::validation_from_env()?;
+    config::max_in_flight_from_env()?;
+    config::timeout_ms_from_env()?;
+    if let Some(spec) = config::devices_from_env() {
+        GroupSpec::parse(&spec)?;
+    }
+    CommOptions::from_env()?;
+    tp::SplitSpec::from_env()?;
+    Ok(())
+}

@@ -126,7 +126,7 @@ impl<F: FnMut(Option<&mut Comm>) -> Result<()>> Step<F> {
                 self.largest = log.largest;
                 self.why_not = if log.calls == 0 {
                     None
-                } else if c.mode() != crate::Mode::DevicePoll {
+                } else if c.mode() != crate::comm::Mode::DevicePoll {
                     Some(format!(
                         "{} needs the host between an all-reduce's phases (DevicePoll replays)",
                         c.mode()

@@ -62,7 +62,7 @@ pub fn bf16_rounded(v: f32) -> half::bf16 {
 pub const MAX_ELEMENTS: usize = (u32::MAX / 2) as usize;
 
 /// A range of a tensor's elements with a shape, bound to a kernel as itself
-/// ([`crate::kernels::Arg`]): made by [`Tensor::view`] (checked against the tensor), and from a
+/// ([`crate::dispatch::Arg`]): made by [`Tensor::view`] (checked against the tensor), and from a
 /// `&Tensor` for all of it.
 #[derive(Clone, Copy)]
 pub struct TensorView<'a> {

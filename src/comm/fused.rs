@@ -1,5 +1,5 @@
 //! DevicePoll rounds a caller fuses into its own kernels, and recordings of rounds replayed:
-//! the crate-internal handles the tensor-parallel layers and [`crate::Step`] borrow from a
+//! the crate-internal handles the tensor-parallel layers and [`crate::step::Step`] borrow from a
 //! [`Comm`]. A fused round is opened by [`Comm::fused_round`]; each member's partial is
 //! recorded straight into its region ([`FusedRound::output`]), [`FusedRound::finish`] records
 //! the arrival and the wait, and the consumer sums [`FusedRound::input`] in member order
@@ -160,7 +160,7 @@ fn check_member(i: usize, members: &[Member]) -> Result<()> {
     }
 }
 
-/// Recordings of DevicePoll rounds that are submitted again ([`crate::Step`], the decoder).
+/// Recordings of DevicePoll rounds that are submitted again ([`crate::step::Step`], the decoder).
 pub(crate) struct Replays<'a> {
     comm: &'a mut Comm,
 }

@@ -56,7 +56,7 @@
 pub(crate) mod bridge;
 mod choice;
 mod faults;
-mod fused;
+pub mod fused;
 mod generic;
 mod options;
 pub(crate) mod phases;
@@ -77,8 +77,6 @@ use crate::tensor::{DType, Tensor};
 
 pub use bridge::BridgeStats;
 use faults::FaultHooks;
-pub(crate) use fused::FusedInput;
-pub use fused::FusedRound;
 pub use options::{
     AllReduceOptions, CommOptions, Mode, ModeRequest, Precision, SPIN_GPUS, SPIN_WITH_CPU_DEVICE,
 };
@@ -429,7 +427,7 @@ impl Comm {
     }
 
     /// The log of the rounds since the last call, and a new log from here (for a step that
-    /// learns whether its rounds can be replayed: [`crate::Step`]).
+    /// learns whether its rounds can be replayed: [`crate::step::Step`]).
     pub(crate) fn take_round_log(&mut self) -> RoundLog {
         std::mem::take(&mut self.log)
     }

@@ -456,12 +456,6 @@ impl Member {
         }
     }
 
-    /// The transformer's kernels (norms, RoPE, attention, the fused products, the greedy
-    /// token) on this member's tensors.
-    pub fn transformer(&self) -> crate::tp::TransformerOps<'_> {
-        crate::tp::TransformerOps::new(self)
-    }
-
     /// Starts a GPU profile of this member's work (timestamp queries): from its next command
     /// buffer on, the GPU time of each dispatch and copy, up to `capacity` per window. Call it
     /// after [`Member::synchronize`].

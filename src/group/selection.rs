@@ -20,18 +20,18 @@
 //! `nvidia,llvmpipe` is the NVIDIA GPU beside lavapipe. `all` (the default) opens every adapter
 //! once, or two members when there is only one adapter.
 
-use vk_native::AdapterInfo;
+use vk_native::{AdapterInfo, DeviceType};
 
 use crate::error::{Error, Result};
 
 /// How one item picks its adapter.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AdapterSelector {
-    /// Adapter number N, as [`crate::Instance::adapters`] and `crossgpu devices` list them.
+    /// Adapter number N, as [`crate::instance::Instance::adapters`] and `crossgpu devices` list them.
     Index(usize),
     /// Lowercase text (as [`GroupSpec::parse`] stores it): the first adapter whose lowercased
     /// name, driver name or driver id contains it, or whose vendor
-    /// ([`crate::AdapterInfo::vendor_name`]) is it.
+    /// ([`AdapterInfo::vendor_name`]) is it.
     Name(String),
 }
 
@@ -140,7 +140,7 @@ impl GroupSpec {
             Self::Gpus => {
                 let gpus: Vec<(usize, u32)> = adapters
                     .iter()
-                    .filter(|a| a.device_type != crate::DeviceType::Cpu)
+                    .filter(|a| a.device_type != DeviceType::Cpu)
                     .map(|a| (a.index, 1))
                     .collect();
                 Ok(if gpus.is_empty() { adapters.iter().map(|a| (a.index, 1)).collect() } else { gpus })
@@ -222,7 +222,7 @@ mod tests {
         );
     }
 
-    fn adapter(index: usize, device_type: crate::DeviceType) -> AdapterInfo {
+    fn adapter(index: usize, device_type: DeviceType) -> AdapterInfo {
         AdapterInfo {
             index,
             name: format!("adapter {index}"),
@@ -241,8 +241,8 @@ mod tests {
     /// A model's default group: every GPU once, a CPU device only where there is no GPU.
     #[test]
     fn gpus_leaves_cpu_devices_out_beside_a_gpu() {
-        use crate::DeviceType::*;
-        let resolve = |types: &[crate::DeviceType]| {
+        use DeviceType::*;
+        let resolve = |types: &[DeviceType]| {
             let adapters: Vec<AdapterInfo> = types.iter().enumerate().map(|(i, &t)| adapter(i, t)).collect();
             GroupSpec::Gpus.resolve(&adapters).unwrap()
         };

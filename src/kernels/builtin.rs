@@ -10,7 +10,8 @@ use std::sync::OnceLock;
 
 use vk_native::{CompileOptions, Shader};
 
-use super::Kernel;
+use super::kernel::Kernel;
+use crate::error::{Error, Result};
 
 /// A compute entry point of `wgsl/` and its resource interface, read from the module by build.rs.
 #[derive(Debug)]
@@ -31,10 +32,10 @@ pub struct KernelSpec {
 }
 
 /// The library's kernels as [`Kernel`]s, compiled at first use, by index in [`KERNELS`].
-fn compiled(index: usize) -> crate::Result<&'static Kernel> {
+fn compiled(index: usize) -> Result<&'static Kernel> {
     static COMPILED: OnceLock<Vec<OnceLock<Kernel>>> = OnceLock::new();
     let all = COMPILED.get_or_init(|| KERNELS.iter().map(|_| OnceLock::new()).collect());
-    let cell = all.get(index).ok_or(crate::Error::IndexOutOfRange {
+    let cell = all.get(index).ok_or(Error::IndexOutOfRange {
         what: "kernel index",
         index,
         len: KERNELS.len(),
@@ -43,7 +44,7 @@ fn compiled(index: usize) -> crate::Result<&'static Kernel> {
     if let Some(k) = cell.get() {
         return Ok(k);
     }
-    let k = Kernel::from_shader(KERNELS[index].shader().map_err(crate::Error::Shader)?);
+    let k = Kernel::from_shader(KERNELS[index].shader().map_err(Error::Shader)?);
     // Another thread may have compiled it meanwhile: one of the two is kept.
     Ok(cell.get_or_init(|| k))
 }
@@ -51,16 +52,16 @@ fn compiled(index: usize) -> crate::Result<&'static Kernel> {
 impl KernelSpec {
     /// The entry point as a [`Kernel`], compiled at its first use in the process (later calls
     /// return the same one). The build checked the source, so an error here is naga's alone.
-    pub fn kernel(&self) -> crate::Result<Kernel> {
+    pub fn kernel(&self) -> Result<Kernel> {
         let index = KERNELS.iter().position(|k| std::ptr::eq(k, self)).ok_or_else(|| {
-            crate::Error::InvalidArgument(format!("{} is not one of the library's kernels", self.entry))
+            Error::InvalidArgument(format!("{} is not one of the library's kernels", self.entry))
         })?;
         compiled(index).cloned()
     }
 
     /// The entry point compiled by vk-native's compiler (a new compile each call; the wgpu
     /// embedding takes its kernel so).
-    pub fn shader(&self) -> Result<Shader, vk_native::ShaderError> {
+    pub fn shader(&self) -> std::result::Result<Shader, vk_native::ShaderError> {
         Shader::compile(
             self.entry,
             self.source,
@@ -122,7 +123,7 @@ impl<P> Entry<P> {
     }
 
     /// The entry point as a [`Kernel`] (compiled at first use).
-    pub(crate) fn kernel(self) -> crate::Result<&'static Kernel> {
+    pub(crate) fn kernel(self) -> Result<&'static Kernel> {
         compiled(self.index)
     }
 

@@ -27,9 +27,9 @@ struct KernelInner {
 
 /// A compute kernel written in WGSL: compiled by naga when it is made (an error then carries
 /// naga's message, line and column), its interface reflected ([`Kernel::interface`]), and run
-/// on any member with [`crate::Member::dispatch`] — recorded into the member's stream in order
+/// on any member with `Member::dispatch` — recorded into the member's stream in order
 /// with its other work, barriers placed from the kernel's own bindings, usable in a step that is
-/// recorded once and replayed ([`crate::Step`]) and between all-reduce rounds. Cheap to clone.
+/// recorded once and replayed (`Step`) and between all-reduce rounds. Cheap to clone.
 ///
 /// What a kernel may use: storage buffers (`var<storage, read>` or `read_write`) and uniform
 /// buffers of `@group(0)` at bindings `0..n`, one `var<immediate>` block (push constants, at
@@ -40,7 +40,8 @@ struct KernelInner {
 ///
 /// ```
 /// # fn main() -> crossgpu::Result<()> {
-/// use crossgpu::kernels::{Arg, Immediates, Kernel};
+/// use crossgpu::dispatch::{Arg, Immediates};
+/// use crossgpu::kernels::Kernel;
 /// let kernel = Kernel::from_wgsl("twice", "
 ///     struct P { n: u32 }
 ///     @group(0) @binding(0) var<storage, read_write> x: array<f32>;

@@ -5,7 +5,7 @@ use std::sync::Mutex;
 
 use vk_native::Device;
 
-use super::Kernel;
+use super::kernel::Kernel;
 
 pub(crate) struct Pipelines {
     device: Device,

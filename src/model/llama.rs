@@ -13,8 +13,8 @@
 use std::ops::Range;
 use std::path::Path;
 
-use super::format_error::FormatError;
 use super::gguf::{GgufFile, TensorInfo};
+use crate::error::FormatError;
 use crate::error::{Error, Result};
 use crate::group::Member;
 use crate::tensor::{DType, Tensor};

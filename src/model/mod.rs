@@ -9,13 +9,12 @@
 //! against the file's size and the format's rules before anything is allocated for it, and a
 //! fault is a [`FormatError`] naming the file and the tensor or key, never a panic.
 
-mod format_error;
 pub mod gguf;
 mod llama;
 pub mod quant;
 mod tokenizer;
 
-pub use format_error::FormatError;
+pub use crate::error::FormatError;
 pub use gguf::{GgufFile, MetaArray, MetaValue, TensorInfo};
 pub use llama::{LlamaGguf, ARCHITECTURES};
 pub use quant::GgmlType;

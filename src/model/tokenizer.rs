@@ -10,8 +10,8 @@ use tokenizers::pre_tokenizers::sequence::Sequence;
 use tokenizers::pre_tokenizers::PreTokenizerWrapper;
 use tokenizers::AddedToken;
 
-use super::format_error::FormatError;
 use super::gguf::GgufFile;
+use crate::error::FormatError;
 use crate::error::{Error, Result};
 
 /// ggml's token type of a control token (`<|im_start|>` and the like).

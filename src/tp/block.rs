@@ -11,8 +11,8 @@
 //! kernel (`TransformerOps::matvec_qkv_rope_store`) and gate, up and SiLU·mul as another
 //! (`TransformerOps::matvec_gate_up_silu`), each bitwise the dispatches it replaces.
 
-use super::Reducer;
-use super::{AttentionShape, Position};
+use super::ops::{AttentionShape, Position};
+use super::reduce::Reducer;
 use crate::error::Result;
 use crate::group::Member;
 

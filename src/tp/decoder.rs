@@ -14,11 +14,12 @@
 use super::block::{Attention, AttentionScratch, Mlp, MlpScratch, Step};
 use super::config::DecoderConfig;
 use super::linear::{AddNorm, ColumnParallelLinear, RowParallelLinear};
+use super::ops::Position;
 use super::plan::{check_fits, Plan};
+use super::reduce::Reducer;
 use super::sharded::Sharded;
 use super::split::SplitSpec;
 use super::weights::{Norm, Seeded, Weight, WeightSource};
-use super::{Position, Reducer};
 use crate::comm::{AllReduceOptions, Comm, Precision};
 use crate::error::{Error, Result};
 use std::ops::Range;

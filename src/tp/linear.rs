@@ -9,8 +9,8 @@
 
 use std::ops::Range;
 
+use super::reduce::Reducer;
 use super::sharded::Sharded;
-use super::Reducer;
 use crate::comm::{AllReduceOptions, Comm, Precision};
 use crate::error::{Error, Result};
 use crate::group::Member;

@@ -5,7 +5,7 @@
 //! - [`linear`]: [`ColumnParallelLinear`] (no communication) and [`RowParallelLinear`]
 //!   (matrix–vector product, then all-reduce).
 //! - [`Sharded`]: an activation held across the members as one value.
-//! - [`Reducer`]: what the row-parallel products sum with — a [`crate::Comm`], or the
+//! - [`Reducer`]: what the row-parallel products sum with — a [`crate::comm::Comm`], or the
 //!   communicator across MPI ranks (feature `mpi`).
 //! - [`TransformerOps`]: the transformer's kernels on one member's tensors (norms, RoPE,
 //!   attention, the fused products, the greedy token), reached with `Member::transformer`.
@@ -41,7 +41,6 @@ mod weights;
 pub use config::DecoderConfig;
 pub use decoder::{DecodeStats, Decoder};
 pub use linear::{ColumnParallelLinear, RowParallelLinear};
-pub(crate) use ops::Position;
 pub use ops::{AttentionShape, TransformerOps};
 pub use plan::{check_fits, Footprint, Plan};
 pub use reduce::Reducer;

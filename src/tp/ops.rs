@@ -94,11 +94,15 @@ pub struct TransformerOps<'m> {
     m: &'m Member,
 }
 
-impl<'m> TransformerOps<'m> {
-    pub(crate) fn new(m: &'m Member) -> Self {
-        Self { m }
+impl Member {
+    /// The transformer's kernels (norms, RoPE, attention, the fused products, the greedy
+    /// token) on this member's tensors.
+    pub fn transformer(&self) -> TransformerOps<'_> {
+        TransformerOps { m: self }
     }
+}
 
+impl<'m> TransformerOps<'m> {
     /// The member the kernels run on.
     pub fn member(&self) -> &'m Member {
         self.m
@@ -147,7 +151,7 @@ impl<'m> TransformerOps<'m> {
     /// describes them), then `y = rmsnorm(x) * w`; bitwise all_reduce then `add_rmsnorm`.
     pub(crate) fn reduce_add_rmsnorm(
         &self,
-        input: &crate::comm::FusedInput<'_>,
+        input: &crate::comm::fused::FusedInput<'_>,
         x: &Tensor,
         w: &Tensor,
         y: &Tensor,

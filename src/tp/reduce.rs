@@ -2,7 +2,8 @@
 //! (feature `mpi`) the communicator across MPI ranks, [`crate::ranks::RankComm`], whose
 //! members are this process's share of a model split over every rank's members.
 
-use crate::comm::{AllReduceOptions, Comm, FusedRound};
+use crate::comm::fused::FusedRound;
+use crate::comm::{AllReduceOptions, Comm};
 use crate::error::Result;
 use crate::tensor::Tensor;
 

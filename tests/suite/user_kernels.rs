@@ -5,7 +5,8 @@
 //! binding or field. The validation layer is on; any error it reports fails the test.
 
 use crate::common::{self, serial};
-use crossgpu::kernels::{Arg, Immediates, Kernel, MemberDispatch};
+use crossgpu::dispatch::{Arg, Immediates, MemberDispatch};
+use crossgpu::kernels::Kernel;
 use crossgpu::{AllReduceOptions, Comm, CommOptions, DType, Error, Mode, ModeRequest, Step, Tensor};
 
 /// `y[i] = gelu(x[i] + b[i % cols])` (tanh form), rows of `cols`.

@@ -9,7 +9,6 @@ use wgpu_hal::Device as _;
 use crate::device::{Device, DeviceId};
 use crate::error::{map_hal_device, NativeError, Result};
 use crate::semaphore::TimelineSemaphore;
-use crate::GpuBuffer;
 
 /// The submissions that use a buffer the host reads or writes with plain copies (a
 /// [`StagingBuffer`]): for each recorder's `progress` timeline, the value its latest such
@@ -131,7 +130,7 @@ impl Buffer {
     }
 }
 
-impl crate::sealed::Sealed for Buffer {}
+impl sealed::Sealed for Buffer {}
 
 impl GpuBuffer for Buffer {
     fn hal(&self) -> &wgpu_hal::vulkan::Buffer {
@@ -249,7 +248,7 @@ impl StagingBuffer {
     }
 }
 
-impl crate::sealed::Sealed for StagingBuffer {}
+impl sealed::Sealed for StagingBuffer {}
 
 impl GpuBuffer for StagingBuffer {
     fn hal(&self) -> &wgpu_hal::vulkan::Buffer {
@@ -272,5 +271,46 @@ impl GpuBuffer for StagingBuffer {
     }
     fn gpu_use(&self) -> Option<Arc<GpuUse>> {
         Some(self.uses.clone())
+    }
+}
+
+/// Keeps [`GpuBuffer`] implemented only here: the recorder trusts an implementation's `hal`
+/// buffer, size and device to be what they say (a foreign one could name another device's
+/// buffer or a destroyed one).
+pub(crate) mod sealed {
+    pub trait Sealed {}
+}
+
+/// Anything that can be bound as a storage buffer in a `BindGroup` or be a copy's source or
+/// destination: a device-local [`Buffer`], a [`StagingBuffer`] or an `ImportedBuffer` over
+/// host memory. Sealed: implemented only by this crate's buffers.
+pub trait GpuBuffer: sealed::Sealed {
+    /// The wgpu-hal buffer.
+    #[doc(hidden)]
+    fn hal(&self) -> &wgpu_hal::vulkan::Buffer;
+    /// Size in bytes.
+    fn size(&self) -> u64;
+    /// Identity, unique in the process, for hazard tracking and bind-group caches.
+    fn id(&self) -> BufferId;
+    /// The device the buffer belongs to.
+    fn device_id(&self) -> DeviceId;
+    /// A reference that keeps the buffer alive while a command buffer that uses it is pending.
+    #[doc(hidden)]
+    fn keep_alive(&self) -> std::sync::Arc<dyn std::any::Any + Send + Sync>;
+    /// Whether kernels may bind it as a storage buffer (staging buffers are copy-only).
+    #[doc(hidden)]
+    fn storage(&self) -> bool {
+        true
+    }
+    /// Whether kernels may bind it as a uniform buffer (device-local buffers only).
+    #[doc(hidden)]
+    fn uniform(&self) -> bool {
+        false
+    }
+    /// For a buffer the host reads or writes without atomics (a staging buffer): the record of
+    /// the submissions that use it, so such an access while one is pending is refused.
+    #[doc(hidden)]
+    fn gpu_use(&self) -> Option<std::sync::Arc<GpuUse>> {
+        None
     }
 }

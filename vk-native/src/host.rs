@@ -11,10 +11,10 @@ use std::sync::Arc;
 use ash::vk;
 use wgpu_hal::vulkan::Buffer as HalBuffer;
 
+use crate::buffer::GpuBuffer;
 use crate::buffer::{next_buffer_id, BufferId};
 use crate::device::{Device, DeviceId};
 use crate::error::{map_vk, NativeError, Result};
-use crate::GpuBuffer;
 
 /// Zeroed host memory with a chosen alignment, shared by the host and any device that imports
 /// it; [`HostAllocation::shared`] maps a file instead, so other processes that map the same
@@ -360,7 +360,7 @@ pub(crate) fn import_host_allocation(
     Ok((buffer, memory))
 }
 
-impl crate::sealed::Sealed for ImportedBuffer {}
+impl crate::buffer::sealed::Sealed for ImportedBuffer {}
 
 impl GpuBuffer for ImportedBuffer {
     fn hal(&self) -> &HalBuffer {

@@ -41,7 +41,7 @@ pub use access::Access;
 pub use ash::vk::Result as VkResult;
 #[doc(hidden)]
 pub use buffer::GpuUse;
-pub use buffer::{Buffer, BufferId, BufferUsage, StagingBuffer};
+pub use buffer::{Buffer, BufferId, BufferUsage, GpuBuffer, StagingBuffer};
 pub use command::{Recorder, Replay, SubmitInfo, DEFAULT_MAX_PENDING};
 pub use device::{Device, DeviceId};
 pub use embed::{request_wgpu_device, EmbeddedMember, EmbeddedSlots};
@@ -56,44 +56,3 @@ pub use shader::{CompileOptions, Shader, ShaderError};
 pub use validation::{
     take_suppressed_validation_count, validation_messages, ValidationMessage, KNOWN_LAYER_FALSE_POSITIVES,
 };
-
-/// Keeps [`GpuBuffer`] implemented only here: the recorder trusts an implementation's `hal`
-/// buffer, size and device to be what they say (a foreign one could name another device's
-/// buffer or a destroyed one).
-mod sealed {
-    pub trait Sealed {}
-}
-
-/// Anything that can be bound as a storage buffer in a [`BindGroup`] or be a copy's source or
-/// destination: a device-local [`Buffer`], a [`StagingBuffer`] or an [`ImportedBuffer`] over
-/// host memory. Sealed: implemented only by this crate's buffers.
-pub trait GpuBuffer: sealed::Sealed {
-    /// The wgpu-hal buffer.
-    #[doc(hidden)]
-    fn hal(&self) -> &wgpu_hal::vulkan::Buffer;
-    /// Size in bytes.
-    fn size(&self) -> u64;
-    /// Identity, unique in the process, for hazard tracking and bind-group caches.
-    fn id(&self) -> BufferId;
-    /// The device the buffer belongs to.
-    fn device_id(&self) -> DeviceId;
-    /// A reference that keeps the buffer alive while a command buffer that uses it is pending.
-    #[doc(hidden)]
-    fn keep_alive(&self) -> std::sync::Arc<dyn std::any::Any + Send + Sync>;
-    /// Whether kernels may bind it as a storage buffer (staging buffers are copy-only).
-    #[doc(hidden)]
-    fn storage(&self) -> bool {
-        true
-    }
-    /// Whether kernels may bind it as a uniform buffer (device-local buffers only).
-    #[doc(hidden)]
-    fn uniform(&self) -> bool {
-        false
-    }
-    /// For a buffer the host reads or writes without atomics (a staging buffer): the record of
-    /// the submissions that use it, so such an access while one is pending is refused.
-    #[doc(hidden)]
-    fn gpu_use(&self) -> Option<std::sync::Arc<GpuUse>> {
-        None
-    }
-}

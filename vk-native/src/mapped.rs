@@ -14,10 +14,10 @@ use std::sync::Arc;
 use ash::vk;
 use wgpu_hal::vulkan::Buffer as HalBuffer;
 
+use crate::buffer::GpuBuffer;
 use crate::buffer::{next_buffer_id, BufferId};
 use crate::device::{Device, DeviceId};
 use crate::error::{map_vk, NativeError, Result};
-use crate::GpuBuffer;
 
 struct MappedInner {
     device: Device,
@@ -194,7 +194,7 @@ impl MappedWords {
     }
 }
 
-impl crate::sealed::Sealed for MappedWords {}
+impl crate::buffer::sealed::Sealed for MappedWords {}
 
 impl GpuBuffer for MappedWords {
     fn hal(&self) -> &HalBuffer {

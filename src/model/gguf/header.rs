@@ -1,12 +1,22 @@
 use std::collections::HashMap;
 use std::io::Read;
 
+use super::metadata::{MetaArray, MetaValue};
 use super::tensor::shape_string;
-use super::{
-    FormatError, GgmlType, MetaArray, MetaValue, TensorInfo, DEFAULT_ALIGNMENT, KEY_ALIGNMENT,
-    MAX_ARRAY_NESTING, MAX_DIMS,
-};
+use super::tensor::TensorInfo;
+use crate::error::FormatError;
+use crate::model::quant::GgmlType;
 
+/// The alignment of tensor data when the file has no `general.alignment`.
+pub const DEFAULT_ALIGNMENT: u64 = 32;
+/// ggml's `GGML_MAX_DIMS`.
+pub const MAX_DIMS: usize = 4;
+/// How deep arrays of arrays may nest: the spec allows nesting, no known model uses it, and a
+/// bound keeps a hostile file from exhausting the stack.
+pub const MAX_ARRAY_NESTING: usize = 8;
+
+/// The metadata key of the tensor data alignment.
+pub const KEY_ALIGNMENT: &str = "general.alignment";
 /// The first four bytes of every GGUF file.
 pub(super) const MAGIC: [u8; 4] = *b"GGUF";
 /// Elements (array elements, metadata entries, tensor infos) reserved up front, whatever count

@@ -1,6 +1,7 @@
 use half::{bf16, f16};
 
-use super::{FormatError, GgmlType, QK32};
+use super::ggml_type::{GgmlType, QK32};
+use crate::error::FormatError;
 
 /// Encodes `values` as `ty`, exactly as ggml's reference quantizers `quantize_row_*_ref` do, for
 /// Q8_0, Q4_0 and Q4_1, and as plain conversions (round to nearest even) for F32, F16 and BF16.

@@ -1,7 +1,9 @@
 use half::{bf16, f16};
 
 use super::dequant::scale_min_k4;
+use super::ggml_type::ALL_TYPES;
 use super::*;
+use crate::error::FormatError;
 
 /// xorshift64: a reproducible source of test data without an extra crate.
 struct XorShift(u64);

@@ -8,9 +8,9 @@ use ash::vk;
 
 use super::{KeepAlive, Recorder};
 use crate::access::Access;
+use crate::buffer::GpuBuffer;
 use crate::error::{NativeError, Result};
 use crate::kernel::BindGroup;
-use crate::GpuBuffer;
 
 impl Recorder {
     /// The command buffer commands go to: the recording in progress, or the open one.

@@ -6,12 +6,12 @@ use std::sync::Arc;
 
 use ash::vk;
 
+use super::compute::Kernel;
 use super::pipeline::{descriptor_type, RawPipeline};
-use super::Kernel;
 use crate::buffer::BufferId;
+use crate::buffer::GpuBuffer;
 use crate::error::{map_vk, NativeError, Result};
 use crate::shader::BindingKind;
-use crate::GpuBuffer;
 
 /// A byte range of a buffer bound as one storage or uniform buffer.
 #[derive(Clone, Copy)]

@@ -11,7 +11,7 @@ use crate::shader::{BindingKind, Shader};
 /// immediates. Made and destroyed on a wgpu-hal device the caller lends — crossgpu's own
 /// ([`Kernel`]) or one borrowed from a wgpu application (`embed/`).
 ///
-/// [`Kernel`]: super::Kernel
+/// [`Kernel`]: super::compute::Kernel
 pub(crate) struct PipelineObjects {
     module: Option<wgpu_hal::vulkan::ShaderModule>,
     pub(crate) bgl: Option<wgpu_hal::vulkan::BindGroupLayout>,

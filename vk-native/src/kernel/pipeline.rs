@@ -36,7 +36,7 @@ impl RawPipeline {
     /// by [`Kernel::new`]); the objects must be destroyed with [`RawPipeline::destroy`] on the
     /// same device.
     ///
-    /// [`Kernel::new`]: super::Kernel::new
+    /// [`Kernel::new`]: super::compute::Kernel::new
     /// `robust`: the device has robustBufferAccess2 enabled ([`Shader::spirv_for`]).
     pub(super) unsafe fn new(d: &ash::Device, shader: &Shader, robust: bool) -> Result<Self> {
         let name = shader.label();

@@ -1,5 +1,8 @@
 use super::header::MAGIC;
 use super::*;
+pub(super) use crate::error::FormatError;
+pub(super) use crate::model::quant::{self, GgmlType};
+pub(super) use std::path::Path;
 use std::path::PathBuf;
 
 mod bad_files;

@@ -1,5 +1,9 @@
 //! The one error type of crossgpu: variants a caller can act on, messages that say what to do.
 
+mod format;
+
+pub use format::FormatError;
+
 use vk_native::NativeError;
 
 use crate::dtype::DType;
@@ -122,7 +126,7 @@ pub enum Error {
     Shader(vk_native::ShaderError),
     /// A model file that cannot be used: the file, and the tensor or metadata key at fault.
     #[error("model file {0}")]
-    Model(#[from] crate::model::FormatError),
+    Model(#[from] FormatError),
     /// Any other Vulkan failure, with the native error (and through it the `vk::Result` or
     /// wgpu-hal error) as its source.
     #[error("vulkan: {device}: {source}")]

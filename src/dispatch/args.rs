@@ -4,9 +4,9 @@
 
 use vk_native::shader::{BindingKind, ImmediateField, Scalar};
 
-use super::Kernel;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::kernels::Kernel;
 use crate::tensor::TensorView;
 
 /// One binding's argument: a tensor (or a view of one) the kernel reads, or one it writes.

@@ -7,10 +7,14 @@
 use vk_native::shader::BindingKind;
 use vk_native::BindRange;
 
-use super::args::{binds_as, check_access, dtype_for};
-use super::{Arg, Immediates, Kernel};
+mod args;
+
+pub use args::{Arg, Immediates, Value};
+
 use crate::error::{Error, Result};
 use crate::group::{DeviceGroup, Member};
+use crate::kernels::Kernel;
+use args::{binds_as, check_access, dtype_for};
 
 impl Member {
     /// Records `kernel` over `args` (one per binding, in binding order) with `immediates` and

@@ -1,7 +1,8 @@
 //! The error of reading a model file: which file, and what in it cannot be used.
 //!
-//! It is kept apart from the crate's own error enum so that the file parsers ([`super::gguf`],
-//! [`super::quant`]) stand alone; the crate maps it into its error type at the boundary.
+//! It is kept apart from the crate's own error enum so that the file parsers (`crate::model`'s
+//! gguf and quant) stand alone; the crate maps it into its error type at the boundary
+//! ([`super::Error::Model`]).
 
 use std::fmt;
 
@@ -20,7 +21,7 @@ pub struct FormatError {
 
 impl FormatError {
     /// The `file` of an error about bytes that did not come from a file the parser opened (for
-    /// example [`super::quant::dequantize`] on a caller's buffer).
+    /// example `model::quant::dequantize` on a caller's buffer).
     pub const IN_MEMORY: &'static str = "<in memory>";
 
     /// An error about `file`.
