@@ -1,0 +1,359 @@
+//! Attention at decode: RoPE, the fused q/k/v product with RoPE and the KV-cache store, the
+//! store alone, and attention of one token over the cache.
+
+use vk_native::GpuBuffer;
+
+use crate::error::{Error, Result};
+use crate::kernels::{
+    elementwise_groups, row_groups, AttentionParams, KvStoreParams, QkvParams, RopeParams, ATTENTION_DECODE,
+    KV_STORE, MATVEC_QKV_ROPE_STORE, ROPE,
+};
+use crate::tensor::{DType, Tensor};
+
+use super::transformer::{add, mul, need_len, word, Position, TransformerOps};
+
+/// Parameters of one decode-attention dispatch.
+#[derive(Debug, Clone, Copy)]
+pub struct AttentionShape {
+    /// Query heads on this member.
+    pub q_heads: usize,
+    /// Query heads per KV head (grouped-query attention).
+    pub group: usize,
+    /// Elements per head vector (query, key and value alike).
+    pub head_dim: usize,
+    /// Position of the new token (attends to 0..=pos).
+    pub pos: usize,
+    /// Capacity of the KV cache in positions.
+    pub max_seq: usize,
+}
+
+impl<'m> TransformerOps<'m> {
+    /// Rotary position embedding in place on `heads` vectors of `head_dim` (even) in `v`.
+    pub fn rope(&self, v: &Tensor, heads: usize, head_dim: usize, pos: usize, base: f32) -> Result<()> {
+        self.rope_at(v, heads, head_dim, Position::fixed(pos), base)
+    }
+
+    /// [`TransformerOps::rope`] at a [`Position`].
+    pub(crate) fn rope_at(
+        &self,
+        v: &Tensor,
+        heads: usize,
+        head_dim: usize,
+        at: Position<'_>,
+        base: f32,
+    ) -> Result<()> {
+        let pos = at.base;
+        let counter = at.buffer(self.m)?;
+        self.own(&[(v, "rope")])?;
+        v.check_dtype(DType::F32, "rope")?;
+        need_len("rope heads * head_dim", v, mul("rope", heads, head_dim)?)?;
+        word("rope position", pos)?;
+        if !head_dim.is_multiple_of(2) {
+            return Err(Error::InvalidArgument(format!("rope needs an even head dimension, got {head_dim}")));
+        }
+        if heads == 0 {
+            return Ok(());
+        }
+        let imm = RopeParams { heads: heads as u32, dim: head_dim as u32, pos: pos as u32, base };
+        self.m.shared.dispatch(
+            ROPE,
+            &[&v.buffer, counter],
+            &[],
+            &imm,
+            elementwise_groups(heads * head_dim / 2),
+        )
+    }
+
+    /// One token's attention: `q` `[q_heads, head_dim]`, caches `[kv_heads, max_seq, head_dim]`,
+    /// `scores` `[q_heads, max_seq]` scratch, `out` `[q_heads, head_dim]`.
+    pub fn attention(
+        &self,
+        q: &Tensor,
+        k_cache: &Tensor,
+        v_cache: &Tensor,
+        scores: &Tensor,
+        out: &Tensor,
+        s: AttentionShape,
+    ) -> Result<()> {
+        self.attention_at(q, k_cache, v_cache, scores, out, s, None)
+    }
+
+    /// [`TransformerOps::attention`] at position `s.pos` plus `counter[0]` (see [`Position`]).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn attention_at(
+        &self,
+        q: &Tensor,
+        k_cache: &Tensor,
+        v_cache: &Tensor,
+        scores: &Tensor,
+        out: &Tensor,
+        s: AttentionShape,
+        counter: Option<&Tensor>,
+    ) -> Result<()> {
+        let position = Position { base: s.pos, counter }.buffer(self.m)?;
+        self.own(&[
+            (q, "attention q"),
+            (k_cache, "attention k"),
+            (v_cache, "attention v"),
+            (scores, "attention scores"),
+            (out, "attention out"),
+        ])?;
+        for (t, what) in [
+            (q, "attention q"),
+            (k_cache, "attention k"),
+            (v_cache, "attention v"),
+            (scores, "attention scores"),
+            (out, "attention out"),
+        ] {
+            t.check_dtype(DType::F32, what)?;
+        }
+        if s.group == 0 || !s.q_heads.is_multiple_of(s.group) {
+            return Err(Error::InvalidArgument(format!(
+                "{} query heads do not form groups of {}",
+                s.q_heads, s.group
+            )));
+        }
+        for (what, v) in [
+            ("attention q_heads", s.q_heads),
+            ("attention head_dim", s.head_dim),
+            ("attention max_seq", s.max_seq),
+        ] {
+            word(what, v)?;
+        }
+        if s.pos >= s.max_seq {
+            return Err(Error::InvalidArgument(format!(
+                "position {} is past the KV cache's {} positions",
+                s.pos, s.max_seq
+            )));
+        }
+        let kv = s.q_heads / s.group;
+        let qd = mul("attention q", s.q_heads, s.head_dim)?;
+        let cache = mul("attention cache", mul("attention cache", kv, s.max_seq)?, s.head_dim)?;
+        need_len("attention q", q, qd)?;
+        need_len("attention out", out, qd)?;
+        need_len("attention scores", scores, mul("attention scores", s.q_heads, s.max_seq)?)?;
+        need_len("attention k cache", k_cache, cache)?;
+        need_len("attention v cache", v_cache, cache)?;
+        if s.q_heads == 0 {
+            return Ok(());
+        }
+        let scale = 1.0 / (s.head_dim as f32).sqrt();
+        let imm = AttentionParams {
+            q_heads: s.q_heads as u32,
+            dim: s.head_dim as u32,
+            group: s.group as u32,
+            pos: s.pos as u32,
+            max_seq: s.max_seq as u32,
+            scale,
+        };
+        let b: [&dyn GpuBuffer; 6] =
+            [&q.buffer, &k_cache.buffer, &v_cache.buffer, &scores.buffer, &out.buffer, position];
+        self.m.shared.dispatch(ATTENTION_DECODE, &b, &[], &imm, [s.q_heads as u32, 1, 1])
+    }
+
+    /// One decode step's attention inputs in one dispatch: `q = rope(wq x)` and, at position
+    /// `pos` of the caches `[kv_heads, max_seq, head_dim]`, `rope(wk x)` and `wv x` — what
+    /// three `matvec`s through `matvec_f16_vec8_rows4`, two [`TransformerOps::rope`]s and
+    /// [`TransformerOps::kv_store`] do, bitwise. `wq` is `[q_heads * head_dim, cols]`, `wk` and `wv`
+    /// `[kv_heads * head_dim, cols]`, all f16 with `cols % 8 == 0`; `x` f32 of `cols`; `q` f32.
+    #[allow(clippy::too_many_arguments)]
+    pub fn matvec_qkv_rope_store(
+        &self,
+        (wq, wk, wv): (&Tensor, &Tensor, &Tensor),
+        x: &Tensor,
+        q: &Tensor,
+        (k_cache, v_cache): (&Tensor, &Tensor),
+        head_dim: usize,
+        pos: usize,
+        max_seq: usize,
+        base: f32,
+    ) -> Result<()> {
+        self.matvec_qkv_rope_store_at(
+            (wq, wk, wv),
+            x,
+            q,
+            (k_cache, v_cache),
+            head_dim,
+            Position::fixed(pos),
+            max_seq,
+            base,
+        )
+    }
+
+    /// [`TransformerOps::matvec_qkv_rope_store`] at a [`Position`].
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn matvec_qkv_rope_store_at(
+        &self,
+        (wq, wk, wv): (&Tensor, &Tensor, &Tensor),
+        x: &Tensor,
+        q: &Tensor,
+        (k_cache, v_cache): (&Tensor, &Tensor),
+        head_dim: usize,
+        at: Position<'_>,
+        max_seq: usize,
+        base: f32,
+    ) -> Result<()> {
+        let (pos, counter) = (at.base, at.buffer(self.m)?);
+        let named = [
+            (wq, "q weights"),
+            (wk, "k weights"),
+            (wv, "v weights"),
+            (x, "qkv input"),
+            (q, "q output"),
+            (k_cache, "k cache"),
+            (v_cache, "v cache"),
+        ];
+        self.own(&named)?;
+        for (t, what) in &named[..3] {
+            t.check_dtype(DType::F16, what)?;
+        }
+        for (t, what) in &named[3..] {
+            t.check_dtype(DType::F32, what)?;
+        }
+        let ((q_rows, cols), (kv_rows, kc), (vr, vc)) =
+            (wq.matrix_dims("q weights")?, wk.matrix_dims("k weights")?, wv.matrix_dims("v weights")?);
+        if (kv_rows, kc) != (vr, vc) || kc != cols {
+            return Err(Error::InvalidArgument(format!(
+                "qkv: weights of shapes {:?}, {:?}, {:?}; k and v must agree and every one have {cols} columns",
+                wq.shape(),
+                wk.shape(),
+                wv.shape()
+            )));
+        }
+        if head_dim == 0
+            || !head_dim.is_multiple_of(2)
+            || !q_rows.is_multiple_of(head_dim)
+            || !kv_rows.is_multiple_of(head_dim)
+        {
+            return Err(Error::InvalidArgument(format!(
+                "qkv: head_dim {head_dim} must be even and divide the {q_rows} query and {kv_rows} key rows"
+            )));
+        }
+        if !cols.is_multiple_of(8) {
+            return Err(Error::InvalidArgument(format!(
+                "qkv: {cols} columns; the fused kernel reads 8 f16 at a time (use matvec, rope and kv_store)"
+            )));
+        }
+        if pos >= max_seq {
+            return Err(Error::InvalidArgument(format!(
+                "position {pos} is past the KV cache's {max_seq} positions"
+            )));
+        }
+        need_len("qkv input", x, cols)?;
+        need_len("q output", q, q_rows)?;
+        let cache = mul("qkv cache", kv_rows, max_seq)?;
+        need_len("k cache", k_cache, cache)?;
+        need_len("v cache", v_cache, cache)?;
+        let outs = [q.id(), k_cache.id(), v_cache.id()];
+        if outs[0] == outs[1] || outs[0] == outs[2] || outs[1] == outs[2] || outs.contains(&x.id()) {
+            return Err(Error::InvalidArgument("qkv: q, the caches and x must be four tensors".into()));
+        }
+        let pairs = add("qkv rows", q_rows, mul("qkv rows", 2, kv_rows)?)? / 2;
+        if pairs == 0 {
+            return Ok(());
+        }
+        if cols == 0 {
+            return Err(Error::InvalidArgument("qkv: no input features".into()));
+        }
+        let imm = QkvParams {
+            q_rows: word("qkv query rows", q_rows)?,
+            kv_rows: word("qkv key rows", kv_rows)?,
+            cols: word("qkv columns", cols)?,
+            dim: word("qkv head_dim", head_dim)?,
+            pos: word("qkv position", pos)?,
+            max_seq: word("qkv max_seq", max_seq)?,
+            base,
+        };
+        word("qkv cache", cache)?;
+        let b: [&dyn GpuBuffer; 8] = [
+            &wq.buffer,
+            &wk.buffer,
+            &wv.buffer,
+            &x.buffer,
+            &q.buffer,
+            &k_cache.buffer,
+            &v_cache.buffer,
+            counter,
+        ];
+        self.m.shared.dispatch(MATVEC_QKV_ROPE_STORE, &b, &[], &imm, row_groups(pairs.div_ceil(2)))
+    }
+
+    /// Stores one decode step's keys and values, `k` and `v` `[heads, head_dim]`, at position
+    /// `pos` of the caches `[heads, max_seq, head_dim]` (all f32), in one dispatch (it replaced
+    /// two `copy_region`s per head, each a dispatch and most with a barrier before it).
+    #[allow(clippy::too_many_arguments)]
+    pub fn kv_store(
+        &self,
+        k: &Tensor,
+        v: &Tensor,
+        k_cache: &Tensor,
+        v_cache: &Tensor,
+        heads: usize,
+        head_dim: usize,
+        pos: usize,
+        max_seq: usize,
+    ) -> Result<()> {
+        self.kv_store_at(k, v, k_cache, v_cache, heads, head_dim, Position::fixed(pos), max_seq)
+    }
+
+    /// [`TransformerOps::kv_store`] at a [`Position`].
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn kv_store_at(
+        &self,
+        k: &Tensor,
+        v: &Tensor,
+        k_cache: &Tensor,
+        v_cache: &Tensor,
+        heads: usize,
+        head_dim: usize,
+        at: Position<'_>,
+        max_seq: usize,
+    ) -> Result<()> {
+        let (pos, counter) = (at.base, at.buffer(self.m)?);
+        let named = [
+            (k, "kv_store k"),
+            (v, "kv_store v"),
+            (k_cache, "kv_store k cache"),
+            (v_cache, "kv_store v cache"),
+        ];
+        self.own(&named)?;
+        for (t, what) in named {
+            t.check_dtype(DType::F32, what)?;
+        }
+        let step = mul("kv_store", heads, head_dim)?;
+        let cache = mul("kv_store cache", step, max_seq)?;
+        need_len("kv_store k", k, step)?;
+        need_len("kv_store v", v, step)?;
+        need_len("kv_store k cache", k_cache, cache)?;
+        need_len("kv_store v cache", v_cache, cache)?;
+        word("kv_store cache", cache)?;
+        if pos >= max_seq {
+            return Err(Error::InvalidArgument(format!(
+                "position {pos} is past the KV cache's {max_seq} positions"
+            )));
+        }
+        if k_cache.id() == v_cache.id()
+            || [k.id(), v.id()].iter().any(|&i| i == k_cache.id() || i == v_cache.id())
+        {
+            return Err(Error::InvalidArgument(
+                "kv_store: the caches must be two tensors apart from k and v".into(),
+            ));
+        }
+        if step == 0 {
+            return Ok(());
+        }
+        let imm = KvStoreParams {
+            heads: heads as u32,
+            dim: head_dim as u32,
+            pos: pos as u32,
+            max_seq: max_seq as u32,
+        };
+        self.m.shared.dispatch(
+            KV_STORE,
+            &[&k.buffer, &v.buffer, &k_cache.buffer, &v_cache.buffer, counter],
+            &[],
+            &imm,
+            elementwise_groups(step),
+        )
+    }
+}

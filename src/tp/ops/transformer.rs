@@ -1,0 +1,89 @@
+//! [`TransformerOps`], a member's transformer kernels, and what they share: checked
+//! arithmetic for their parameters, and where a kernel takes the decode position from.
+
+use vk_native::GpuBuffer;
+
+use crate::error::{Error, Result};
+use crate::group::Member;
+use crate::tensor::{DType, Tensor};
+
+/// `a * b`, or an error naming `what` when it overflows.
+pub(super) fn mul(what: &str, a: usize, b: usize) -> Result<usize> {
+    a.checked_mul(b).ok_or_else(|| Error::InvalidArgument(format!("{what}: {a} * {b} overflows")))
+}
+
+/// `a + b`, or an error naming `what` when it overflows.
+pub(super) fn add(what: &str, a: usize, b: usize) -> Result<usize> {
+    a.checked_add(b).ok_or_else(|| Error::InvalidArgument(format!("{what}: {a} + {b} overflows")))
+}
+
+/// `v` as a kernel parameter (32 bits), or an error naming `what`.
+pub(super) fn word(what: &str, v: usize) -> Result<u32> {
+    u32::try_from(v).map_err(|_| {
+        Error::InvalidArgument(format!("{what}: {v} does not fit the kernel's 32-bit parameter"))
+    })
+}
+
+pub(super) fn need_len(what: &str, t: &Tensor, n: usize) -> Result<()> {
+    if t.len() != n {
+        return Err(Error::LengthMismatch { what: what.into(), expected: n, got: t.len() });
+    }
+    Ok(())
+}
+
+/// Where a decoder kernel takes its position from: `base`, plus the u32 `counter[0]` on the
+/// device when there is one. The decoder keeps its position in such a counter, which
+/// [`TransformerOps::select_token`]'s decoder form advances at the end of every token, so a
+/// token's commands are the same at every step and can be recorded once and replayed. The kernels
+/// store nothing past the cache whatever the counter holds; the decoder checks its own count.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Position<'a> {
+    pub(crate) base: usize,
+    pub(crate) counter: Option<&'a Tensor>,
+}
+
+impl<'a> Position<'a> {
+    /// `pos` alone (the member's counter that stays 0 is bound).
+    pub(crate) fn fixed(pos: usize) -> Self {
+        Self { base: pos, counter: None }
+    }
+
+    /// The counter's buffer (checked: a u32 tensor of this member), or the member's zero.
+    pub(super) fn buffer(&self, m: &'a Member) -> Result<&'a dyn GpuBuffer> {
+        match self.counter {
+            Some(t) => {
+                t.check_on(&m.shared, "position counter")?;
+                t.check_dtype(DType::U32, "position counter")?;
+                need_len("position counter", t, 1)?;
+                Ok(&t.buffer)
+            }
+            None => Ok(m.shared.zero_position()?),
+        }
+    }
+}
+
+/// The transformer kernels of one member ([`Member::transformer`]): each records one dispatch
+/// into the member's stream, like the member's general operations.
+#[derive(Clone, Copy)]
+pub struct TransformerOps<'m> {
+    pub(super) m: &'m Member,
+}
+
+impl Member {
+    /// The transformer's kernels (norms, RoPE, attention, the fused products, the greedy
+    /// token) on this member's tensors.
+    pub fn transformer(&self) -> TransformerOps<'_> {
+        TransformerOps { m: self }
+    }
+}
+
+impl<'m> TransformerOps<'m> {
+    /// The member the kernels run on.
+    pub fn member(&self) -> &'m Member {
+        self.m
+    }
+
+    pub(super) fn own(&self, ts: &[(&Tensor, &str)]) -> Result<()> {
+        ts.iter().try_for_each(|(t, what)| t.check_on(&self.m.shared, what))
+    }
+}
