@@ -165,14 +165,9 @@ impl<F: FnMut(Option<&mut Comm>) -> Result<()>> Step<F> {
             m.flush()?;
         }
         let first_round = comm.as_deref().map_or(0, Comm::rounds);
-        for (i, m) in self.members.iter().enumerate() {
-            if let Err(e) = m.begin_capture() {
-                self.members[..i].iter().for_each(Member::cancel_capture);
-                return Err(e);
-            }
-        }
-        let rounds = self.rounds;
-        let recorded = (self.work)(comm.as_deref_mut()).and_then(|()| {
+        let (rounds, work) = (self.rounds, &mut self.work);
+        let recorded = capture(&self.members, || {
+            work(comm.as_deref_mut())?;
             if let Some(c) = comm.as_deref_mut().filter(|_| rounds > 0) {
                 if c.rounds() - first_round != rounds {
                     return Err(Error::InvalidArgument(format!(
@@ -182,14 +177,12 @@ impl<F: FnMut(Option<&mut Comm>) -> Result<()>> Step<F> {
                 }
                 c.replays()?.record_advance(rounds)?;
             }
-            self.members.iter().map(Member::end_capture).collect::<Result<Vec<_>>>()
+            Ok(())
         });
         match recorded {
             Ok(r) => self.recorded = Some(r),
-            Err(e) => {
-                self.members.iter().for_each(Member::cancel_capture);
-                return Err(self.broken(comm, e));
-            }
+            Err(Capture::NotBegun(e)) => return Err(e),
+            Err(Capture::Failed(e)) => return Err(self.broken(comm, e)),
         }
         self.submit(comm)
     }
@@ -203,13 +196,8 @@ impl<F: FnMut(Option<&mut Comm>) -> Result<()>> Step<F> {
 
     fn submit(&mut self, comm: Option<&mut Comm>) -> Result<()> {
         let recorded = self.recorded.as_ref().expect("recorded before");
-        for (m, r) in self.members.iter().zip(recorded) {
-            if let Err(e) = m.submit_replay(r) {
-                // The members before this one run rounds this one never joins.
-                return Err(self.broken(comm, e));
-            }
-        }
-        Ok(())
+        // On an error the members before the failed one run rounds it never joins.
+        submit_recorded(&self.members, recorded).map_err(|e| self.broken(comm, e))
     }
 
     /// Marks the step unusable after `e` left its members out of step, poisoning the
@@ -221,4 +209,35 @@ impl<F: FnMut(Option<&mut Comm>) -> Result<()>> Step<F> {
         self.broken = Some(e.to_string());
         e
     }
+}
+
+/// Why [`capture`] recorded nothing.
+pub(crate) enum Capture {
+    /// A member could not begin its recording: nothing was recorded, every member records as
+    /// before.
+    NotBegun(Error),
+    /// The work or a member's end of recording failed: every recording is cancelled, but the
+    /// work's all-reduce rounds were counted (the caller's members are out of step).
+    Failed(Error),
+}
+
+/// Records `work` into a command buffer of each member's own (`Member::begin_capture` on every
+/// member first) and returns the recordings, one per member in order; where anything fails no
+/// member is left recording. The step and the decoder record their replays through it.
+pub(crate) fn capture(members: &[Member], work: impl FnOnce() -> Result<()>) -> Result<Vec<Replay>, Capture> {
+    for (i, m) in members.iter().enumerate() {
+        if let Err(e) = m.begin_capture() {
+            members[..i].iter().for_each(Member::cancel_capture);
+            return Err(Capture::NotBegun(e));
+        }
+    }
+    work().and_then(|()| members.iter().map(Member::end_capture).collect()).map_err(|e| {
+        members.iter().for_each(Member::cancel_capture);
+        Capture::Failed(e)
+    })
+}
+
+/// Submits each member's recording, in member order; stops at the first member that fails.
+pub(crate) fn submit_recorded(members: &[Member], recorded: &[Replay]) -> Result<()> {
+    members.iter().zip(recorded).try_for_each(|(m, r)| m.submit_replay(r))
 }

@@ -9,7 +9,7 @@
 //!   timeline semaphores.
 //! - **SyncFd** (`two_phase.rs`): the same two phases, members released by SYNC_FD payloads
 //!   exchanged between devices (`sync_fd::SyncFdExchange`), no host thread on the path.
-//! - **DevicePoll** (`poll.rs`): the same two phases recorded into each member's stream with
+//! - **DevicePoll** (`poll/`): the same two phases recorded into each member's stream with
 //!   no semaphore and no submit of their own; a kernel polls a `go` word in mapped device
 //!   memory that the `relay::Relay` thread stores once every member's arrival word says so.
 //! - **Generic** (`generic.rs`): read back, sum on the CPU, write back; works on any devices.

@@ -2,7 +2,7 @@
 //! member adds the same wire values in the same order: phase A (a member's partial into its
 //! region of a slot entry), phase B's sum (every member's region, in member order), and the
 //! release of slots before new ones. Used by the two-phase transports (`two_phase.rs`),
-//! DevicePoll (`poll.rs`) and the shared-memory path between ranks (`ranks/shared.rs`).
+//! DevicePoll (`poll/`) and the shared-memory path between ranks (`ranks/shared.rs`).
 
 use vk_native::{BindRange, Buffer, BufferId, BufferUsage, GpuBuffer};
 

@@ -1,0 +1,22 @@
+//! A decoder-only transformer split across a group for one-token-at-a-time greedy decoding.
+//!
+//! Per layer: RMSNorm → Q, K, V (column-parallel, whole KV-head groups per member) → RoPE →
+//! KV cache append (each member caches only its heads) → attention → output projection
+//! (row-parallel, all-reduce) → residual → RMSNorm → gate and up (column-parallel, cut at 64
+//! features) → SiLU(gate)·up → down (row-parallel, all-reduce) → residual. The embedding and
+//! the final norm are replicated; the vocabulary projection is column-parallel and the greedy
+//! choice is gathered with one more all-reduce of (value, index) pairs, so the next token's id
+//! never leaves the devices: the host records step after step without waiting.
+//!
+//! Weights are generated on the devices from a seed, so even the 27B-class preset loads in
+//! seconds and every split holds exactly the slices of the one-member model.
+//!
+//! - `state.rs`: the decoder's state and its read-outs.
+//! - `load.rs`: loading it from a weight source.
+//! - `run.rs`: decode steps, recorded or replayed.
+
+mod load;
+mod run;
+mod state;
+
+pub use state::{DecodeStats, Decoder};

@@ -1,0 +1,215 @@
+//! Running a [`Decoder`]: one token's step (recorded, or replayed where it can be), the
+//! token it starts from, and greedy generation.
+
+use super::state::{reducer, Decoder};
+use crate::comm::{AllReduceOptions, Comm, Precision};
+use crate::error::{Error, Result};
+use crate::step::{capture, submit_recorded, Capture};
+use crate::tp::block::Step;
+use crate::tp::linear::AddNorm;
+use crate::tp::ops::Position;
+
+impl Decoder {
+    /// Whether steps are recorded once and then replayed: one submit of a pre-recorded command
+    /// buffer per token and member, and no recording on the host. The step's commands are the
+    /// same at every position: the devices keep and advance the position, and with DevicePoll
+    /// the round numbers too (each replay's rounds run as the communicator's next ones). So
+    /// this holds on one member, and across members with DevicePoll where a step's rounds (two
+    /// per layer and the greedy choice's) are fused and fit one ring of slot entries. HostBridge,
+    /// SyncFd and Generic need the host between a round's phases: their steps are recorded.
+    pub fn replays(&self) -> bool {
+        let rounds = 2 * self.cfg.layers as u64 + 1;
+        self.replay
+            && self.remote.is_none()
+            && match &self.comm {
+                None => self.members.len() == 1,
+                Some(c) => c.replay_fits(rounds, self.cfg.hidden),
+            }
+    }
+
+    /// Turns replaying off (every step recorded anew, as profiling needs) or back on.
+    pub fn set_replay(&mut self, on: bool) {
+        self.replay = on;
+    }
+
+    /// Runs one decode step: embeds the current token (on the devices), runs every layer,
+    /// and leaves the greedy next token in every member's token buffer and in the history.
+    /// Nothing waits for the GPU. Where the decoder [replays](Decoder::replays), the first
+    /// step records the step once and submits it; every later step submits that recording.
+    pub fn step(&mut self) -> Result<()> {
+        let t0 = std::time::Instant::now();
+        if let Some(why) = &self.broken {
+            return Err(Error::Poisoned("the decoder".into(), why.clone()));
+        }
+        let r = if self.pos >= self.cfg.max_seq {
+            Err(Error::InvalidArgument(format!(
+                "the KV cache holds {} positions; decode fewer tokens or raise max_seq",
+                self.cfg.max_seq
+            )))
+        } else if self.replays() {
+            self.replay_step()
+        } else {
+            // A step that fails half-way leaves some of its commands recorded (with some
+            // members' position counters advanced): the members are out of step.
+            self.record_step().map_err(|e| self.broken(e))
+        };
+        if r.is_ok() {
+            self.pos += 1;
+        }
+        self.step_host_time += t0.elapsed();
+        r
+    }
+
+    fn replay_step(&mut self) -> Result<()> {
+        if self.recorded.is_none() {
+            if let Some(c) = self.comm.as_mut() {
+                c.prepare_recording(self.cfg.hidden)?;
+                // Rounds recorded before go out on their own: a replay's submission holds its
+                // own rounds and no others (every slot entry read once per submission).
+                for m in &self.members {
+                    m.flush()?;
+                }
+            }
+            // Growing the slots may leave fewer ring entries, or fall back to Generic.
+            if !self.replays() {
+                return self.record_step().map_err(|e| self.broken(e));
+            }
+            let first_round = self.comm.as_ref().map_or(0, Comm::rounds);
+            let members = self.members.clone();
+            let recorded = capture(&members, || {
+                self.record_step()?;
+                if let Some(c) = self.comm.as_mut() {
+                    self.rounds_per_step = c.rounds() - first_round;
+                    c.replays()?.record_advance(self.rounds_per_step)?;
+                }
+                Ok(())
+            });
+            match recorded {
+                Ok(r) => self.recorded = Some(r),
+                Err(Capture::NotBegun(e)) => return Err(e),
+                // The recording's rounds were counted and announced but never run.
+                Err(Capture::Failed(e)) => return Err(self.broken(e)),
+            }
+        } else if let Some(c) = self.comm.as_mut() {
+            // The recording's rounds were announced as it was recorded; each later submission
+            // of it runs the next ones.
+            c.replays()?.replayed(self.rounds_per_step)?;
+        }
+        let recorded = self.recorded.as_ref().expect("recorded above");
+        // On an error the members before the failed one run a step whose rounds it never joins.
+        submit_recorded(&self.members, recorded).map_err(|e| self.broken(e))
+    }
+
+    /// Marks the decoder unusable after `e` left its members out of step with each other (a
+    /// partly submitted step, or rounds counted that never run), poisoning its communicator;
+    /// returns `e`.
+    fn broken(&mut self, e: Error) -> Error {
+        if let Some(c) = self.comm.as_mut() {
+            c.abandon(&e);
+        }
+        self.broken = Some(e.to_string());
+        e
+    }
+
+    fn record_step(&mut self) -> Result<()> {
+        let cfg = &self.cfg;
+        let (members, act) = (&self.members, &self.act);
+        let step = Step {
+            position: &act.position,
+            max_seq: cfg.max_seq,
+            head_dim: cfg.head_dim,
+            group: cfg.q_heads / cfg.kv_heads,
+            rope_base: cfg.rope_base,
+        };
+        for (i, m) in members.iter().enumerate() {
+            m.transformer().embed(&self.embed[i], act.token.part(i)?, act.x.part(i)?)?;
+        }
+        // The first norm; then each half ends in the next one: its all-reduced output is added
+        // to the residual stream `x`, which is normed into `h` (`forward_add_norm`).
+        let first_norm = self.layers.first().map_or(&self.final_norm, |l| &l.attention_norm);
+        for (i, m) in members.iter().enumerate() {
+            let (x, w, h) = (act.x.part(i)?, first_norm.part(i)?, act.h.part(i)?);
+            m.transformer().rmsnorm(x, w, h, cfg.eps)?;
+        }
+        let add_norm = |weight| AddNorm { x: &act.x, weight, h: &act.h, eps: cfg.eps };
+        for (l, layer) in self.layers.iter().enumerate() {
+            let next_norm = self.layers.get(l + 1).map_or(&self.final_norm, |n| &n.attention_norm);
+            let r = reducer(&mut self.comm, &mut self.remote);
+            layer.attention.forward(members, r, &act.attention, &act.o, step, add_norm(&layer.mlp_norm))?;
+            let r = reducer(&mut self.comm, &mut self.remote);
+            layer.mlp.forward(members, r, &act.mlp, &act.d, add_norm(next_norm))?;
+        }
+        // The greedy token: each member's best (value, index) of its vocabulary slice, gathered
+        // by an all-reduce of the pairs (exact: every other member contributes zeros).
+        self.vocab.forward(members, &act.h.refs(), &act.logits.refs())?;
+        for (i, m) in members.iter().enumerate() {
+            m.fill(act.pairs.part(i)?, 0.0)?;
+            m.transformer().argmax_pair(
+                act.logits.part(i)?,
+                self.plan.vocab[i].start,
+                act.pairs.part(i)?,
+                self.first + i,
+            )?;
+        }
+        if let Some(r) = reducer(&mut self.comm, &mut self.remote) {
+            let opts = AllReduceOptions { precision: Precision::F32, ..Default::default() };
+            r.all_reduce(&mut act.pairs.refs(), &opts)?;
+        }
+        for (i, m) in members.iter().enumerate() {
+            let at = Position { base: 0, counter: Some(act.position.part(i)?) };
+            m.transformer().select_token_at(
+                act.pairs.part(i)?,
+                act.token.part(i)?,
+                act.history.part(i)?,
+                at,
+                true,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Sets the token the next step embeds (the prompt's last token).
+    pub fn set_token(&mut self, token: u32) -> Result<()> {
+        if token as usize >= self.cfg.vocab {
+            return Err(Error::IndexOutOfRange {
+                what: "token id",
+                index: token as usize,
+                len: self.cfg.vocab,
+                of: "tokens in the vocabulary",
+            });
+        }
+        for (m, t) in self.members.iter().zip(self.act.token.parts()) {
+            m.write(t, &[token as f32])?;
+        }
+        Ok(())
+    }
+
+    /// Decodes `steps` tokens greedily from `first`, calling `on_step(i)` after step i has
+    /// finished on the devices. Keeps at most two steps in flight.
+    pub fn generate(&mut self, first: u32, steps: usize, mut on_step: impl FnMut(usize)) -> Result<Vec<u32>> {
+        self.set_token(first)?;
+        let start = self.pos;
+        let mut previous: Option<Vec<u64>> = None;
+        for k in 0..steps {
+            self.step()?;
+            // Flush so the step starts on the GPU, then wait for the step before it: at most
+            // two steps in flight, so command buffers do not pile up.
+            let marks =
+                self.members.iter().map(|m| m.flush().map(|()| m.mark())).collect::<Result<Vec<_>>>()?;
+            if let Some(prev) = previous.replace(marks) {
+                for (m, v) in self.members.iter().zip(prev) {
+                    m.wait_mark(v, "the previous decode step")?;
+                }
+                on_step(k - 1);
+            }
+        }
+        for m in &self.members {
+            m.synchronize()?;
+        }
+        if steps > 0 {
+            on_step(steps - 1);
+        }
+        let history = self.act.history.part(0)?.read_u32()?;
+        Ok(history[start..start + steps].to_vec())
+    }
+}

@@ -1,0 +1,163 @@
+//! [`Decoder`]'s state (its layers, activations and recordings) and what can be read of it.
+
+use crate::comm::Comm;
+use crate::error::Result;
+use crate::tp::block::{Attention, AttentionScratch, Mlp, MlpScratch};
+use crate::tp::config::DecoderConfig;
+use crate::tp::linear::ColumnParallelLinear;
+use crate::tp::plan::Plan;
+use crate::tp::reduce::Reducer;
+use crate::tp::sharded::Sharded;
+
+use crate::group::{Member, MemberStats};
+use crate::tensor::Tensor;
+use vk_native::Replay;
+
+/// One decoder layer: attention, then the MLP, each a tensor-parallel half (`block.rs`).
+pub(super) struct Layer {
+    pub(super) attention_norm: Sharded,
+    pub(super) attention: Attention,
+    pub(super) mlp_norm: Sharded,
+    pub(super) mlp: Mlp,
+}
+
+/// The activations of a step, each across the members, made once at load.
+pub(super) struct Activations {
+    /// The residual stream (replicated).
+    pub(super) x: Sharded,
+    /// The normed input of the next half (replicated).
+    pub(super) h: Sharded,
+    pub(super) attention: AttentionScratch,
+    /// The attention's output, all-reduced (replicated).
+    pub(super) o: Sharded,
+    pub(super) mlp: MlpScratch,
+    /// The MLP's output, all-reduced (replicated).
+    pub(super) d: Sharded,
+    /// Each member's slice of the vocabulary's logits.
+    pub(super) logits: Sharded,
+    /// The greedy candidates, (value, index) per member, gathered by an all-reduce.
+    pub(super) pairs: Sharded,
+    /// The token the next step embeds, and every token chosen so far (u32).
+    pub(super) token: Sharded,
+    pub(super) history: Sharded,
+    /// The position of the next step (u32), advanced on the devices by the step's last kernel.
+    pub(super) position: Sharded,
+}
+
+/// Counters of a decode run.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct DecodeStats {
+    /// Tokens decoded so far (steps recorded).
+    pub tokens: usize,
+    /// All-reduces the decoder's communicator performed (0 for one member).
+    pub all_reduces: u64,
+    /// Queue submits per member, summed over members.
+    pub submits: u64,
+    /// Members the model is split over.
+    pub members: usize,
+    /// Host time spent in [`Decoder::step`] (recording and submitting; it never waits for the
+    /// GPU except when a stream has `CROSSGPU_MAX_IN_FLIGHT` submits in flight).
+    pub step_host_time: std::time::Duration,
+    /// Of that, time the streams waited because `CROSSGPU_MAX_IN_FLIGHT` submits were in
+    /// flight (summed over members; the rest is the host's own recording and submitting).
+    pub backpressure_wait: std::time::Duration,
+    /// How the host bridge released the all-reduce rounds (HostBridge mode only).
+    pub bridge: Option<crate::comm::BridgeStats>,
+    /// Compute dispatches recorded, summed over members.
+    pub dispatches: u64,
+    /// `vkQueueSubmit` calls of every member, summed.
+    pub queue_submits: u64,
+    /// Host time spent in those calls (queue lock included), summed over members.
+    pub queue_submit_time: std::time::Duration,
+}
+
+/// The all-reduce of a decoder's partials: across ranks where there is one, else the group's.
+pub(super) fn reducer<'a>(
+    comm: &'a mut Option<Comm>,
+    remote: &'a mut Option<Box<dyn Reducer + Send>>,
+) -> Option<&'a mut dyn Reducer> {
+    match remote {
+        Some(r) => Some(&mut **r),
+        None => comm.as_mut().map(|c| c as &mut dyn Reducer),
+    }
+}
+
+/// The model on a group.
+pub struct Decoder {
+    /// The model's shape.
+    pub cfg: DecoderConfig,
+    /// How the model is split across the members.
+    pub plan: Plan,
+    pub(super) members: Vec<Member>,
+    pub(super) comm: Option<Comm>,
+    /// The communicator across MPI ranks when this process holds one share of a model split
+    /// over several processes (`comm` is then `None`).
+    pub(super) remote: Option<Box<dyn Reducer + Send>>,
+    /// The global index of this process's first member (0 in one process).
+    pub(super) first: usize,
+    pub(super) embed: Vec<Tensor>,
+    pub(super) vocab: ColumnParallelLinear,
+    pub(super) final_norm: Sharded,
+    pub(super) layers: Vec<Layer>,
+    pub(super) act: Activations,
+    /// Tokens decoded so far (the next position); the devices hold it too, in `act.position`.
+    pub(super) pos: usize,
+    /// Host time spent in `step` so far.
+    pub(super) step_host_time: std::time::Duration,
+    /// Whether steps are recorded once and replayed (one member only: see [`Decoder::replays`]).
+    pub(super) replay: bool,
+    /// Each member's recording of a step, once made.
+    pub(super) recorded: Option<Vec<Replay>>,
+    /// All-reduce rounds in the recording.
+    pub(super) rounds_per_step: u64,
+    /// Why the decoder refuses further steps (its members were left out of step).
+    pub(super) broken: Option<String>,
+}
+
+impl Decoder {
+    /// The all-reduce mode in use (`None` for one member).
+    pub fn comm(&self) -> Option<&Comm> {
+        self.comm.as_ref()
+    }
+
+    /// The members the model is loaded on, in group order.
+    pub fn members(&self) -> &[Member] {
+        &self.members
+    }
+
+    /// Tokens decoded so far.
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
+    /// Every member's logits slice concatenated (valid after the step finished: reads wait).
+    pub fn logits(&self) -> Result<Vec<f32>> {
+        let mut all = Vec::with_capacity(self.cfg.vocab);
+        for t in self.act.logits.parts() {
+            all.extend(t.read()?);
+        }
+        Ok(all)
+    }
+
+    /// Every member's copy of the residual stream `x` (replicated: must be bitwise equal).
+    pub fn residuals(&self) -> Result<Vec<Vec<f32>>> {
+        self.act.x.parts().iter().map(|t| t.read()).collect()
+    }
+
+    /// Counters so far: all-reduces and submits (summed over members).
+    pub fn stats(&self) -> DecodeStats {
+        let each: Vec<MemberStats> = self.members.iter().map(Member::stats).collect();
+        DecodeStats {
+            tokens: self.pos,
+            all_reduces: self.comm.as_ref().map_or(0, |c| c.all_reduce_count()),
+            submits: each.iter().map(|s| s.submits).sum(),
+            dispatches: each.iter().map(|s| s.dispatches).sum(),
+            members: self.members.len(),
+            step_host_time: self.step_host_time,
+            backpressure_wait: each.iter().map(|s| s.backpressure_wait).sum(),
+            bridge: self.comm.as_ref().and_then(|c| c.bridge_stats()),
+            queue_submits: each.iter().map(|s| s.queue_submits).sum(),
+            queue_submit_time: each.iter().map(|s| s.queue_submit_time).sum(),
+        }
+    }
+}
