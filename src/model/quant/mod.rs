@@ -303,6 +303,19 @@ impl GgmlType {
         self.block().1
     }
 
+    /// The block format [`crate::Member::upload_quant`] takes for this type (its blocks as
+    /// stored, for [`crate::Member::matvec_quant`]), or `None` for a type without a quantized
+    /// kernel (F32, F16 and BF16 go through [`crate::Member::matvec`] after a conversion).
+    pub fn quant_format(self) -> Option<crate::QuantFormat> {
+        use crate::QuantFormat as Q;
+        match self {
+            GgmlType::Q8_0 => Some(Q::Q8_0),
+            GgmlType::Q4_0 => Some(Q::Q4_0),
+            GgmlType::Q4_1 => Some(Q::Q4_1),
+            _ => None,
+        }
+    }
+
     /// Whether crossgpu computes with this type: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K.
     pub fn supported(self) -> bool {
         SUPPORTED_TYPES.contains(&self)
