@@ -34,7 +34,7 @@ fn unit_dot(row: u32, u: u32, xs: ptr<function, array<vec4<f32>, UNIT_X>>) -> f3
         s += dot(lo4(q) - 8.0, (*xs)[k]);
         s += dot(hi4(q) - 8.0, (*xs)[4u + k]);
     }
-    return first_half(a[0], odd) * s;
+    return half_at(a[0], odd) * s;
 }
 
 @compute @workgroup_size(WG)

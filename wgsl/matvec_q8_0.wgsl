@@ -31,7 +31,7 @@ fn unit_dot(row: u32, u: u32, xs: ptr<function, array<vec4<f32>, UNIT_X>>) -> f3
     for (var k = 0u; k < 8u; k++) {
         s += dot(i8x4(after_half(a[k], a[k + 1u], odd)), (*xs)[k]);
     }
-    return first_half(a[0], odd) * s;
+    return half_at(a[0], odd) * s;
 }
 
 @compute @workgroup_size(WG)

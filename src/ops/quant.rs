@@ -13,19 +13,30 @@
 //!   value `(q - 8) · d`.
 //! - [`QuantFormat::Q4_1`], 32 elements in 20 bytes: `d: f16` at 0, `m: f16` at 2, `qs: [u8; 16]`
 //!   at 4, nibbles as in Q4_0; value `q · d + m`.
+//! - [`QuantFormat::Q4_K`], 256 elements in 144 bytes: `d: f16` at 0, `dmin: f16` at 2,
+//!   `scales: [u8; 12]` at 4 (eight 6-bit scales `sc` and mins `m`, packed as ggml's
+//!   `get_scale_min_k4` reads them), `qs: [u8; 128]` at 16. Chunk `c` of 64 elements takes
+//!   `qs[32c .. 32c + 32]`: low nibbles are elements `64c ..` (sub-block `2c`), high nibbles
+//!   `64c + 32 ..` (sub-block `2c + 1`); value `d·sc·q - dmin·m`.
+//! - [`QuantFormat::Q6_K`], 256 elements in 210 bytes: `ql: [u8; 128]` at 0, `qh: [u8; 64]` at
+//!   128, `scales: [i8; 16]` at 192, `d: f16` at 208. Half `n` of 128 elements uses `ql[64n ..]`,
+//!   `qh[32n ..]`, `scales[8n ..]`; for `l < 32`, elements `l, l + 32, l + 64, l + 96` are the
+//!   low nibbles of `ql[l]`, `ql[l + 32]`, then their high nibbles, each with the next two bits
+//!   of `qh[l]` on top; value `(q - 32) · d · scales[e / 16]`.
 //!
-//! Q8_0 and Q4_0 blocks are an odd number of 16-bit halves long, so a block, and a row, may
+//! Q8_0, Q4_0 and Q6_K blocks are an odd number of 16-bit halves long, so a block, and a row, may
 //! start at byte 2 of a word: the kernels read whole 32-bit words from the one holding a
 //! block's first byte and take fields that straddle two words by a funnel shift. The matrix is
 //! held as one u32 tensor of the bytes, zero-padded to a whole word: the words a kernel reads
 //! for a block end at most 2 bytes past it, in the next block or in that padding.
 //!
 //! # Kernels
-//! `wgsl/matvec_q8_0.wgsl`, `matvec_q4_0.wgsl`, `matvec_q4_1.wgsl`, around
-//! `wgsl/include/matvec_quant.wgsl`: a workgroup of 64 invocations computes two rows; each
-//! invocation takes whole blocks (blocks `i, i + 64, …` of both rows: neighbours read
-//! neighbouring blocks), loads the block's 32 x values once as eight `vec4<f32>` and uses them
-//! for both rows, dequantizes in registers and accumulates in f32; each row's 64 partial sums
+//! `wgsl/matvec_q8_0.wgsl`, `matvec_q4_0.wgsl`, `matvec_q4_1.wgsl`, `matvec_q4_k.wgsl`,
+//! `matvec_q6_k.wgsl`, around `wgsl/include/matvec_quant.wgsl`: a workgroup of 64 invocations
+//! computes two rows; each invocation takes whole units (a 32-element block, or a 64-element
+//! piece of a k-quant super-block: units `i, i + 64, …` of both rows, so neighbours read
+//! neighbouring bytes), loads the unit's x once as `vec4<f32>`s and uses them for both rows,
+//! dequantizes from word loads in registers and accumulates in f32; each row's 64 partial sums
 //! meet in a tree in workgroup memory. Rows past 65535 workgroups spill into the grid's y, as
 //! for the f16 kernels. Each product `w·x` is of the weight exactly as ggml's `dequantize`
 //! gives it (scales factored out of a block only where that is exact), so the result is within
@@ -41,7 +52,7 @@ use crate::error::{Error, Result};
 use crate::group::Member;
 use crate::kernels::{
     elementwise_groups, row_groups, Entry, FillParams, MatvecParams, FILL_U32, MATVEC_Q4_0, MATVEC_Q4_1,
-    MATVEC_Q8_0,
+    MATVEC_Q4_K, MATVEC_Q6_K, MATVEC_Q8_0,
 };
 use crate::tensor::{DType, Tensor, MAX_ELEMENTS};
 
@@ -56,16 +67,23 @@ pub enum QuantFormat {
     Q4_0,
     /// 4-bit, 32 elements in 20 bytes: f16 scale and f16 min.
     Q4_1,
+    /// 4-bit k-quant, 256 elements in 144 bytes: f16 scale and min, 6-bit sub-block scales and
+    /// mins.
+    Q4_K,
+    /// 6-bit k-quant, 256 elements in 210 bytes: 8-bit scales per 16 elements, one f16 scale.
+    Q6_K,
 }
 
 impl QuantFormat {
     /// Every format, in the order of the enum.
-    pub const ALL: [QuantFormat; 3] = [QuantFormat::Q8_0, QuantFormat::Q4_0, QuantFormat::Q4_1];
+    pub const ALL: [QuantFormat; 5] =
+        [QuantFormat::Q8_0, QuantFormat::Q4_0, QuantFormat::Q4_1, QuantFormat::Q4_K, QuantFormat::Q6_K];
 
     /// Elements per block.
     pub const fn block_elems(self) -> usize {
         match self {
             Self::Q8_0 | Self::Q4_0 | Self::Q4_1 => 32,
+            Self::Q4_K | Self::Q6_K => 256,
         }
     }
 
@@ -75,6 +93,8 @@ impl QuantFormat {
             Self::Q8_0 => 34,
             Self::Q4_0 => 18,
             Self::Q4_1 => 20,
+            Self::Q4_K => 144,
+            Self::Q6_K => 210,
         }
     }
 
@@ -93,6 +113,8 @@ impl QuantFormat {
             Self::Q8_0 => "Q8_0",
             Self::Q4_0 => "Q4_0",
             Self::Q4_1 => "Q4_1",
+            Self::Q4_K => "Q4_K",
+            Self::Q6_K => "Q6_K",
         }
     }
 
@@ -102,6 +124,8 @@ impl QuantFormat {
             Self::Q8_0 => (MATVEC_Q8_0, 2),
             Self::Q4_0 => (MATVEC_Q4_0, 2),
             Self::Q4_1 => (MATVEC_Q4_1, 2),
+            Self::Q4_K => (MATVEC_Q4_K, 2),
+            Self::Q6_K => (MATVEC_Q6_K, 2),
         }
     }
 

@@ -4,10 +4,11 @@
 //!
 //! Inputs, never zeros: raw blocks of random bytes (every quant value, nibble and sign; f16
 //! scales and mins of random sign over 2^-8 .. 2^5) and weights that `quantize_reference`
-//! made from random floats; shapes with 1, odd and prime row counts (not a multiple of a
-//! workgroup's two rows, and one past 65535 workgroups) and columns of one block, three blocks,
-//! and model widths (576, 1536, 4128 = 129 blocks: odd, so Q8_0 and Q4_0 rows alternate
-//! between word-aligned and half-word-aligned starts).
+//! made from random floats (Q8_0, Q4_0, Q4_1: the formats with a reference quantizer); shapes
+//! with 1, odd and prime row counts (not a multiple of a workgroup's two rows, and one past
+//! 65535 workgroups) and columns of one block, three blocks, and model widths (576, 1536, 4128
+//! = 129 blocks; 2304 and 4352 = 9 and 17 super-blocks: odd, so Q8_0, Q4_0 and Q6_K rows
+//! alternate between word-aligned and half-word-aligned starts).
 //!
 //! The bound, per row: `gamma(cols + 1) · Σ_k |w_k x_k|` (`reference::matvec` with one extra
 //! rounding for the f64 reference's own). Why it holds: each kernel multiplies ggml's own f32
@@ -20,7 +21,9 @@
 //! the block sums meet (in an invocation's running sum, then the workgroup's tree):
 //! `h <= 33 + cols/32 - 1 <= cols` for `cols >= 32`. Q4_1 forms `q · d + m` per element first
 //! (exactly ggml's f32 weight, fused or not, since `q · d` is exact) and then is a plain
-//! `cols`-term dot product.
+//! `cols`-term dot product. Q4_K likewise forms `(d·sc)·q - dmin·m` per element (`d·sc`,
+//! `dmin·m` and `(d·sc)·q` exact). Q6_K factors `d·scale` out of each group of 16 (exact: at
+//! most 11 + 8 + 6 significant bits): `h <= 1 + 15 + 1 + cols/16 - 1 <= cols`.
 //!
 //! That the bound can fail: `wrong_element_order_exceeds_the_bound` shows that interleaving the
 //! nibbles (elements 2j, 2j + 1 from qs[j]) or taking Q8_0's bytes one place off moves nearly
@@ -35,7 +38,14 @@ use crossgpu::{DType, Error, Member, QuantFormat, Tensor};
 use rand::Rng;
 
 const ROWS: [usize; 6] = [1, 3, 7, 97, 577, 1000];
-const COLS: [usize; 5] = [32, 96, 576, 1536, 4128];
+
+/// Columns: one block, three, model widths, and an odd number of blocks past 4096.
+fn cols(format: QuantFormat) -> [usize; 5] {
+    match format.block_elems() {
+        32 => [32, 96, 576, 1536, 4128],
+        _ => [256, 768, 1536, 2304, 4352],
+    }
+}
 
 /// The ggml type whose blocks `format` reads.
 fn ggml(format: QuantFormat) -> GgmlType {
@@ -50,20 +60,21 @@ fn random_f16(rng: &mut impl Rng) -> [u8; 2] {
     ((sign << 15) | (exp << 10) | mant).to_le_bytes()
 }
 
-/// `rows` rows of `cols` elements of random blocks: random scales (and mins), random quants.
+/// `rows` rows of `cols` elements of random blocks: random bytes (every quant, sub-block scale
+/// and min value), the f16 fields (scales, mins) random finite normals.
 fn random_blocks(rng: &mut impl Rng, format: QuantFormat, rows: usize, cols: usize) -> Vec<u8> {
     let blocks = rows * cols / format.block_elems();
+    let halves: &[usize] = match format {
+        QuantFormat::Q8_0 | QuantFormat::Q4_0 => &[0],
+        QuantFormat::Q4_1 | QuantFormat::Q4_K => &[0, 2],
+        QuantFormat::Q6_K => &[208],
+    };
     let mut out = Vec::with_capacity(blocks * format.block_bytes());
     for _ in 0..blocks {
-        let halves = match format {
-            QuantFormat::Q8_0 | QuantFormat::Q4_0 => 1,
-            QuantFormat::Q4_1 => 2,
-        };
-        for _ in 0..halves {
-            out.extend_from_slice(&random_f16(rng));
-        }
-        for _ in 0..format.block_bytes() - 2 * halves {
-            out.push(rng.random());
+        let start = out.len();
+        out.extend((0..format.block_bytes()).map(|_| rng.random::<u8>()));
+        for &at in halves {
+            out[start + at..start + at + 2].copy_from_slice(&random_f16(rng));
         }
     }
     out
@@ -102,7 +113,7 @@ fn random_blocks_every_shape(format: QuantFormat, seed: u64) {
     let mut rng = common::rng(seed);
     let mut worst = 0.0f64;
     for rows in ROWS {
-        for cols in COLS {
+        for cols in cols(format) {
             let bytes = random_blocks(&mut rng, format, rows, cols);
             worst = worst.max(check(m, format, &bytes, rows, cols, rng.random()));
         }
@@ -127,12 +138,26 @@ fn q4_1_random_blocks() {
 }
 
 #[test]
+fn q4_k_random_blocks() {
+    random_blocks_every_shape(QuantFormat::Q4_K, 14);
+}
+
+#[test]
+fn q6_k_random_blocks() {
+    random_blocks_every_shape(QuantFormat::Q6_K, 15);
+}
+
+/// The formats `quantize_reference` writes (ggml's reference quantizers; the k-quants have
+/// none here, so they are tested on random blocks only).
+const QUANTIZABLE: [QuantFormat; 3] = [QuantFormat::Q8_0, QuantFormat::Q4_0, QuantFormat::Q4_1];
+
+#[test]
 fn weights_from_quantize_reference() {
     let _s = serial();
     let g = common::logical(1);
     let m = g.member(0).unwrap();
     let mut rng = common::rng(4);
-    for format in QuantFormat::ALL {
+    for format in QUANTIZABLE {
         for (rows, cols, scale) in
             [(1, 32, 1.0), (7, 96, 30.0), (97, 576, 1e-3), (577, 1536, 1.0), (3, 4128, 4.0)]
         {
@@ -181,8 +206,9 @@ fn rows_past_65535_workgroups_spill_into_the_grid() {
     let m = g.member(0).unwrap();
     let mut rng = common::rng(6);
     // Two rows per workgroup: 131_075 rows need 65_538 workgroups, a grid of 65535 x 2.
-    let (rows, cols) = (131_075, 32);
+    let rows = 131_075;
     for format in QuantFormat::ALL {
+        let cols = format.block_elems();
         let bytes = random_blocks(&mut rng, format, rows, cols);
         check(m, format, &bytes, rows, cols, rng.random());
     }
@@ -195,8 +221,9 @@ fn at_an_offset_only_its_rows_change() {
     let g = common::logical(1);
     let m = g.member(0).unwrap();
     let mut rng = common::rng(7);
-    let (rows, cols) = (7, 96);
+    let rows = 7;
     for format in QuantFormat::ALL {
+        let cols = 3 * format.block_elems();
         let bytes = random_blocks(&mut rng, format, rows, cols);
         let w = m.upload_quant(format, rows, cols, &bytes).unwrap();
         let x = common::random(&mut rng, cols);
@@ -225,10 +252,10 @@ fn each_member_its_own_matrix() {
     let _s = serial();
     let g = common::logical(3);
     let mut rng = common::rng(8);
-    let (rows, cols) = (577, 576);
+    let (rows, cols) = (577, 768);
     let mut runs = Vec::new();
     for (i, m) in g.members().iter().enumerate() {
-        let format = QuantFormat::ALL[i % 3];
+        let format = [QuantFormat::Q4_0, QuantFormat::Q4_K, QuantFormat::Q6_K][i];
         let bytes = random_blocks(&mut rng, format, rows, cols);
         let x = common::random(&mut rng, cols);
         let w = m.upload_quant(format, rows, cols, &bytes).unwrap();
@@ -259,9 +286,10 @@ fn no_rows_or_no_columns() {
         m.matvec_quant(&w, &xt, &yt).unwrap();
         common::assert_bits("no columns", &yt.read().unwrap(), &[0.0; 5]);
         // No rows: nothing to do.
-        let w = m.upload_quant(format, 0, 64, &[]).unwrap();
+        let cols = 2 * format.block_elems();
+        let w = m.upload_quant(format, 0, cols, &[]).unwrap();
         let (xt, yt) =
-            (m.upload_f32(&common::random(&mut rng, 64)).unwrap(), m.empty(&[0], DType::F32).unwrap());
+            (m.upload_f32(&common::random(&mut rng, cols)).unwrap(), m.empty(&[0], DType::F32).unwrap());
         m.matvec_quant(&w, &xt, &yt).unwrap();
         assert!(yt.read().unwrap().is_empty());
     }
@@ -275,7 +303,8 @@ fn the_matrix_holds_the_bytes_as_given() {
     let m = g.member(0).unwrap();
     let mut rng = common::rng(10);
     for format in QuantFormat::ALL {
-        for (rows, cols) in [(1, 32), (3, 96), (2, 64)] {
+        for (rows, blocks) in [(1, 1), (3, 3), (2, 2), (1, 3)] {
+            let cols = blocks * format.block_elems();
             let bytes = random_blocks(&mut rng, format, rows, cols);
             let w = m.upload_quant(format, rows, cols, &bytes).unwrap();
             assert_eq!((w.format(), w.rows(), w.cols(), w.bytes()), (format, rows, cols, bytes.len()));
@@ -326,10 +355,11 @@ fn upload_refuses_bad_shapes_and_lengths() {
     m.synchronize().unwrap();
     let before = m.stats().submits;
     for format in QuantFormat::ALL {
-        let bytes = random_blocks(&mut rng, format, 3, 64);
+        let be = format.block_elems();
+        let bytes = random_blocks(&mut rng, format, 3, 2 * be);
         let n = bytes.len();
         // Columns that are not a whole number of blocks.
-        for cols in [1, 31, 33, 48, 4130] {
+        for cols in [1, 31, 33, 48, 4130, be + be / 2] {
             match m.upload_quant(format, 3, cols, &bytes) {
                 Err(Error::InvalidArgument(msg)) => {
                     assert!(msg.contains("whole number") && msg.contains(format.name()), "{msg}")
@@ -338,7 +368,9 @@ fn upload_refuses_bad_shapes_and_lengths() {
             }
         }
         // Too few or too many bytes for the shape.
-        for (rows, cols, got) in [(3, 64, n - 1), (3, 64, n - format.block_bytes()), (2, 64, n), (3, 32, n)] {
+        for (rows, cols, got) in
+            [(3, 2 * be, n - 1), (3, 2 * be, n - format.block_bytes()), (2, 2 * be, n), (3, be, n)]
+        {
             let r = m.upload_quant(format, rows, cols, &bytes[..got]);
             let want = rows * format.row_bytes(cols).unwrap();
             assert!(

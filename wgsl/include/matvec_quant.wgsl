@@ -49,9 +49,9 @@ fn after_half(lo: u32, hi: u32, odd: bool) -> u32 {
     return select((lo >> 16u) | (hi << 16u), hi, odd);
 }
 
-// The f16 at the block's byte 0, from the word holding it.
-fn first_half(a0: u32, odd: bool) -> f32 {
-    let h = unpack2x16float(a0);
+// The f16 at the block's bytes 4j .. 4j + 2, from word j (counted as for `straddle`).
+fn half_at(aj: u32, odd: bool) -> f32 {
+    let h = unpack2x16float(aj);
     return select(h.x, h.y, odd);
 }
 

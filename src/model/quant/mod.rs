@@ -312,6 +312,8 @@ impl GgmlType {
             GgmlType::Q8_0 => Some(Q::Q8_0),
             GgmlType::Q4_0 => Some(Q::Q4_0),
             GgmlType::Q4_1 => Some(Q::Q4_1),
+            GgmlType::Q4_K => Some(Q::Q4_K),
+            GgmlType::Q6_K => Some(Q::Q6_K),
             _ => None,
         }
     }
