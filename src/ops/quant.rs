@@ -40,7 +40,9 @@
 //! meet in a tree in workgroup memory. Rows past 65535 workgroups spill into the grid's y, as
 //! for the f16 kernels. Each product `w·x` is of the weight exactly as ggml's `dequantize`
 //! gives it (scales factored out of a block only where that is exact), so the result is within
-//! the usual dot-product bound `γ_cols · Σ_k |w_k x_k|` of the exact product.
+//! the usual dot-product bound `γ_cols · Σ_k |w_k x_k|` of the exact product. Not yet measured
+//! on a GPU (`crossgpu bench matvec` times them); a row of fewer than 64 units (576 columns are
+//! 18 Q8_0 blocks) leaves most of a workgroup idle, where more rows per workgroup would not.
 //!
 //! What it must never do: read a byte outside the matrix's buffer, or accept bytes whose
 //! length does not match the shape (the kernels index by block, so a short buffer would
@@ -190,8 +192,8 @@ impl QuantMatrix {
 
     /// Bytes of the blocks: `rows · format.row_bytes(cols)`.
     pub fn bytes(&self) -> usize {
-        // Checked at upload.
-        self.rows * self.cols / self.format.block_elems() * self.format.block_bytes()
+        // The product checked at upload.
+        self.rows * (self.cols / self.format.block_elems() * self.format.block_bytes())
     }
 }
 
