@@ -133,7 +133,9 @@ pub use group::{
     AdapterSelector, DeviceGroup, DeviceSpec, GroupId, GroupOptions, GroupSpec, Member, MemberStats,
 };
 pub use instance::{adapter_table, Instance};
-pub use ops::{matvec_f16_kernel, MATVEC_F16_EIGHT_ROWS_FROM_COLS, MATVEC_F16_KERNELS};
+pub use ops::{
+    matvec_f16_kernel, QuantFormat, QuantMatrix, MATVEC_F16_EIGHT_ROWS_FROM_COLS, MATVEC_F16_KERNELS,
+};
 pub use step::Step;
 pub use tensor::{bf16_rounded, f16_saturating, DType, Tensor, TensorView, MAX_ELEMENTS};
 pub use vk_native::{

@@ -1,5 +1,5 @@
-//! Matrix–vector product bandwidth: f16 weights, f32 vectors; bytes moved (weights once, x and
-//! y) per second.
+//! Matrix–vector product bandwidth: f16 or ggml-quantized weights, f32 vectors; bytes moved
+//! (weights once, as stored, x and y) per second.
 
 use std::time::Instant;
 
@@ -8,12 +8,13 @@ use serde::Serialize;
 use super::{data, summarize, Summary};
 use crate::error::Result;
 use crate::group::Member;
+use crate::ops::QuantFormat;
 use crate::tensor::DType;
 
 /// One measured shape and kernel.
 #[derive(Debug, Clone, Serialize)]
 pub struct MatvecPoint {
-    /// Rows of the f16 weight matrix (outputs).
+    /// Rows of the weight matrix (outputs).
     pub rows: usize,
     /// Columns (inputs).
     pub cols: usize,
@@ -45,23 +46,70 @@ pub fn measure_with(
     let y = m.empty(&[rows], DType::F32)?;
     m.synchronize()?;
     let name = kernel.unwrap_or(crate::ops::matvec_f16_kernel(cols));
-    time_batches(m, (rows, cols), name, reps, &|| match kernel {
+    time_batches(m, (rows, cols), rows * cols * 2, name, reps, &|| match kernel {
         Some(k) => m.matvec_f16_with(k, &w, &x, &y),
         None => m.matvec(&w, &x, &y),
     })
 }
 
+/// Times `reps` batches of 20 products `y = W x` with `W [rows, cols]` of `format` (`cols` a
+/// whole number of its blocks), through `matvec_quant`. The blocks are pseudo-random bytes with
+/// finite scales (the time does not depend on the values); GB/s count the blocks' bytes.
+pub fn measure_quant(
+    m: &Member,
+    format: QuantFormat,
+    rows: usize,
+    cols: usize,
+    reps: usize,
+) -> Result<MatvecPoint> {
+    let row_bytes = format.row_bytes(cols).ok_or_else(|| {
+        crate::Error::InvalidArgument(format!("{cols} columns are not a whole number of {format} blocks"))
+    })?;
+    let bytes = quant_blocks(format, rows * row_bytes);
+    let w = m.upload_quant(format, rows, cols, &bytes)?;
+    drop(bytes);
+    let x = m.upload_f32(&data(2, cols))?;
+    let y = m.empty(&[rows], DType::F32)?;
+    m.synchronize()?;
+    time_batches(m, (rows, cols), w.bytes(), format.kernel_name(), reps, &|| m.matvec_quant(&w, &x, &y))
+}
+
+/// `n` bytes of whole `format` blocks: xorshift bytes, each f16 field (scale, min) 2^-4.
+fn quant_blocks(format: QuantFormat, n: usize) -> Vec<u8> {
+    let halves: &[usize] = match format {
+        QuantFormat::Q8_0 | QuantFormat::Q4_0 => &[0],
+        QuantFormat::Q4_1 | QuantFormat::Q4_K => &[0, 2],
+        QuantFormat::Q6_K => &[208],
+    };
+    let mut s = 0x9E37_79B9_7F4A_7C15u64;
+    let mut out: Vec<u8> = (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 56) as u8
+        })
+        .collect();
+    for block in out.chunks_exact_mut(format.block_bytes()) {
+        for &at in halves {
+            block[at..at + 2].copy_from_slice(&half::f16::from_f32(0.0625).to_le_bytes());
+        }
+    }
+    out
+}
+
 /// Times `reps` batches of 20 calls of `product` (after one untimed batch), each a product of
-/// an f16 `[rows, cols]` matrix: GB/s count the weights once, x and y.
+/// a `[rows, cols]` matrix of `weight_bytes`: GB/s count the weights once, x and y.
 fn time_batches(
     m: &Member,
     (rows, cols): (usize, usize),
+    weight_bytes: usize,
     kernel: &'static str,
     reps: usize,
     product: &dyn Fn() -> Result<()>,
 ) -> Result<MatvecPoint> {
     const BATCH: usize = 20;
-    let bytes = (rows * cols * 2 + cols * 4 + rows * 4) as f64;
+    let bytes = (weight_bytes + cols * 4 + rows * 4) as f64;
     let (mut gbps, mut us) = (Vec::new(), Vec::new());
     for rep in 0..reps + 1 {
         let t = Instant::now();
@@ -107,7 +155,7 @@ pub fn measure_decoder_kernels(
     let four = "matvec_f16_vec8_rows4";
     let (q_heads, kv_heads) = (q_rows / head_dim, kv_rows / head_dim);
     let time = |rows: usize, kernel: &'static str, f: &dyn Fn() -> Result<()>| {
-        time_batches(m, (rows, hidden), kernel, reps, f)
+        time_batches(m, (rows, hidden), rows * hidden * 2, kernel, reps, f)
     };
     Ok(vec![
         time(2 * ffn, "matvec_gate_up_silu (fused)", &|| {

@@ -1,6 +1,10 @@
 //! The kernels as operations on a member's tensors: each checks its inputs (member, dtype,
 //! length) and returns an error before recording anything, then records one dispatch into the
-//! member's stream.
+//! member's stream. `quant.rs` holds the products over ggml-quantized weights ([`QuantMatrix`]).
+
+mod quant;
+
+pub use quant::{QuantFormat, QuantMatrix};
 
 use vk_native::{BindRange, GpuBuffer};
 

@@ -19,6 +19,7 @@ mod groups;
 mod kernels;
 mod poll;
 mod properties;
+mod quant_matvec;
 mod replay;
 mod sync_fd;
 mod teardown;

@@ -1,5 +1,7 @@
 //! [`GgmlType`]: ggml's tensor element types, their ids, block sizes and names.
 
+use crate::ops::QuantFormat;
+
 /// A ggml tensor element type, as `enum ggml_type` in ggml.h numbers it.
 ///
 /// The names are ggml's own (`Q4_K`, not `Q4K`), so that they match what llama.cpp and model
@@ -252,6 +254,21 @@ impl GgmlType {
     /// Bytes per block.
     pub fn block_bytes(self) -> u64 {
         self.block().1
+    }
+
+    /// The block format [`crate::group::Member::upload_quant`] takes for this type (its blocks
+    /// as stored, for [`crate::group::Member::matvec_quant`]), or `None` for a type without a
+    /// quantized kernel (F32, F16 and BF16 go through `Member::matvec` after a conversion).
+    pub fn quant_format(self) -> Option<QuantFormat> {
+        use QuantFormat as Q;
+        match self {
+            GgmlType::Q8_0 => Some(Q::Q8_0),
+            GgmlType::Q4_0 => Some(Q::Q4_0),
+            GgmlType::Q4_1 => Some(Q::Q4_1),
+            GgmlType::Q4_K => Some(Q::Q4_K),
+            GgmlType::Q6_K => Some(Q::Q6_K),
+            _ => None,
+        }
     }
 
     /// Whether crossgpu computes with this type: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K.

@@ -1,8 +1,11 @@
-//! `crossgpu bench matvec`: matrix–vector product bandwidth, every f16 kernel side by side, and
-//! the decoder's fused kernels beside what each replaces, at one member's shapes of the preset.
+//! `crossgpu bench matvec`: matrix–vector product bandwidth, every f16 kernel side by side, then
+//! each quantized kernel (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K blocks as GGUF stores them) at the shapes
+//! whose columns are whole blocks, and the decoder's fused kernels beside what each replaces, at
+//! one member's shapes of the preset.
 
 use crossgpu::bench::matvec::{self, MatvecPoint};
 use crossgpu::tp::DecoderConfig;
+use crossgpu::QuantFormat;
 use indicatif::ProgressBar;
 
 use super::report::Run;
@@ -15,9 +18,11 @@ pub fn bench_matvec(run: &mut Run) -> CliResult {
     let g = run.open(run.a)?;
     let shapes: Vec<(usize, usize)> = run.s.matvec_shapes.iter().filter_map(|s| parse_shape(s)).collect();
     let kernels = crossgpu::MATVEC_F16_KERNELS;
+    let formats = |cols: usize| QuantFormat::ALL.into_iter().filter(move |f| f.row_bytes(cols).is_some());
     // Weights read once per product: the time goes with rows x cols.
     let unit = |(r, c): (usize, usize)| (r * c) as u64 / 4096 + 1;
-    let pb = bar(shapes.iter().map(|&s| unit(s)).sum::<u64>() * kernels.len() as u64, "matvec");
+    let runs = |(r, c): (usize, usize)| unit((r, c)) * (kernels.len() + formats(c).count()) as u64;
+    let pb = bar(shapes.iter().map(|&s| runs(s)).sum::<u64>(), "matvec");
     for (rows, cols) in shapes {
         // Every f16 kernel for cols % 8 == 0, side by side (other shapes: recorded as skipped).
         for kernel in kernels {
@@ -31,6 +36,20 @@ pub fn bench_matvec(run: &mut Run) -> CliResult {
                     run.save()?;
                 }
                 Err(e) => run.skip(&pb, format!("matvec {rows}x{cols} {kernel}: {e}"))?,
+            }
+        }
+        // The quantized kernels, for the formats whose blocks tile a row.
+        for format in formats(cols) {
+            pb.set_message(format!("matvec {rows}x{cols} {format}"));
+            let got = matvec::measure_quant(&g.members()[0], format, rows, cols, 5);
+            pb.inc(unit((rows, cols)));
+            match got {
+                Ok(p) => {
+                    say(&pb, matvec_row(&p));
+                    run.r.matvec.push(p);
+                    run.save()?;
+                }
+                Err(e) => run.skip(&pb, format!("matvec {rows}x{cols} {format}: {e}"))?,
             }
         }
     }

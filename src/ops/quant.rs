@@ -1,0 +1,332 @@
+//! Matrix–vector products over ggml-quantized weights, read on the device as GGUF stores them
+//! and dequantized in registers: [`QuantMatrix`] (uploaded by [`Member::upload_quant`]) and
+//! [`Member::matvec_quant`].
+//!
+//! # Layouts
+//! A row of `cols` elements is `cols / block_elems` blocks, rows back to back; multi-byte fields
+//! are little-endian, `f16` IEEE binary16 (ggml-common.h):
+//!
+//! - [`QuantFormat::Q8_0`], 32 elements in 34 bytes: `d: f16` at 0, `qs: [i8; 32]` at 2;
+//!   element `j` is `qs[j] · d`.
+//! - [`QuantFormat::Q4_0`], 32 elements in 18 bytes: `d: f16` at 0, `qs: [u8; 16]` at 2;
+//!   element `j < 16` is the low nibble `q` of `qs[j]`, element `j + 16` its high nibble;
+//!   value `(q - 8) · d`.
+//! - [`QuantFormat::Q4_1`], 32 elements in 20 bytes: `d: f16` at 0, `m: f16` at 2, `qs: [u8; 16]`
+//!   at 4, nibbles as in Q4_0; value `q · d + m`.
+//! - [`QuantFormat::Q4_K`], 256 elements in 144 bytes: `d: f16` at 0, `dmin: f16` at 2,
+//!   `scales: [u8; 12]` at 4 (eight 6-bit scales `sc` and mins `m`, packed as ggml's
+//!   `get_scale_min_k4` reads them), `qs: [u8; 128]` at 16. Chunk `c` of 64 elements takes
+//!   `qs[32c .. 32c + 32]`: low nibbles are elements `64c ..` (sub-block `2c`), high nibbles
+//!   `64c + 32 ..` (sub-block `2c + 1`); value `d·sc·q - dmin·m`.
+//! - [`QuantFormat::Q6_K`], 256 elements in 210 bytes: `ql: [u8; 128]` at 0, `qh: [u8; 64]` at
+//!   128, `scales: [i8; 16]` at 192, `d: f16` at 208. Half `n` of 128 elements uses `ql[64n ..]`,
+//!   `qh[32n ..]`, `scales[8n ..]`; for `l < 32`, elements `l, l + 32, l + 64, l + 96` are the
+//!   low nibbles of `ql[l]`, `ql[l + 32]`, then their high nibbles, each with the next two bits
+//!   of `qh[l]` on top; value `(q - 32) · d · scales[e / 16]`.
+//!
+//! Q8_0, Q4_0 and Q6_K blocks are an odd number of 16-bit halves long, so a block, and a row, may
+//! start at byte 2 of a word: the kernels read whole 32-bit words from the one holding a
+//! block's first byte and take fields that straddle two words by a funnel shift. The matrix is
+//! held as one u32 tensor of the bytes, zero-padded to a whole word: the words a kernel reads
+//! for a block end at most 2 bytes past it, in the next block or in that padding.
+//!
+//! # Kernels
+//! `wgsl/matvec_q8_0.wgsl`, `matvec_q4_0.wgsl`, `matvec_q4_1.wgsl`, `matvec_q4_k.wgsl`,
+//! `matvec_q6_k.wgsl`, around `wgsl/include/matvec_quant.wgsl`: a workgroup of 64 invocations
+//! computes two rows; each invocation takes whole units (a 32-element block, or a 64-element
+//! piece of a k-quant super-block: units `i, i + 64, …` of both rows, so neighbours read
+//! neighbouring bytes), loads the unit's x once as `vec4<f32>`s and uses them for both rows,
+//! dequantizes from word loads in registers and accumulates in f32; each row's 64 partial sums
+//! meet in a tree in workgroup memory. Rows past 65535 workgroups spill into the grid's y, as
+//! for the f16 kernels. Each product `w·x` is of the weight exactly as ggml's `dequantize`
+//! gives it (scales factored out of a block only where that is exact), so the result is within
+//! the usual dot-product bound `γ_cols · Σ_k |w_k x_k|` of the exact product. Not yet measured
+//! on a GPU (`crossgpu bench matvec` times them); a row of fewer than 64 units (576 columns are
+//! 18 Q8_0 blocks) leaves most of a workgroup idle, where more rows per workgroup would not.
+//!
+//! What it must never do: read a byte outside the matrix's buffer, or accept bytes whose
+//! length does not match the shape (the kernels index by block, so a short buffer would
+//! silently read the next row).
+
+use vk_native::{BindRange, StagingBuffer};
+
+use crate::error::{Error, Result};
+use crate::group::Member;
+use crate::kernels::{
+    elementwise_groups, row_groups, Entry, FillParams, MatvecParams, FILL_U32, MATVEC_Q4_0, MATVEC_Q4_1,
+    MATVEC_Q4_K, MATVEC_Q6_K, MATVEC_Q8_0,
+};
+use crate::tensor::{DType, Tensor, MAX_ELEMENTS};
+
+/// A ggml block format with a GPU matrix–vector kernel (`model::quant::GgmlType::quant_format`
+/// maps a GGUF tensor type onto it).
+#[allow(non_camel_case_types)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum QuantFormat {
+    /// 8-bit, 32 elements in 34 bytes: one f16 scale.
+    Q8_0,
+    /// 4-bit, 32 elements in 18 bytes: one f16 scale, values `q - 8`.
+    Q4_0,
+    /// 4-bit, 32 elements in 20 bytes: f16 scale and f16 min.
+    Q4_1,
+    /// 4-bit k-quant, 256 elements in 144 bytes: f16 scale and min, 6-bit sub-block scales and
+    /// mins.
+    Q4_K,
+    /// 6-bit k-quant, 256 elements in 210 bytes: 8-bit scales per 16 elements, one f16 scale.
+    Q6_K,
+}
+
+impl QuantFormat {
+    /// Every format, in the order of the enum.
+    pub const ALL: [QuantFormat; 5] =
+        [QuantFormat::Q8_0, QuantFormat::Q4_0, QuantFormat::Q4_1, QuantFormat::Q4_K, QuantFormat::Q6_K];
+
+    /// Elements per block.
+    pub const fn block_elems(self) -> usize {
+        match self {
+            Self::Q8_0 | Self::Q4_0 | Self::Q4_1 => 32,
+            Self::Q4_K | Self::Q6_K => 256,
+        }
+    }
+
+    /// Bytes per block.
+    pub const fn block_bytes(self) -> usize {
+        match self {
+            Self::Q8_0 => 34,
+            Self::Q4_0 => 18,
+            Self::Q4_1 => 20,
+            Self::Q4_K => 144,
+            Self::Q6_K => 210,
+        }
+    }
+
+    /// Bytes of a row of `cols` elements, or `None` when `cols` is not a whole number of blocks
+    /// or the size overflows.
+    pub fn row_bytes(self, cols: usize) -> Option<usize> {
+        if !cols.is_multiple_of(self.block_elems()) {
+            return None;
+        }
+        (cols / self.block_elems()).checked_mul(self.block_bytes())
+    }
+
+    /// ggml's name for it (`"Q4_1"`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Q8_0 => "Q8_0",
+            Self::Q4_0 => "Q4_0",
+            Self::Q4_1 => "Q4_1",
+            Self::Q4_K => "Q4_K",
+            Self::Q6_K => "Q6_K",
+        }
+    }
+
+    /// The kernel and the rows one of its workgroups computes (`ROWS` in its WGSL).
+    fn kernel(self) -> (Entry<MatvecParams>, usize) {
+        match self {
+            Self::Q8_0 => (MATVEC_Q8_0, 2),
+            Self::Q4_0 => (MATVEC_Q4_0, 2),
+            Self::Q4_1 => (MATVEC_Q4_1, 2),
+            Self::Q4_K => (MATVEC_Q4_K, 2),
+            Self::Q6_K => (MATVEC_Q6_K, 2),
+        }
+    }
+
+    /// The kernel's entry point name (`"matvec_q4_1"`), for benchmarks and profiles.
+    pub fn kernel_name(self) -> &'static str {
+        self.kernel().0.name()
+    }
+}
+
+impl std::fmt::Display for QuantFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A quantized `[rows, cols]` matrix on one member: the GGUF tensor's bytes (row-major blocks
+/// of [`QuantMatrix::format`]) in a u32 tensor, zero-padded to a whole word. Made by
+/// [`Member::upload_quant`]; dropping it frees the buffer once the work using it has finished.
+pub struct QuantMatrix {
+    tensor: Tensor,
+    format: QuantFormat,
+    rows: usize,
+    cols: usize,
+}
+
+impl std::fmt::Debug for QuantMatrix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QuantMatrix")
+            .field("member", &self.tensor.member_index())
+            .field("format", &self.format)
+            .field("rows", &self.rows)
+            .field("cols", &self.cols)
+            .finish()
+    }
+}
+
+impl QuantMatrix {
+    /// The block format.
+    pub fn format(&self) -> QuantFormat {
+        self.format
+    }
+
+    /// Rows (outputs of a product).
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Columns (inputs of a product), a whole number of blocks.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// The u32 tensor holding the bytes (`bytes()` of them, then zeros to a whole word).
+    pub fn tensor(&self) -> &Tensor {
+        &self.tensor
+    }
+
+    /// The member that holds it.
+    pub fn member_index(&self) -> usize {
+        self.tensor.member_index()
+    }
+
+    /// Bytes of the blocks: `rows · format.row_bytes(cols)`.
+    pub fn bytes(&self) -> usize {
+        // The product checked at upload.
+        self.rows * (self.cols / self.format.block_elems() * self.format.block_bytes())
+    }
+}
+
+impl Member {
+    /// Uploads a `[rows, cols]` matrix of `format` from `bytes`, its blocks as GGUF stores them
+    /// (row-major, rows back to back: e.g. a tensor's range of a memory-mapped file). `cols`
+    /// must be a whole number of blocks and `bytes.len()` exactly `rows · row_bytes(cols)`; the
+    /// bytes go from the slice to a staging buffer and from there to the device (no other copy).
+    pub fn upload_quant(
+        &self,
+        format: QuantFormat,
+        rows: usize,
+        cols: usize,
+        bytes: &[u8],
+    ) -> Result<QuantMatrix> {
+        let row_bytes = format.row_bytes(cols).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "upload_quant: {cols} columns are not a whole number of {format} blocks of {} elements",
+                format.block_elems()
+            ))
+        })?;
+        if rows > MAX_ELEMENTS || cols > MAX_ELEMENTS {
+            return Err(Error::Unsupported(format!(
+                "upload_quant: a [{rows}, {cols}] matrix: rows and columns are at most {MAX_ELEMENTS} (kernels index with 32-bit integers)"
+            )));
+        }
+        let need = rows.checked_mul(row_bytes).ok_or_else(|| {
+            Error::InvalidArgument(format!("upload_quant: {rows} rows of {row_bytes} bytes overflow"))
+        })?;
+        if bytes.len() != need {
+            return Err(Error::LengthMismatch {
+                what: format!(
+                    "upload_quant bytes of a [{rows}, {cols}] {format} matrix ({row_bytes} per row)"
+                ),
+                expected: need,
+                got: bytes.len(),
+            });
+        }
+        let words = need.div_ceil(4);
+        // Refused past maxStorageBufferRange or MAX_ELEMENTS words, before anything is recorded.
+        let tensor = self.empty(&[words], DType::U32)?;
+        if words > 0 {
+            let m = &self.shared;
+            let padded = words as u64 * 4;
+            let mut staging = StagingBuffer::new(&m.device, padded, true).map_err(|e| m.err(e))?;
+            staging.write(0, bytes).map_err(|e| m.err(e))?;
+            let pad = &[0u8; 3][..words * 4 - need];
+            staging.write(need as u64, pad).map_err(|e| m.err(e))?;
+            m.record_copy(&staging, 0, &tensor.buffer, 0, padded)?;
+        }
+        Ok(QuantMatrix { tensor, format, rows, cols })
+    }
+
+    /// `y = W x` with `w` quantized `[rows, cols]`, `x` f32 of `cols` elements and `y` f32 of
+    /// `rows` (overwritten). All checked (member, dtypes, lengths, `y` not `x`) before one
+    /// dispatch is recorded.
+    pub fn matvec_quant(&self, w: &QuantMatrix, x: &Tensor, y: &Tensor) -> Result<()> {
+        y.check_on(&self.shared, "matvec_quant y")?;
+        y.check_dtype(DType::F32, "matvec_quant y")?;
+        if y.len() != w.rows {
+            return Err(Error::LengthMismatch {
+                what: "matvec_quant y vs w rows".into(),
+                expected: w.rows,
+                got: y.len(),
+            });
+        }
+        self.matvec_quant_at(w, x, y, 0)
+    }
+
+    /// [`Member::matvec_quant`] into `y[y_offset .. y_offset + rows]`, leaving the rest of `y`
+    /// as it was (as the decoder writes a member's rows into its slot of a wider vector).
+    pub fn matvec_quant_at(&self, w: &QuantMatrix, x: &Tensor, y: &Tensor, y_offset: usize) -> Result<()> {
+        y.check_on(&self.shared, "matvec_quant y")?;
+        y.check_dtype(DType::F32, "matvec_quant y")?;
+        let end = y_offset.saturating_add(w.rows);
+        if end > y.len() {
+            return Err(Error::LengthMismatch {
+                what: format!("matvec_quant y (rows {y_offset}..{end} of the result)"),
+                expected: end,
+                got: y.len(),
+            });
+        }
+        if y.id() == x.id() {
+            return Err(Error::InvalidArgument(
+                "matvec_quant: y must not be the same tensor as x (rows read x while others write y)".into(),
+            ));
+        }
+        self.matvec_quant_into(w, x, BindRange::whole(&y.buffer), y_offset as u64)
+    }
+
+    /// `matvec_quant` whose output goes to `out` (a buffer range, such as a DevicePoll slot
+    /// region) from word `at` on: `out` must hold `at + rows` words (checked here). A matrix
+    /// of no columns writes zeros.
+    pub(crate) fn matvec_quant_into(
+        &self,
+        w: &QuantMatrix,
+        x: &Tensor,
+        out: BindRange<'_>,
+        at: u64,
+    ) -> Result<()> {
+        w.tensor.check_on(&self.shared, "matvec_quant w")?;
+        x.check_on(&self.shared, "matvec_quant x")?;
+        x.check_dtype(DType::F32, "matvec_quant x")?;
+        let (rows, cols) = (w.rows, w.cols);
+        if x.len() != cols {
+            return Err(Error::LengthMismatch {
+                what: "matvec_quant x vs w columns".into(),
+                expected: cols,
+                got: x.len(),
+            });
+        }
+        let end = at.saturating_add(rows as u64);
+        if end.saturating_mul(4) > out.size || end > u64::from(u32::MAX) {
+            return Err(Error::InvalidArgument(format!(
+                "matvec_quant into a range of {} bytes from word {at}: {rows} rows do not fit",
+                out.size
+            )));
+        }
+        if rows == 0 {
+            return Ok(());
+        }
+        if cols == 0 {
+            return self.shared.dispatch_ranges(
+                FILL_U32,
+                &[out],
+                &[],
+                &FillParams { n: rows as u32, value: 0, offset: at as u32 },
+                elementwise_groups(rows),
+            );
+        }
+        let (entry, rows_per_workgroup) = w.format.kernel();
+        let imm = MatvecParams { rows: rows as u32, cols: cols as u32, y_offset: at as u32 };
+        let ranges = [BindRange::whole(&w.tensor.buffer), BindRange::whole(&x.buffer), out];
+        self.shared.dispatch_ranges(entry, &ranges, &[], &imm, row_groups(rows.div_ceil(rows_per_workgroup)))
+    }
+}

@@ -1,0 +1,71 @@
+// matvec_q4_k: y = W x for W in ggml's Q4_K (see wgsl/include/matvec_quant.wgsl for the
+// structure). A super-block is 256 elements in 144 bytes: d (f16) at 0, dmin (f16) at 2,
+// scales (12 bytes) at 4, qs (128 bytes) at 16. Its elements come in four chunks of 64: chunk
+// c takes qs[32c .. 32c + 32], whose low nibbles are elements 64c .. 64c + 32 (sub-block 2c)
+// and high nibbles elements 64c + 32 .. 64c + 64 (sub-block 2c + 1); sub-block j has a 6-bit
+// scale sc and min m packed in `scales` (ggml's get_scale_min_k4, `scale_min` below); value
+// d·sc·q - dmin·m. 144 bytes is 9 × 16, so every super-block starts on a word (36s).
+//
+// The unit of work is one chunk (64 elements): an invocation reads the d/dmin word, the three
+// scale words and the chunk's 8 qs words, and 16 vec4 of x. Neighbouring invocations take
+// neighbouring chunks, so a warp reads whole super-blocks. Two rows per workgroup.
+//
+// Each weight is formed as (d·sc)·q - dmin·m, as ggml's dequantize does: d·sc, dmin·m and
+// (d·sc)·q are exact in f32 (at most 11 + 6 + 4 significant bits), so the weight is ggml's f32
+// (one rounding, fused or not), then a plain dot product with x (no cancellation between the
+// scale and the min hidden in a factored sum).
+
+const ROWS: u32 = 2u;
+const UNIT: u32 = 64u;
+const UNIT_X: u32 = 16u;
+
+// #include "matvec_quant.wgsl"
+
+fn load_x(u: u32, xs: ptr<function, array<vec4<f32>, UNIT_X>>) {
+    load_x_run(u, xs);
+}
+
+// Byte i (0..12) of the scales, from their three words.
+fn scale_byte(sw: vec3<u32>, i: u32) -> u32 {
+    return (sw[i / 4u] >> (8u * (i % 4u))) & 255u;
+}
+
+// The 6-bit scale and min of sub-block j (0..8): ggml's get_scale_min_k4.
+fn scale_min(sw: vec3<u32>, j: u32) -> vec2<f32> {
+    if (j < 4u) {
+        return vec2<f32>(f32(scale_byte(sw, j) & 63u), f32(scale_byte(sw, j + 4u) & 63u));
+    }
+    let sc = (scale_byte(sw, j + 4u) & 15u) | ((scale_byte(sw, j - 4u) >> 6u) << 4u);
+    let m = (scale_byte(sw, j + 4u) >> 4u) | ((scale_byte(sw, j) >> 6u) << 4u);
+    return vec2<f32>(f32(sc), f32(m));
+}
+
+fn unit_dot(row: u32, u: u32, xs: ptr<function, array<vec4<f32>, UNIT_X>>) -> f32 {
+    let base = 36u * (row * (p.cols / 256u) + u / 4u);
+    let c = u % 4u;
+    let dm = unpack2x16float(w[base]);
+    let sw = vec3<u32>(w[base + 1u], w[base + 2u], w[base + 3u]);
+    let sm1 = scale_min(sw, 2u * c);
+    let sm2 = scale_min(sw, 2u * c + 1u);
+    let d1 = vec4<f32>(dm.x * sm1.x);
+    let m1 = vec4<f32>(dm.y * sm1.y);
+    let d2 = vec4<f32>(dm.x * sm2.x);
+    let m2 = vec4<f32>(dm.y * sm2.y);
+    let qs = base + 4u + 8u * c;
+    var s = 0.0;
+    for (var k = 0u; k < 8u; k++) {
+        let q = w[qs + k];
+        s += dot(lo4(q) * d1 - m1, (*xs)[k]);
+        s += dot(hi4(q) * d2 - m2, (*xs)[8u + k]);
+    }
+    return s;
+}
+
+@compute @workgroup_size(WG)
+fn matvec_q4_k(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    matvec_quant(wid, nwg, lid);
+}
