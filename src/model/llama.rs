@@ -14,11 +14,13 @@ use std::ops::Range;
 use std::path::Path;
 
 use super::gguf::{GgufFile, TensorInfo};
+use super::quant::GgmlType;
 use crate::error::FormatError;
 use crate::error::{Error, Result};
 use crate::group::Member;
+use crate::ops::QuantFormat;
 use crate::tensor::{DType, Tensor};
-use crate::tp::{DecoderConfig, Norm, Weight, WeightSource};
+use crate::tp::{DecoderConfig, Matrix, Norm, Weight, WeightSource};
 
 /// The architectures read here: llama and its family with the same tensors.
 pub const ARCHITECTURES: &[&str] = &["llama", "mistral"];
@@ -263,6 +265,63 @@ impl LlamaGguf {
         Ok(slice)
     }
 
+    /// The type `weight` is stored in.
+    pub fn weight_type(&self, weight: Weight) -> Result<GgmlType> {
+        let (out, inp) = self.matrix_shape(weight);
+        Ok(self.checked(&self.matrix_name(weight), out, inp)?.ty)
+    }
+
+    /// Whether a member's slice of rows `rows` and columns `cols` of `weight` keeps the file's
+    /// blocks on the device ([`Matrix::Quant`], dequantized by the product's kernel): where the
+    /// type has a kernel (`GgmlType::quant_format`) and the columns are whole blocks. Other
+    /// slices (float types; a K-quant cut off its 256-element blocks) are dequantized and
+    /// uploaded as f16.
+    pub fn keeps_blocks(&self, weight: Weight, cols: Range<usize>) -> Result<bool> {
+        let Some(format) = self.weight_type(weight)?.quant_format() else { return Ok(false) };
+        let be = format.block_elems();
+        Ok(cols.start.is_multiple_of(be) && cols.end.is_multiple_of(be))
+    }
+
+    /// The blocks of rows `rows` (query and key rows in crossgpu's order) and columns `cols` of
+    /// `weight`, read as stored, where the slice keeps them ([`LlamaGguf::keeps_blocks`]).
+    fn blocks(
+        &self,
+        weight: Weight,
+        rows: Range<usize>,
+        cols: Range<usize>,
+    ) -> Result<Option<(QuantFormat, Vec<u8>)>> {
+        let (out, inp) = self.matrix_shape(weight);
+        if rows.end > out || cols.end > inp || rows.start > rows.end || cols.start > cols.end {
+            return Err(Error::InvalidArgument(format!(
+                "{weight:?}: rows {rows:?} and columns {cols:?} of a {out} × {inp} matrix"
+            )));
+        }
+        if !self.keeps_blocks(weight, cols.clone())? {
+            return Ok(None);
+        }
+        let t = self.checked(&self.matrix_name(weight), out, inp)?;
+        let format = t.ty.quant_format().expect("keeps_blocks checked it");
+        let row_bytes = format.row_bytes(cols.len()).ok_or_else(|| {
+            Error::InvalidArgument(format!("{weight:?}: {} columns of {format} overflow", cols.len()))
+        })?;
+        let mut bytes = vec![0u8; rows.len() * row_bytes];
+        let file_cols = cols.start as u64..cols.end as u64;
+        // Runs of consecutive file rows in one read each (q and k rows come two file rows apart
+        // within a head: see `file_row`).
+        let mut k = 0;
+        while k < rows.len() {
+            let first = self.file_row(weight, rows.start + k);
+            let mut n = 1;
+            while k + n < rows.len() && self.file_row(weight, rows.start + k + n) == first + n {
+                n += 1;
+            }
+            let dst = &mut bytes[k * row_bytes..(k + n) * row_bytes];
+            self.file.read_rows(t, first as u64..(first + n) as u64, file_cols.clone(), dst)?;
+            k += n;
+        }
+        Ok(Some((format, bytes)))
+    }
+
     /// The token embedding table, `[vocab, hidden]`, dequantized.
     pub fn embedding_values(&self) -> Result<Vec<f32>> {
         let t = self.checked("token_embd.weight", self.vocab, self.hidden)?;
@@ -283,9 +342,13 @@ impl WeightSource for LlamaGguf {
         weight: Weight,
         rows: Range<usize>,
         cols: Range<usize>,
-    ) -> Result<Tensor> {
+    ) -> Result<Matrix> {
+        if let Some(blocks) = self.blocks(weight, rows.clone(), cols.clone())? {
+            let (format, bytes) = blocks;
+            return Ok(Matrix::Quant(member.upload_quant(format, rows.len(), cols.len(), &bytes)?));
+        }
         let shape = [rows.len(), cols.len()];
-        member.upload(&self.values(weight, rows, cols)?, &shape, DType::F16)
+        Ok(Matrix::F16(member.upload(&self.values(weight, rows, cols)?, &shape, DType::F16)?))
     }
 
     fn embedding(&mut self, member: &Member) -> Result<Tensor> {

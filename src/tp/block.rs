@@ -7,9 +7,10 @@
 //! Each half ends with its row-parallel layer's all-reduce and the residual norm that consumes
 //! it (`RowParallelLinear::forward_add_norm`), so a round opens and closes inside the layer.
 //!
-//! Where the hidden size is a multiple of 8, q, k, v, the ropes and the cache store run as one
-//! kernel (`TransformerOps::matvec_qkv_rope_store`) and gate, up and SiLU·mul as another
-//! (`TransformerOps::matvec_gate_up_silu`), each bitwise the dispatches it replaces.
+//! Where the hidden size is a multiple of 8 and the weights are f16, q, k, v, the ropes and the
+//! cache store run as one kernel (`TransformerOps::matvec_qkv_rope_store`) and gate, up and
+//! SiLU·mul as another (`TransformerOps::matvec_gate_up_silu`), each bitwise the dispatches it
+//! replaces; quantized weights (`Matrix::Quant`) run those dispatches.
 
 use super::ops::{AttentionShape, Position};
 use super::reduce::Reducer;
@@ -80,8 +81,9 @@ impl Attention {
             let kv_heads = self.k.ranges[i].len() / d;
             let counter = step.position.part(i)?;
             let at = Position { base: 0, counter: Some(counter) };
-            if hi.len().is_multiple_of(8) {
-                let weights = (self.q.weight(i)?, self.k.weight(i)?, self.v.weight(i)?);
+            let dense = (self.q.matrix(i)?.dense(), self.k.matrix(i)?.dense(), self.v.matrix(i)?.dense());
+            if let (true, (Some(wq), Some(wk), Some(wv))) = (hi.len().is_multiple_of(8), dense) {
+                let weights = (wq, wk, wv);
                 m.transformer().matvec_qkv_rope_store_at(
                     weights,
                     hi,
@@ -94,9 +96,9 @@ impl Attention {
                 )?;
             } else {
                 let (k, v) = (s.k.part(i)?, s.v.part(i)?);
-                m.matvec(self.q.weight(i)?, hi, q)?;
-                m.matvec(self.k.weight(i)?, hi, k)?;
-                m.matvec(self.v.weight(i)?, hi, v)?;
+                self.q.matrix(i)?.matvec(m, hi, q)?;
+                self.k.matrix(i)?.matvec(m, hi, k)?;
+                self.v.matrix(i)?.matvec(m, hi, v)?;
                 m.transformer().rope_at(q, kv_heads * step.group, d, at, step.rope_base)?;
                 m.transformer().rope_at(k, kv_heads, d, at, step.rope_base)?;
                 m.transformer().kv_store_at(k, v, caches.0, caches.1, kv_heads, d, at, step.max_seq)?;
@@ -144,12 +146,13 @@ impl Mlp {
         let h = norm.h;
         for (i, m) in members.iter().enumerate() {
             let (hi, a) = (h.part(i)?, s.a.part(i)?);
-            if hi.len().is_multiple_of(8) {
-                m.transformer().matvec_gate_up_silu(self.gate.weight(i)?, self.up.weight(i)?, hi, a)?;
+            let dense = (self.gate.matrix(i)?.dense(), self.up.matrix(i)?.dense());
+            if let (true, (Some(wg), Some(wu))) = (hi.len().is_multiple_of(8), dense) {
+                m.transformer().matvec_gate_up_silu(wg, wu, hi, a)?;
             } else {
                 let (g, u) = (s.g.part(i)?, s.u.part(i)?);
-                m.matvec(self.gate.weight(i)?, hi, g)?;
-                m.matvec(self.up.weight(i)?, hi, u)?;
+                self.gate.matrix(i)?.matvec(m, hi, g)?;
+                self.up.matrix(i)?.matvec(m, hi, u)?;
                 m.transformer().silu_mul(g, u, a)?;
             }
         }

@@ -1,5 +1,5 @@
-//! Tensor-parallel linear layers over a group: the weight `W [out, in]` (f16) is split across
-//! members, each holding only its slice.
+//! Tensor-parallel linear layers over a group: the weight `W [out, in]` is split across
+//! members, each holding only its slice ([`Matrix`]: f16, or ggml blocks as stored).
 //!
 //! - [`ColumnParallelLinear`] splits the output features: member i holds rows `ranges[i]` and
 //!   computes its slice of `y = W x` from the replicated `x`. No communication.
@@ -9,6 +9,7 @@
 
 use std::ops::Range;
 
+use super::matrix::Matrix;
 use super::reduce::Reducer;
 use super::sharded::Sharded;
 use crate::comm::{AllReduceOptions, Comm, Precision};
@@ -45,15 +46,15 @@ fn slices(
     members: &[Member],
     ranges: &[Range<usize>],
     shape_at: impl Fn(&Range<usize>) -> (Range<usize>, Range<usize>),
-    mut make: impl FnMut(&Member, Range<usize>, Range<usize>) -> Result<Tensor>,
-) -> Result<Vec<Tensor>> {
+    mut make: impl FnMut(&Member, Range<usize>, Range<usize>) -> Result<Matrix>,
+) -> Result<Vec<Matrix>> {
     members
         .iter()
         .zip(ranges)
         .map(|(m, r)| {
             let (rows, cols) = shape_at(r);
             let t = make(m, rows.clone(), cols.clone())?;
-            let dims = t.matrix_dims("a weight slice")?;
+            let dims = t.dims()?;
             if dims != (rows.len(), cols.len()) {
                 return Err(Error::InvalidArgument(format!(
                     "a weight slice of rows {rows:?} and columns {cols:?} on {} came as {} × {}",
@@ -74,11 +75,11 @@ fn seeded(
     seed: u32,
     in_features: usize,
     shift: u32,
-) -> impl FnMut(&Member, Range<usize>, Range<usize>) -> Result<Tensor> {
+) -> impl FnMut(&Member, Range<usize>, Range<usize>) -> Result<Matrix> {
     move |m, rows, cols| {
         let t = m.empty(&[rows.len(), cols.len()], DType::F16)?;
         m.transformer().init_weights(&t, seed, in_features, rows.start, cols.start, shift)?;
-        Ok(t)
+        Ok(Matrix::F16(t))
     }
 }
 
@@ -106,7 +107,7 @@ fn check_forward(what: &str, built_over: usize, members: &[Member], x: usize, y:
     check_members(&format!("{what}::forward y"), members, y)
 }
 
-fn slice_of<'a>(what: &'static str, weights: &'a [Tensor], i: usize) -> Result<&'a Tensor> {
+fn slice_of<'a>(what: &'static str, weights: &'a [Matrix], i: usize) -> Result<&'a Matrix> {
     weights.get(i).ok_or(Error::IndexOutOfRange {
         what,
         index: i,
@@ -123,7 +124,7 @@ pub struct ColumnParallelLinear {
     pub out_features: usize,
     /// Rows of `W` held by each member.
     pub ranges: Vec<Range<usize>>,
-    weights: Vec<Tensor>,
+    weights: Vec<Matrix>,
 }
 
 impl ColumnParallelLinear {
@@ -161,7 +162,7 @@ impl ColumnParallelLinear {
         out_features: usize,
         ranges: Vec<Range<usize>>,
         share: bool,
-        make: impl FnMut(&Member, Range<usize>, Range<usize>) -> Result<Tensor>,
+        make: impl FnMut(&Member, Range<usize>, Range<usize>) -> Result<Matrix>,
     ) -> Result<Self> {
         check_members("ColumnParallelLinear ranges", members, ranges.len())?;
         check_tiling("ColumnParallelLinear", &ranges, out_features, share)?;
@@ -173,13 +174,19 @@ impl ColumnParallelLinear {
     pub fn forward(&self, members: &[Member], x: &[&Tensor], y: &[&Tensor]) -> Result<()> {
         check_forward("ColumnParallelLinear", self.weights.len(), members, x.len(), y.len())?;
         for (i, m) in members.iter().enumerate() {
-            m.matvec(&self.weights[i], x[i], y[i])?;
+            self.weights[i].matvec(m, x[i], y[i])?;
         }
         Ok(())
     }
 
-    /// Member `i`'s weight slice.
+    /// Member `i`'s weight slice as f16 elements (an error where it is quantized: see
+    /// [`ColumnParallelLinear::matrix`]).
     pub fn weight(&self, i: usize) -> Result<&Tensor> {
+        self.matrix(i)?.f16("ColumnParallelLinear::weight")
+    }
+
+    /// Member `i`'s weight slice as its device holds it.
+    pub fn matrix(&self, i: usize) -> Result<&Matrix> {
         slice_of("ColumnParallelLinear member", &self.weights, i)
     }
 }
@@ -192,7 +199,7 @@ pub struct RowParallelLinear {
     pub out_features: usize,
     /// Columns of `W` held by each member.
     pub ranges: Vec<Range<usize>>,
-    weights: Vec<Tensor>,
+    weights: Vec<Matrix>,
 }
 
 impl RowParallelLinear {
@@ -231,7 +238,7 @@ impl RowParallelLinear {
         out_features: usize,
         ranges: Vec<Range<usize>>,
         share: bool,
-        make: impl FnMut(&Member, Range<usize>, Range<usize>) -> Result<Tensor>,
+        make: impl FnMut(&Member, Range<usize>, Range<usize>) -> Result<Matrix>,
     ) -> Result<Self> {
         check_members("RowParallelLinear ranges", members, ranges.len())?;
         check_tiling("RowParallelLinear", &ranges, in_features, share)?;
@@ -265,7 +272,7 @@ impl RowParallelLinear {
     ) -> Result<()> {
         check_forward("RowParallelLinear", self.weights.len(), members, x.len(), y.len())?;
         for (i, m) in members.iter().enumerate() {
-            m.matvec(&self.weights[i], x[i], y[i])?;
+            self.weights[i].matvec(m, x[i], y[i])?;
         }
         match reducer {
             Some(c) => {
@@ -278,8 +285,14 @@ impl RowParallelLinear {
         }
     }
 
-    /// Member `i`'s weight slice.
+    /// Member `i`'s weight slice as f16 elements (an error where it is quantized: see
+    /// [`RowParallelLinear::matrix`]).
     pub fn weight(&self, i: usize) -> Result<&Tensor> {
+        self.matrix(i)?.f16("RowParallelLinear::weight")
+    }
+
+    /// Member `i`'s weight slice as its device holds it.
+    pub fn matrix(&self, i: usize) -> Result<&Matrix> {
         slice_of("RowParallelLinear member", &self.weights, i)
     }
 
@@ -303,7 +316,7 @@ impl RowParallelLinear {
                 Some(mut round) => {
                     for (i, m) in members.iter().enumerate() {
                         let (out, at) = round.output(i)?;
-                        m.matvec_into(&self.weights[i], x[i], out, at)?;
+                        self.weights[i].matvec_into(m, x[i], out, at)?;
                     }
                     round.finish()?;
                     for (i, m) in members.iter().enumerate() {

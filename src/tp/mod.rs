@@ -31,6 +31,7 @@ pub mod init;
 #[cfg(not(feature = "test-hooks"))]
 mod init;
 pub mod linear;
+mod matrix;
 mod ops;
 mod plan;
 mod reduce;
@@ -41,6 +42,7 @@ mod weights;
 pub use config::DecoderConfig;
 pub use decoder::{DecodeStats, Decoder};
 pub use linear::{ColumnParallelLinear, RowParallelLinear};
+pub use matrix::Matrix;
 pub use ops::{AttentionShape, TransformerOps};
 pub use plan::{check_fits, Footprint, Plan};
 pub use reduce::Reducer;

@@ -8,6 +8,7 @@ use std::ops::Range;
 
 use super::config::DecoderConfig;
 use super::init::{matrix_seed, shift_for_fan_in};
+use super::matrix::Matrix;
 use crate::error::{Error, Result};
 use crate::group::Member;
 use crate::tensor::{DType, Tensor};
@@ -46,15 +47,16 @@ pub enum Norm {
 
 /// Makes a model's tensors on the members, each member's share only.
 pub trait WeightSource {
-    /// Rows `rows` and columns `cols` of `weight` as a `[rows.len(), cols.len()]` tensor on
-    /// `member` (f16 where the source stores floats; a quantized source keeps its blocks).
+    /// Rows `rows` and columns `cols` of `weight` as a `[rows.len(), cols.len()]` matrix on
+    /// `member`: f16 where the source stores floats, its blocks as stored where it is quantized
+    /// and the columns are whole blocks ([`Matrix::Quant`]).
     fn matrix(
         &mut self,
         member: &Member,
         weight: Weight,
         rows: Range<usize>,
         cols: Range<usize>,
-    ) -> Result<Tensor>;
+    ) -> Result<Matrix>;
 
     /// The token embedding table, `[vocab, hidden]`, whole on every member.
     fn embedding(&mut self, member: &Member) -> Result<Tensor>;
@@ -111,7 +113,7 @@ impl WeightSource for Seeded {
         weight: Weight,
         rows: Range<usize>,
         cols: Range<usize>,
-    ) -> Result<Tensor> {
+    ) -> Result<Matrix> {
         let (seed, fan_in) = self.drawn(weight);
         if cols.end > fan_in || rows.start > rows.end || cols.start > cols.end {
             return Err(Error::InvalidArgument(format!(
@@ -127,7 +129,7 @@ impl WeightSource for Seeded {
             cols.start,
             shift_for_fan_in(fan_in),
         )?;
-        Ok(t)
+        Ok(Matrix::F16(t))
     }
 
     fn embedding(&mut self, member: &Member) -> Result<Tensor> {

@@ -1,7 +1,8 @@
 //! A real checkpoint through the decoder: SmolLM2-135M-Instruct (llama architecture, Q4_1 and
 //! Q8_0 tensors, tied embeddings) read from its GGUF file, split over 1 and 2 lavapipe
-//! members, against an f64 CPU forward pass over the same dequantized weights (rounded to f16
-//! as the members hold them), with the tolerances the seeded decoder's test derives
+//! members, against an f64 CPU forward pass over the same dequantized weights (the matrices
+//! exact, as the members keep their blocks and dequantize them in the kernels; the embedding
+//! table rounded to f16 as the members hold it), with the tolerances the seeded decoder's test derives
 //! (`tp_model.rs`). The file is `CROSSGPU_SMOLLM2_GGUF` (dev.sh fetches it; CI requires it).
 
 use std::path::PathBuf;
@@ -37,8 +38,12 @@ struct Mat {
 }
 
 impl Mat {
+    /// The matrix as a member holds it: its blocks, dequantized exactly, where the member keeps
+    /// them (every matrix of SmolLM2's: Q4_1 and Q8_0, cut at whole blocks), else f16.
     fn read(m: &LlamaGguf, w: Weight, rows: usize, cols: usize) -> Self {
-        Self { rows, w: held(m.values(w, 0..rows, 0..cols).unwrap()) }
+        let v = m.values(w, 0..rows, 0..cols).unwrap();
+        let kept = m.keeps_blocks(w, 0..cols).unwrap();
+        Self { rows, w: if kept { v.into_iter().map(f64::from).collect() } else { held(v) } }
     }
 
     fn apply(&self, x: &Ev, e: ErrorModel) -> Ev {
@@ -165,6 +170,16 @@ fn smollm2_decodes_like_the_f64_reference_on_every_split() {
         let comm = (n > 1).then(|| crossgpu::Comm::new(&group)).transpose().unwrap();
         let mut d =
             Decoder::load_from(&group, cfg.clone(), &SplitSpec::Even, comm, &mut model, |_, _| {}).unwrap();
+        // The blocks stayed quantized on the devices: Q4_1's 20 bytes per 32 weights (and the
+        // tied Q8_0 output's 34), not f16's 64.
+        let (h, q, kv, f) = (cfg.hidden, cfg.q_heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim, cfg.ffn);
+        let weights = (cfg.layers * (h * (q + 2 * kv + 3 * f) + q * h) + cfg.vocab * h) as u64;
+        let held: u64 = d.weight_bytes().iter().sum();
+        assert!(
+            held * 32 <= weights * 34,
+            "{n} member(s): {held} bytes of matrices for {weights} weights (Q8_0 at most: 34 per 32; f16 {})",
+            2 * weights
+        );
         let mut worst = 0.0f64;
         for (step, logits) in want.iter().enumerate() {
             d.set_token(inputs[step]).unwrap();

@@ -160,4 +160,27 @@ impl Decoder {
             queue_submit_time: each.iter().map(|s| s.queue_submit_time).sum(),
         }
     }
+
+    /// Bytes of weight matrices each member holds (the vocabulary projection and every
+    /// layer's; not the embedding table or the norms), as their devices store them: quantized
+    /// slices take their blocks' bytes ([`crate::tp::Matrix::bytes`]).
+    pub fn weight_bytes(&self) -> Vec<u64> {
+        (0..self.members.len())
+            .map(|i| {
+                let mut matrices = vec![self.vocab.matrix(i)];
+                for l in &self.layers {
+                    let (a, m) = (&l.attention, &l.mlp);
+                    matrices.extend([
+                        a.q.matrix(i),
+                        a.k.matrix(i),
+                        a.v.matrix(i),
+                        m.gate.matrix(i),
+                        m.up.matrix(i),
+                    ]);
+                    matrices.extend([a.o.matrix(i), m.down.matrix(i)]);
+                }
+                matrices.into_iter().filter_map(|m| m.ok()).map(|m| m.bytes()).sum()
+            })
+            .collect()
+    }
 }

@@ -1,0 +1,108 @@
+//! [`Matrix`]: one member's slice of a weight matrix, as the device holds it — f16 elements, or
+//! ggml blocks as the checkpoint stores them ([`QuantMatrix`]: Q8_0, Q4_0, Q4_1, Q4_K, Q6_K),
+//! dequantized in registers by the product's kernel. The tensor-parallel layers hold these and
+//! multiply through [`Matrix::matvec`] whatever the storage; the decoder's fused kernels take
+//! f16 slices only ([`Matrix::dense`]) and a quantized layer runs the unfused dispatches.
+
+use vk_native::BindRange;
+
+use crate::error::{Error, Result};
+use crate::group::{Member, MemberShared};
+use crate::ops::{QuantFormat, QuantMatrix};
+use crate::tensor::{DType, Tensor};
+
+/// A weight slice `[rows, cols]` on one member.
+#[derive(Debug)]
+pub enum Matrix {
+    /// f16 elements, row-major.
+    F16(Tensor),
+    /// ggml blocks as stored, dequantized by the kernels.
+    Quant(QuantMatrix),
+}
+
+impl From<Tensor> for Matrix {
+    fn from(t: Tensor) -> Self {
+        Matrix::F16(t)
+    }
+}
+
+impl From<QuantMatrix> for Matrix {
+    fn from(q: QuantMatrix) -> Self {
+        Matrix::Quant(q)
+    }
+}
+
+impl Matrix {
+    /// `(rows, cols)`; an error for an f16 tensor that is not a matrix.
+    pub fn dims(&self) -> Result<(usize, usize)> {
+        match self {
+            Matrix::F16(t) => {
+                t.check_dtype(DType::F16, "a weight slice")?;
+                t.matrix_dims("a weight slice")
+            }
+            Matrix::Quant(q) => Ok((q.rows(), q.cols())),
+        }
+    }
+
+    /// The f16 tensor, where the slice is stored so.
+    pub fn dense(&self) -> Option<&Tensor> {
+        match self {
+            Matrix::F16(t) => Some(t),
+            Matrix::Quant(_) => None,
+        }
+    }
+
+    /// The block format, where the slice is quantized.
+    pub fn quant_format(&self) -> Option<QuantFormat> {
+        match self {
+            Matrix::F16(_) => None,
+            Matrix::Quant(q) => Some(q.format()),
+        }
+    }
+
+    /// Bytes the slice takes on its device.
+    pub fn bytes(&self) -> u64 {
+        match self {
+            Matrix::F16(t) => t.len() as u64 * 2,
+            Matrix::Quant(q) => q.bytes() as u64,
+        }
+    }
+
+    /// The tensor that holds the slice (f16 elements or the blocks' words).
+    pub fn tensor(&self) -> &Tensor {
+        match self {
+            Matrix::F16(t) => t,
+            Matrix::Quant(q) => q.tensor(),
+        }
+    }
+
+    pub(crate) fn check_on(&self, m: &MemberShared, what: &str) -> Result<()> {
+        self.tensor().check_on(m, what)
+    }
+
+    /// `y = W x` on `m` (f32 `x` of `cols`, f32 `y` of `rows`).
+    pub fn matvec(&self, m: &Member, x: &Tensor, y: &Tensor) -> Result<()> {
+        match self {
+            Matrix::F16(t) => m.matvec(t, x, y),
+            Matrix::Quant(q) => m.matvec_quant(q, x, y),
+        }
+    }
+
+    /// `matvec` into words `at..` of `out` (a DevicePoll slot region).
+    pub(crate) fn matvec_into(&self, m: &Member, x: &Tensor, out: BindRange<'_>, at: u64) -> Result<()> {
+        match self {
+            Matrix::F16(t) => m.matvec_into(t, x, out, at),
+            Matrix::Quant(q) => m.matvec_quant_into(q, x, out, at),
+        }
+    }
+
+    /// The f16 tensor, or an error naming `what` for a quantized slice.
+    pub(crate) fn f16(&self, what: &str) -> Result<&Tensor> {
+        self.dense().ok_or_else(|| {
+            Error::Unsupported(format!(
+                "{what}: the slice is stored as {} blocks, not f16 (use the layer's matrix)",
+                self.quant_format().map_or("?", QuantFormat::name)
+            ))
+        })
+    }
+}
