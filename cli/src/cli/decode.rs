@@ -5,6 +5,7 @@
 use std::time::Instant;
 
 use clap::Args;
+use crossgpu::model::LlamaGguf;
 use crossgpu::tp::{Decoder, DecoderConfig, SplitSpec};
 use crossgpu::{DeviceGroup, Error, GroupSpec, Instance};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -17,6 +18,10 @@ pub struct DecodeArgs {
     /// Model shape: `small` (CI) or `27b` (hidden 5120, FFN 17408, 64 layers, 40/8 heads).
     #[arg(long, default_value = "small")]
     pub preset: String,
+    /// Decode a GGUF checkpoint's weights instead of the preset's seeded ones (its shape from
+    /// the file: --preset, --layers and --seed do not apply; quantized matrices stay quantized).
+    #[arg(long)]
+    pub model: Option<std::path::PathBuf>,
     /// Override the number of layers.
     #[arg(long)]
     pub layers: Option<usize>,
@@ -119,8 +124,15 @@ pub fn run_decode(
         ProgressStyle::with_template("loading weights {bar:40} {pos}/{len} layers, eta {eta}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    let loaded =
-        Decoder::new_with_progress(group, cfg.clone(), split, |done, _| loading.set_position(done as u64));
+    let progress = |done: usize, _| loading.set_position(done as u64);
+    let loaded = match &args.model {
+        Some(path) => {
+            let mut model = LlamaGguf::open(path)?;
+            let comm = if group.len() > 1 { Some(crossgpu::Comm::new(group)?) } else { None };
+            Decoder::load_from(group, cfg.clone(), split, comm, &mut model, progress)
+        }
+        None => Decoder::new_with_progress(group, cfg.clone(), split, progress),
+    };
     let mut dec = loaded.map_err(|e| with_hint(e, args))?;
     dec.set_replay(!args.no_replay);
     for m in group.members() {
@@ -139,6 +151,18 @@ pub fn run_decode(
             dec.plan.ffn,
             dec.plan.vocab
         );
+        if let Some(path) = &args.model {
+            let file = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+            let held: Vec<String> =
+                dec.weight_bytes().iter().map(|&b| format!("{:.2} GB", b as f64 / 1e9)).collect();
+            println!(
+                "read {} ({:.2} GB) at {:.2} GB/s; weight matrices held per member: {}",
+                path.display(),
+                file as f64 / 1e9,
+                file as f64 / 1e9 / t0.elapsed().as_secs_f64().max(1e-9),
+                held.join(", ")
+            );
+        }
         // Shares from weights normalised by the largest (the sum of raw weights may overflow).
         let max = dec.plan.weights.iter().copied().fold(0.0, f64::max);
         let sum: f64 = dec.plan.weights.iter().map(|w| w / max).sum();
@@ -372,7 +396,17 @@ pub fn decode(args: &DecodeArgs) -> CliResult {
     if args.tokens == 0 {
         return Err(fail("--tokens must be at least 1"));
     }
-    let mut cfg = DecoderConfig::preset(&args.preset)?;
+    let mut cfg = match &args.model {
+        Some(path) => {
+            if args.layers.is_some() || args.seed.is_some() {
+                return Err(fail(
+                    "--layers and --seed set a preset's model; --model's shape and weights are the file's",
+                ));
+            }
+            LlamaGguf::open(path)?.config(args.tokens + args.warmup + args.profile)?
+        }
+        None => DecoderConfig::preset(&args.preset)?,
+    };
     if let Some(l) = args.layers {
         if l == 0 {
             return Err(fail("--layers must be at least 1"));
@@ -381,9 +415,9 @@ pub fn decode(args: &DecodeArgs) -> CliResult {
     }
     if args.first as usize >= cfg.vocab {
         return Err(fail(format!(
-            "--first {}: token ids of --preset {} are 0 to {}",
+            "--first {}: token ids of {} are 0 to {}",
             args.first,
-            args.preset,
+            args.model.as_ref().map_or(format!("--preset {}", args.preset), |p| p.display().to_string()),
             cfg.vocab - 1
         )));
     }
@@ -398,6 +432,9 @@ pub fn decode(args: &DecodeArgs) -> CliResult {
         None => SplitSpec::from_env()?,
     };
     if args.ranks {
+        if args.model.is_some() {
+            return Err(fail("decode --ranks decodes the seeded presets; --model runs in one process"));
+        }
         return decode_across_ranks(args, &cfg, &split);
     }
     let instance = Instance::new()?;

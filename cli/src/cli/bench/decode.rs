@@ -19,6 +19,7 @@ pub fn bench_decode(run: &mut Run) -> CliResult {
     cfg.max_seq = cfg.max_seq.max(c.tokens + 4);
     let args = DecodeArgs {
         preset: run.s.preset.clone(),
+        model: None,
         layers: None,
         tokens: c.tokens,
         first: 1,

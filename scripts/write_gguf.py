@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""Writes a synthetic llama-architecture GGUF checkpoint of crossgpu's decoder presets (random
+values), in F16 or a quantized type, with llama.cpp's own writer and quantizers (the `gguf`
+package: `pip install gguf`, which needs numpy). For decode benchmarks of checkpoints read from
+disk (`crossgpu decode --model FILE`) and for llama.cpp's `llama-bench` on the same file.
+
+    python3 scripts/write_gguf.py --shape 27b --layers 16 --type q4_1 --out /tmp/27b-16-q4_1.gguf
+
+Every layer holds the same random matrices (one layer is drawn and quantized, then written
+`--layers` times): a decode streams each layer's bytes from their own addresses either way, and
+the file is written in seconds. The output projection is its own tensor (untied embeddings);
+the vocabulary is `<t0>`, `<t1>`, ... (no tokenizer merges: not for `crossgpu generate`).
+"""
+import argparse
+
+import numpy as np
+import gguf
+
+SHAPES = {
+    # hidden, ffn, layers, q heads, kv heads, head dim, vocab: DecoderConfig's presets.
+    "27b": (5120, 17408, 64, 40, 8, 128, 32000),
+    "small": (256, 512, 2, 4, 2, 64, 512),
+}
+TYPES = {
+    "f16": gguf.GGMLQuantizationType.F16,
+    "q8_0": gguf.GGMLQuantizationType.Q8_0,
+    "q4_0": gguf.GGMLQuantizationType.Q4_0,
+    "q4_1": gguf.GGMLQuantizationType.Q4_1,
+}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--shape", choices=SHAPES, default="small")
+    p.add_argument("--layers", type=int, help="layers (default: the shape's)")
+    p.add_argument("--type", choices=TYPES, default="f16", help="type of the weight matrices")
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--out", required=True)
+    a = p.parse_args()
+    hidden, ffn, layers, q_heads, kv_heads, head_dim, vocab = SHAPES[a.shape]
+    layers = a.layers or layers
+    qtype = TYPES[a.type]
+    rng = np.random.default_rng(a.seed)
+
+    def matrix(rows, cols):
+        # Unit-variance outputs for unit-variance inputs: N(0, 1/cols).
+        w = rng.standard_normal((rows, cols), dtype=np.float32) / np.float32(np.sqrt(cols))
+        return w.astype(np.float16) if qtype == gguf.GGMLQuantizationType.F16 else gguf.quants.quantize(w, qtype)
+
+    q, kv = q_heads * head_dim, kv_heads * head_dim
+    layer = {
+        "attn_q": matrix(q, hidden),
+        "attn_k": matrix(kv, hidden),
+        "attn_v": matrix(kv, hidden),
+        "attn_output": matrix(hidden, q),
+        "ffn_gate": matrix(ffn, hidden),
+        "ffn_up": matrix(ffn, hidden),
+        "ffn_down": matrix(hidden, ffn),
+    }
+    ones = np.ones(hidden, dtype=np.float32)
+
+    w = gguf.GGUFWriter(a.out, "llama")
+    w.add_name(f"crossgpu synthetic {a.shape} ({layers} layers, {a.type})")
+    w.add_context_length(4096)
+    w.add_embedding_length(hidden)
+    w.add_block_count(layers)
+    w.add_feed_forward_length(ffn)
+    w.add_head_count(q_heads)
+    w.add_head_count_kv(kv_heads)
+    w.add_rope_freq_base(10000.0)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_file_type(int(gguf.LlamaFileType.MOSTLY_F16 if a.type == "f16" else getattr(gguf.LlamaFileType, "MOSTLY_" + a.type.upper())))
+    w.add_tokenizer_model("llama")
+    w.add_token_list([f"<t{i}>" for i in range(vocab)])
+    w.add_token_scores([0.0] * vocab)
+    w.add_token_types([gguf.TokenType.NORMAL] * vocab)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_tensor("token_embd.weight", rng.standard_normal((vocab, hidden), dtype=np.float32).astype(np.float16))
+    for l in range(layers):
+        w.add_tensor(f"blk.{l}.attn_norm.weight", ones)
+        w.add_tensor(f"blk.{l}.ffn_norm.weight", ones)
+        for name, t in layer.items():
+            w.add_tensor(f"blk.{l}.{name}.weight", t, raw_dtype=qtype)
+    w.add_tensor("output_norm.weight", ones)
+    w.add_tensor("output.weight", matrix(vocab, hidden), raw_dtype=qtype)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file(progress=False)
+    w.close()
+
+
+if __name__ == "__main__":
+    main()
