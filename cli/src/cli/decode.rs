@@ -219,9 +219,9 @@ pub fn run_decode(
         (Some(b), Some(a)) => Some(a.since(&b)),
         _ => None,
     };
-    // The weight bytes each member streams per token.
-    let streamed: Vec<f64> =
-        (0..group.len()).map(|i| dec.plan.footprint(cfg, i).streamed_weight_bytes as f64).collect();
+    // The weight bytes each member streams per token: its matrices as held (quantized ones
+    // as their blocks; the plan's footprint counts f16).
+    let streamed: Vec<f64> = dec.weight_bytes().iter().map(|&b| b as f64).collect();
     let report = DecodeReport {
         tokens: out,
         tokens_per_s: args.tokens as f64 / wall,
