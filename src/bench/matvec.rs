@@ -53,10 +53,11 @@ pub fn measure_with(
 }
 
 /// Times `reps` batches of 20 products `y = W x` with `W [rows, cols]` of `format` (`cols` a
-/// whole number of its blocks), through `matvec_quant`. The blocks are pseudo-random bytes with
+/// whole number of its blocks), through `kernel` (one of `format.kernel_names()`). The blocks are pseudo-random bytes with
 /// finite scales (the time does not depend on the values); GB/s count the blocks' bytes.
 pub fn measure_quant(
     m: &Member,
+    kernel: &'static str,
     format: QuantFormat,
     rows: usize,
     cols: usize,
@@ -71,7 +72,7 @@ pub fn measure_quant(
     let x = m.upload_f32(&data(2, cols))?;
     let y = m.empty(&[rows], DType::F32)?;
     m.synchronize()?;
-    time_batches(m, (rows, cols), w.bytes(), format.kernel_name(), reps, &|| m.matvec_quant(&w, &x, &y))
+    time_batches(m, (rows, cols), w.bytes(), kernel, reps, &|| m.matvec_quant_with(kernel, &w, &x, &y))
 }
 
 /// `n` bytes of whole `format` blocks: xorshift bytes, each f16 field (scale, min) 2^-4.

@@ -53,9 +53,27 @@ use vk_native::{BindRange, StagingBuffer};
 use crate::error::{Error, Result};
 use crate::group::Member;
 use crate::kernels::{
-    elementwise_groups, row_groups, Entry, FillParams, MatvecParams, FILL_U32, MATVEC_Q4_0, MATVEC_Q4_1,
-    MATVEC_Q4_K, MATVEC_Q6_K, MATVEC_Q8_0,
+    elementwise_groups, row_groups, Entry, FillParams, MatvecParams, FILL_U32, MATVEC_Q4_0, MATVEC_Q4_0_R4,
+    MATVEC_Q4_0_R8, MATVEC_Q4_1, MATVEC_Q4_1_R4, MATVEC_Q4_1_R8, MATVEC_Q4_K, MATVEC_Q6_K, MATVEC_Q8_0,
+    MATVEC_Q8_0_R4, MATVEC_Q8_0_R8,
 };
+
+/// Every quantized kernel: its format, entry point and rows per workgroup (`ROWS` in its
+/// WGSL). The first of a format is the one [`Member::matvec_quant`] uses; the others are
+/// measured beside it (`crossgpu bench matvec`) and checked like it.
+const KERNELS: [(QuantFormat, Entry<MatvecParams>, usize); 11] = [
+    (QuantFormat::Q8_0, MATVEC_Q8_0, 2),
+    (QuantFormat::Q8_0, MATVEC_Q8_0_R4, 4),
+    (QuantFormat::Q8_0, MATVEC_Q8_0_R8, 8),
+    (QuantFormat::Q4_0, MATVEC_Q4_0, 2),
+    (QuantFormat::Q4_0, MATVEC_Q4_0_R4, 4),
+    (QuantFormat::Q4_0, MATVEC_Q4_0_R8, 8),
+    (QuantFormat::Q4_1, MATVEC_Q4_1, 2),
+    (QuantFormat::Q4_1, MATVEC_Q4_1_R4, 4),
+    (QuantFormat::Q4_1, MATVEC_Q4_1_R8, 8),
+    (QuantFormat::Q4_K, MATVEC_Q4_K, 2),
+    (QuantFormat::Q6_K, MATVEC_Q6_K, 2),
+];
 use crate::tensor::{DType, Tensor, MAX_ELEMENTS};
 
 /// A ggml block format with a GPU matrix–vector kernel (`model::quant::GgmlType::quant_format`
@@ -122,13 +140,14 @@ impl QuantFormat {
 
     /// The kernel and the rows one of its workgroups computes (`ROWS` in its WGSL).
     fn kernel(self) -> (Entry<MatvecParams>, usize) {
-        match self {
-            Self::Q8_0 => (MATVEC_Q8_0, 2),
-            Self::Q4_0 => (MATVEC_Q4_0, 2),
-            Self::Q4_1 => (MATVEC_Q4_1, 2),
-            Self::Q4_K => (MATVEC_Q4_K, 2),
-            Self::Q6_K => (MATVEC_Q6_K, 2),
-        }
+        let (_, entry, rows) = KERNELS.into_iter().find(|k| k.0 == self).expect("every format has a kernel");
+        (entry, rows)
+    }
+
+    /// The names of every kernel of this format, the one in use first (for the benchmark and
+    /// the tests that compare them: [`Member::matvec_quant_with`]).
+    pub fn kernel_names(self) -> Vec<&'static str> {
+        KERNELS.iter().filter(|k| k.0 == self).map(|k| k.1.name()).collect()
     }
 
     /// The kernel's entry point name (`"matvec_q4_1"`), for benchmarks and profiles.
@@ -251,6 +270,17 @@ impl Member {
     /// `rows` (overwritten). All checked (member, dtypes, lengths, `y` not `x`) before one
     /// dispatch is recorded.
     pub fn matvec_quant(&self, w: &QuantMatrix, x: &Tensor, y: &Tensor) -> Result<()> {
+        self.matvec_quant_with(w.format.kernel_name(), w, x, y)
+    }
+
+    /// [`Member::matvec_quant`] through the kernel named `kernel`, one of
+    /// [`QuantFormat::kernel_names`] of `w`'s format: for the benchmark and the tests.
+    #[doc(hidden)]
+    pub fn matvec_quant_with(&self, kernel: &str, w: &QuantMatrix, x: &Tensor, y: &Tensor) -> Result<()> {
+        let (_, entry, rows_per_workgroup) = KERNELS
+            .into_iter()
+            .find(|k| k.0 == w.format && k.1.name() == kernel)
+            .ok_or_else(|| Error::InvalidArgument(format!("no {} matvec kernel named {kernel}", w.format)))?;
         y.check_on(&self.shared, "matvec_quant y")?;
         y.check_dtype(DType::F32, "matvec_quant y")?;
         if y.len() != w.rows {
@@ -260,12 +290,23 @@ impl Member {
                 got: y.len(),
             });
         }
-        self.matvec_quant_at(w, x, y, 0)
+        self.matvec_quant_checked(w, x, y, 0, (entry, rows_per_workgroup))
     }
 
     /// [`Member::matvec_quant`] into `y[y_offset .. y_offset + rows]`, leaving the rest of `y`
     /// as it was (as the decoder writes a member's rows into its slot of a wider vector).
     pub fn matvec_quant_at(&self, w: &QuantMatrix, x: &Tensor, y: &Tensor, y_offset: usize) -> Result<()> {
+        self.matvec_quant_checked(w, x, y, y_offset, w.format.kernel())
+    }
+
+    fn matvec_quant_checked(
+        &self,
+        w: &QuantMatrix,
+        x: &Tensor,
+        y: &Tensor,
+        y_offset: usize,
+        kernel: (Entry<MatvecParams>, usize),
+    ) -> Result<()> {
         y.check_on(&self.shared, "matvec_quant y")?;
         y.check_dtype(DType::F32, "matvec_quant y")?;
         let end = y_offset.saturating_add(w.rows);
@@ -281,7 +322,7 @@ impl Member {
                 "matvec_quant: y must not be the same tensor as x (rows read x while others write y)".into(),
             ));
         }
-        self.matvec_quant_into(w, x, BindRange::whole(&y.buffer), y_offset as u64)
+        self.matvec_quant_into_with(w, x, BindRange::whole(&y.buffer), y_offset as u64, kernel)
     }
 
     /// `matvec_quant` whose output goes to `out` (a buffer range, such as a DevicePoll slot
@@ -293,6 +334,17 @@ impl Member {
         x: &Tensor,
         out: BindRange<'_>,
         at: u64,
+    ) -> Result<()> {
+        self.matvec_quant_into_with(w, x, out, at, w.format.kernel())
+    }
+
+    fn matvec_quant_into_with(
+        &self,
+        w: &QuantMatrix,
+        x: &Tensor,
+        out: BindRange<'_>,
+        at: u64,
+        (entry, rows_per_workgroup): (Entry<MatvecParams>, usize),
     ) -> Result<()> {
         w.tensor.check_on(&self.shared, "matvec_quant w")?;
         x.check_on(&self.shared, "matvec_quant x")?;
@@ -324,7 +376,6 @@ impl Member {
                 elementwise_groups(rows),
             );
         }
-        let (entry, rows_per_workgroup) = w.format.kernel();
         let imm = MatvecParams { rows: rows as u32, cols: cols as u32, y_offset: at as u32 };
         let ranges = [BindRange::whole(&w.tensor.buffer), BindRange::whole(&x.buffer), out];
         self.shared.dispatch_ranges(entry, &ranges, &[], &imm, row_groups(rows.div_ceil(rows_per_workgroup)))

@@ -21,7 +21,8 @@ pub fn bench_matvec(run: &mut Run) -> CliResult {
     let formats = |cols: usize| QuantFormat::ALL.into_iter().filter(move |f| f.row_bytes(cols).is_some());
     // Weights read once per product: the time goes with rows x cols.
     let unit = |(r, c): (usize, usize)| (r * c) as u64 / 4096 + 1;
-    let runs = |(r, c): (usize, usize)| unit((r, c)) * (kernels.len() + formats(c).count()) as u64;
+    let quant_kernels = |c: usize| formats(c).map(|f| f.kernel_names().len()).sum::<usize>();
+    let runs = |(r, c): (usize, usize)| unit((r, c)) * (kernels.len() + quant_kernels(c)) as u64;
     let pb = bar(shapes.iter().map(|&s| runs(s)).sum::<u64>(), "matvec");
     for (rows, cols) in shapes {
         // Every f16 kernel for cols % 8 == 0, side by side (other shapes: recorded as skipped).
@@ -39,9 +40,10 @@ pub fn bench_matvec(run: &mut Run) -> CliResult {
             }
         }
         // The quantized kernels, for the formats whose blocks tile a row.
-        for format in formats(cols) {
-            pb.set_message(format!("matvec {rows}x{cols} {format}"));
-            let got = matvec::measure_quant(&g.members()[0], format, rows, cols, 5);
+        for (format, kernel) in formats(cols).flat_map(|f| f.kernel_names().into_iter().map(move |k| (f, k)))
+        {
+            pb.set_message(format!("matvec {rows}x{cols} {kernel}"));
+            let got = matvec::measure_quant(&g.members()[0], kernel, format, rows, cols, 5);
             pb.inc(unit((rows, cols)));
             match got {
                 Ok(p) => {
@@ -49,7 +51,7 @@ pub fn bench_matvec(run: &mut Run) -> CliResult {
                     run.r.matvec.push(p);
                     run.save()?;
                 }
-                Err(e) => run.skip(&pb, format!("matvec {rows}x{cols} {format}: {e}"))?,
+                Err(e) => run.skip(&pb, format!("matvec {rows}x{cols} {kernel}: {e}"))?,
             }
         }
     }

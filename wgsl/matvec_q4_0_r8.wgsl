@@ -1,0 +1,37 @@
+// matvec_q4_0_r8: y = W x for W in ggml's Q4_0, by quarter blocks, 8 rows per workgroup (see
+// wgsl/include/matvec_quant.wgsl for the structure and matvec_q4_0.wgsl for the layout). A unit
+// is a quarter of a block: qs bytes 4k .. 4k + 4 (the block's bytes 2 + 4k .. 6 + 4k, funnelled
+// out of two words where the 18-byte block starts at a word's byte 2), low nibbles elements
+// 4k .. 4k + 4, high nibbles 16 + 4k .. 20 + 4k, values (q - 8) · d; each unit's x serves 8 rows.
+
+const ROWS: u32 = 8u;
+const UNIT: u32 = 8u;
+const UNIT_X: u32 = 2u;
+
+// #include "matvec_quant.wgsl"
+
+fn load_x(u: u32, xs: ptr<function, array<vec4<f32>, UNIT_X>>) {
+    let b = u >> 2u;
+    let k = u & 3u;
+    (*xs)[0] = x[8u * b + k];
+    (*xs)[1] = x[8u * b + 4u + k];
+}
+
+fn unit_dot(row: u32, u: u32, xs: ptr<function, array<vec4<f32>, UNIT_X>>) -> f32 {
+    let g = row * (p.cols / 32u) + (u >> 2u);
+    let base = (9u * g) >> 1u;
+    let odd = (g & 1u) == 1u;
+    let k = u & 3u;
+    let q = after_half(w[base + k], w[base + k + 1u], odd);
+    let s = dot(lo4(q) - 8.0, (*xs)[0]) + dot(hi4(q) - 8.0, (*xs)[1]);
+    return half_at(w[base], odd) * s;
+}
+
+@compute @workgroup_size(WG)
+fn matvec_q4_0_r8(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    matvec_quant(wid, nwg, lid);
+}

@@ -1,0 +1,37 @@
+// matvec_q8_0_r4: y = W x for W in ggml's Q8_0, by quarter blocks, 4 rows per workgroup (see
+// wgsl/include/matvec_quant.wgsl for the structure and matvec_q8_0.wgsl for the layout). A unit
+// is a quarter of a block: qs bytes 8k .. 8k + 8 (the block's bytes 2 + 8k .. 10 + 8k, funnelled
+// out of three words where the 34-byte block starts at a word's byte 2), elements 8k .. 8k + 8
+// (two contiguous vec4 of x), values q · d; each unit's x serves 4 rows.
+
+const ROWS: u32 = 4u;
+const UNIT: u32 = 8u;
+const UNIT_X: u32 = 2u;
+
+// #include "matvec_quant.wgsl"
+
+fn load_x(u: u32, xs: ptr<function, array<vec4<f32>, UNIT_X>>) {
+    (*xs)[0] = x[2u * u];
+    (*xs)[1] = x[2u * u + 1u];
+}
+
+fn unit_dot(row: u32, u: u32, xs: ptr<function, array<vec4<f32>, UNIT_X>>) -> f32 {
+    let g = row * (p.cols / 32u) + (u >> 2u);
+    let base = (17u * g) >> 1u;
+    let odd = (g & 1u) == 1u;
+    let j = base + 2u * (u & 3u);
+    let a0 = w[j];
+    let a1 = w[j + 1u];
+    let a2 = w[j + 2u];
+    let s = dot(i8x4(after_half(a0, a1, odd)), (*xs)[0]) + dot(i8x4(after_half(a1, a2, odd)), (*xs)[1]);
+    return half_at(w[base], odd) * s;
+}
+
+@compute @workgroup_size(WG)
+fn matvec_q8_0_r4(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    matvec_quant(wid, nwg, lid);
+}
