@@ -35,6 +35,9 @@ def main():
     p.add_argument("--layers", type=int, help="layers (default: the shape's)")
     p.add_argument("--type", choices=TYPES, default="f16", help="type of the weight matrices")
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--values", choices=["normal", "integers"], default="normal",
+                   help="normal: N(0, 1/cols); integers: k * 2^-s, k in [-1024, 1023], as the seeded "
+                   "preset draws them (f16 with its low mantissa bits zero)")
     p.add_argument("--out", required=True)
     a = p.parse_args()
     hidden, ffn, layers, q_heads, kv_heads, head_dim, vocab = SHAPES[a.shape]
@@ -44,7 +47,12 @@ def main():
 
     def matrix(rows, cols):
         # Unit-variance outputs for unit-variance inputs: N(0, 1/cols).
-        w = rng.standard_normal((rows, cols), dtype=np.float32) / np.float32(np.sqrt(cols))
+        if a.values == "integers":
+            # crossgpu's init_weights: k * 2^-shift, the shift for an amplitude near sqrt(3 / cols).
+            shift = int(np.clip(np.round(np.log2(1024.0 / np.sqrt(3.0 / cols))), 0, 24))
+            w = rng.integers(-1024, 1024, size=(rows, cols)).astype(np.float32) * np.float32(2.0 ** -shift)
+        else:
+            w = rng.standard_normal((rows, cols), dtype=np.float32) / np.float32(np.sqrt(cols))
         return w.astype(np.float16) if qtype == gguf.GGMLQuantizationType.F16 else gguf.quants.quantize(w, qtype)
 
     q, kv = q_heads * head_dim, kv_heads * head_dim

@@ -383,7 +383,8 @@ impl Member {
         self.write_bytes(t, &bytes)
     }
 
-    fn write_bytes(&self, t: &Tensor, bytes: &[u8]) -> Result<()> {
+    /// Copies `bytes` into `t` from its start (through a staging buffer; nothing waits).
+    pub(crate) fn write_bytes(&self, t: &Tensor, bytes: &[u8]) -> Result<()> {
         let m = &self.shared;
         if bytes.is_empty() {
             return Ok(());

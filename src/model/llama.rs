@@ -18,7 +18,6 @@ use super::quant::GgmlType;
 use crate::error::FormatError;
 use crate::error::{Error, Result};
 use crate::group::Member;
-use crate::ops::QuantFormat;
 use crate::tensor::{DType, Tensor};
 use crate::tp::{DecoderConfig, Matrix, Norm, Weight, WeightSource};
 
@@ -282,27 +281,21 @@ impl LlamaGguf {
         Ok(cols.start.is_multiple_of(be) && cols.end.is_multiple_of(be))
     }
 
-    /// The blocks of rows `rows` (query and key rows in crossgpu's order) and columns `cols` of
-    /// `weight`, read as stored, where the slice keeps them ([`LlamaGguf::keeps_blocks`]).
-    fn blocks(
+    /// Rows `rows` (query and key rows in crossgpu's order) and columns `cols` of `weight`
+    /// (`t`, its tensor), read as stored: whole blocks of its type, rows back to back.
+    fn stored_rows(
         &self,
         weight: Weight,
+        t: &TensorInfo,
         rows: Range<usize>,
         cols: Range<usize>,
-    ) -> Result<Option<(QuantFormat, Vec<u8>)>> {
-        let (out, inp) = self.matrix_shape(weight);
-        if rows.end > out || cols.end > inp || rows.start > rows.end || cols.start > cols.end {
-            return Err(Error::InvalidArgument(format!(
-                "{weight:?}: rows {rows:?} and columns {cols:?} of a {out} × {inp} matrix"
-            )));
-        }
-        if !self.keeps_blocks(weight, cols.clone())? {
-            return Ok(None);
-        }
-        let t = self.checked(&self.matrix_name(weight), out, inp)?;
-        let format = t.ty.quant_format().expect("keeps_blocks checked it");
-        let row_bytes = format.row_bytes(cols.len()).ok_or_else(|| {
-            Error::InvalidArgument(format!("{weight:?}: {} columns of {format} overflow", cols.len()))
+    ) -> Result<Vec<u8>> {
+        let (be, bb) = (t.ty.block_elems() as usize, t.ty.block_bytes() as usize);
+        let row_bytes = (cols.len() / be)
+            .checked_mul(bb)
+            .filter(|_| cols.start.is_multiple_of(be) && cols.end.is_multiple_of(be));
+        let row_bytes = row_bytes.ok_or_else(|| {
+            Error::InvalidArgument(format!("{weight:?}: columns {cols:?} are not whole {} blocks", t.ty))
         })?;
         let mut bytes = vec![0u8; rows.len() * row_bytes];
         let file_cols = cols.start as u64..cols.end as u64;
@@ -319,7 +312,7 @@ impl LlamaGguf {
             self.file.read_rows(t, first as u64..(first + n) as u64, file_cols.clone(), dst)?;
             k += n;
         }
-        Ok(Some((format, bytes)))
+        Ok(bytes)
     }
 
     /// The token embedding table, `[vocab, hidden]`, dequantized.
@@ -343,12 +336,28 @@ impl WeightSource for LlamaGguf {
         rows: Range<usize>,
         cols: Range<usize>,
     ) -> Result<Matrix> {
-        if let Some(blocks) = self.blocks(weight, rows.clone(), cols.clone())? {
-            let (format, bytes) = blocks;
-            return Ok(Matrix::Quant(member.upload_quant(format, rows.len(), cols.len(), &bytes)?));
+        let (out, inp) = self.matrix_shape(weight);
+        if rows.end > out || cols.end > inp || rows.start > rows.end || cols.start > cols.end {
+            return Err(Error::InvalidArgument(format!(
+                "{weight:?}: rows {rows:?} and columns {cols:?} of a {out} × {inp} matrix"
+            )));
         }
+        let t = self.checked(&self.matrix_name(weight), out, inp)?;
         let shape = [rows.len(), cols.len()];
-        Ok(Matrix::F16(member.upload(&self.values(weight, rows, cols)?, &shape, DType::F16)?))
+        if self.keeps_blocks(weight, cols.clone())? {
+            // Blocks as stored, dequantized by the product's kernel.
+            let format = t.ty.quant_format().expect("keeps_blocks checked it");
+            let bytes = self.stored_rows(weight, t, rows.clone(), cols.clone())?;
+            Ok(Matrix::Quant(member.upload_quant(format, rows.len(), cols.len(), &bytes)?))
+        } else if t.ty == GgmlType::F16 {
+            // f16 as stored: the bytes are the member's tensor.
+            let bytes = self.stored_rows(weight, t, rows, cols)?;
+            let m = member.empty(&shape, DType::F16)?;
+            member.write_bytes(&m, &bytes)?;
+            Ok(Matrix::F16(m))
+        } else {
+            Ok(Matrix::F16(member.upload(&self.values(weight, rows, cols)?, &shape, DType::F16)?))
+        }
     }
 
     fn embedding(&mut self, member: &Member) -> Result<Tensor> {

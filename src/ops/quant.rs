@@ -61,15 +61,18 @@ use crate::kernels::{
 /// Every quantized kernel: its format, entry point and rows per workgroup (`ROWS` in its
 /// WGSL). The first of a format is the one [`Member::matvec_quant`] uses; the others are
 /// measured beside it (`crossgpu bench matvec`) and checked like it.
+/// The quarter-block kernels at 4 rows lead: on one H200 (2026-12-02, `bench matvec`) they are
+/// the fastest or tie at every decode shape measured (Q4_1 at 8192 x 8192: 817 GB/s against
+/// the block kernel's 438 and 8 rows' 629).
 const KERNELS: [(QuantFormat, Entry<MatvecParams>, usize); 11] = [
-    (QuantFormat::Q8_0, MATVEC_Q8_0, 2),
     (QuantFormat::Q8_0, MATVEC_Q8_0_R4, 4),
+    (QuantFormat::Q8_0, MATVEC_Q8_0, 2),
     (QuantFormat::Q8_0, MATVEC_Q8_0_R8, 8),
-    (QuantFormat::Q4_0, MATVEC_Q4_0, 2),
     (QuantFormat::Q4_0, MATVEC_Q4_0_R4, 4),
+    (QuantFormat::Q4_0, MATVEC_Q4_0, 2),
     (QuantFormat::Q4_0, MATVEC_Q4_0_R8, 8),
-    (QuantFormat::Q4_1, MATVEC_Q4_1, 2),
     (QuantFormat::Q4_1, MATVEC_Q4_1_R4, 4),
+    (QuantFormat::Q4_1, MATVEC_Q4_1, 2),
     (QuantFormat::Q4_1, MATVEC_Q4_1_R8, 8),
     (QuantFormat::Q4_K, MATVEC_Q4_K, 2),
     (QuantFormat::Q6_K, MATVEC_Q6_K, 2),
