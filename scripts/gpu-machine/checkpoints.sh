@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On a machine with an NVIDIA GPU, in one call: the decode of checkpoints read from disk beside
 # the seeded preset of the same shape. scripts/write_gguf.py writes the 27B-class shape cut to
-# LAYERS (default 16) layers as F16, Q8_0 and Q4_1 GGUF files (llama.cpp's gguf package: its
+# LAYERS (default 16) layers as GGUF files of TYPES (default "f16 f16i q8_0 q4_1"; f16i: F16
+# holding the seeded preset's kind of values, integers times a power of two) (llama.cpp's gguf package: its
 # wheel and those it needs carried in .dev/pywheels, unpacked onto PYTHONPATH here); then
 # REPEAT (default 3) rounds, alternated, of `crossgpu decode --preset 27b --layers LAYERS` and
 # `crossgpu decode --model FILE` for each file, one member (CROSSGPU_DEVICES=N0), TOKENS
@@ -11,9 +12,11 @@ source scripts/gpu-machine/setup.sh
 start_results checkpoints
 mkdir -p /tmp/py && for w in .dev/pywheels/*.whl; do python3 -m zipfile -e "$w" /tmp/py; done
 export PYTHONPATH=/tmp/py
-layers=${LAYERS:-16} types=(f16 q8_0 q4_1)
+layers=${LAYERS:-16}
+read -ra types <<< "${TYPES:-f16 f16i q8_0 q4_1}"
 for t in "${types[@]}"; do
-    { time python3 scripts/write_gguf.py --shape 27b --layers "$layers" --type "$t" --out "/tmp/27b-$layers-$t.gguf"; } \
+    args=(--type "$t"); [ "$t" = f16i ] && args=(--type f16 --values integers)
+    { time python3 scripts/write_gguf.py --shape 27b --layers "$layers" "${args[@]}" --out "/tmp/27b-$layers-$t.gguf"; } \
         >> "$R/write.txt" 2>&1
     log "write $t exit $? $(du -h "/tmp/27b-$layers-$t.gguf" | cut -f1)"
 done

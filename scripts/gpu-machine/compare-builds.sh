@@ -5,8 +5,8 @@
 # PARTS (default "decode limits matvec"; add "allreduce", which alone fills most of a call):
 #   decode:    the 27B-class decode on one member (CROSSGPU_DEVICES=N0), TOKENS (default 64);
 #   limits:    `bench limits` (the CPU cost of recording a dependent dispatch among them);
-#   allreduce: HostBridge at 4 KiB-256 MiB on the one-GPU layouts N0*1 (one member), N0/2 (two
-#              members on one queue), N0*2 (two queues), no wgpu baseline;
+#   allreduce: HostBridge at 4 KiB-256 MiB on the one-GPU layouts N0/2 (two members on one
+#              queue) and N0*2 (two queues), no wgpu baseline;
 #   matvec:    `bench matvec` of this build only: every f16 kernel and the quantized ones
 #              (ggml blocks as stored) at the 27B-class shapes and SmolLM2-135M's.
 # Results in $OUT/compare.tgz, a summary in $OUT/summary.txt.
@@ -26,7 +26,7 @@ for part in ${PARTS:-decode limits matvec}; do
                 { echo "=== $b $k"; timeout 120 "$b" bench limits --adapter "$N0" --out "$R/limits-$b-$k"; } \
                     >> "$R/limits.txt" 2>&1 ;;
             allreduce)
-                { echo "=== $b $k"; timeout 200 "$b" bench allreduce --adapter "$N0" --layouts "$N0*1;$N0/2;$N0*2" \
+                { echo "=== $b $k"; timeout 200 "$b" bench allreduce --adapter "$N0" --layouts "$N0/2;$N0*2" \
                     --modes bridge --no-baseline --out "$R/allreduce-$b-$k"; } >> "$R/allreduce.txt" 2>&1 ;;
             matvec)
                 [ "$b" = crossgpu ] && [ "$k" = 1 ] || continue

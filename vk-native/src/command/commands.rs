@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use ash::vk;
 
-use super::{KeepAlive, Recorder};
+use super::recorder::{KeepAlive, Recorder};
 use crate::access::Access;
 use crate::buffer::GpuBuffer;
 use crate::error::{NativeError, Result};

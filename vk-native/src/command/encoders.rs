@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use wgpu_hal::{CommandEncoder as _, Device as _};
 
-use super::{Active, KeepAlive, Recorder};
+use super::recorder::{Active, KeepAlive, Recorder};
 use crate::error::{map_hal_device, NativeError, Result};
 
 /// How long the wait for the oldest submit may take before it is reported as a timeout.

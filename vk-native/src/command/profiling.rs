@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use ash::vk;
 
-use super::{KeepAlive, Recorder};
+use super::recorder::{KeepAlive, Recorder};
 use crate::error::{NativeError, Result};
 use crate::profile::Profile;
 

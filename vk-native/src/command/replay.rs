@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use ash::vk;
 
-use super::{KeepAlive, Recorder};
+use super::recorder::{Capture, KeepAlive, Recorder};
 use crate::buffer::GpuUse;
 use crate::device::Device;
 use crate::error::{map_vk, NativeError, Result};
@@ -59,17 +59,6 @@ impl std::fmt::Debug for Replay {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Replay").field("dispatches", &self.0.dispatches).finish()
     }
-}
-
-/// A recording in progress: a command buffer of its own pool, begun for simultaneous use (a
-/// replay may be submitted again while an earlier submission of it still runs).
-pub(super) struct Capture {
-    pool: vk::CommandPool,
-    pub(super) cmd: vk::CommandBuffer,
-    pub(super) keep: Vec<KeepAlive>,
-    pub(super) uses: Vec<Arc<GpuUse>>,
-    pub(super) dispatches: u64,
-    pub(super) commands: usize,
 }
 
 impl Recorder {

@@ -9,8 +9,8 @@ use std::time::Instant;
 use ash::vk;
 use wgpu_hal::CommandEncoder as _;
 
+use super::recorder::{KeepAlive, Pending, Recorder};
 use super::replay::Replay;
-use super::{KeepAlive, Pending, Recorder};
 use crate::buffer::GpuUse;
 use crate::error::{map_hal_device, map_vk, NativeError, Result};
 use crate::semaphore::{SyncFdSemaphore, TimelineSemaphore};
