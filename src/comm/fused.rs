@@ -1,9 +1,9 @@
 //! DevicePoll rounds a caller fuses into its own kernels, and recordings of rounds replayed:
 //! the crate-internal handles the tensor-parallel layers and [`crate::step::Step`] borrow from a
-//! [`Comm`]. A fused round is opened by [`Comm::fused_round`]; each member's partial is
-//! recorded straight into its region ([`FusedRound::output`]), [`FusedRound::finish`] records
-//! the arrival and the wait, and the consumer sums [`FusedRound::input`] in member order
-//! (`reduce_add_rmsnorm`), bitwise what [`Comm::all_reduce`] gives. [`Comm::replays`] is the
+//! [`Comm`]. A fused round is opened by `Comm::fused_round`; each member's partial is
+//! recorded straight into its region (`FusedRound::output`), `FusedRound::finish` records
+//! the arrival and the wait, and the consumer sums `FusedRound::input` in member order
+//! (`reduce_add_rmsnorm`), bitwise what [`Comm::all_reduce`] gives. `Comm::replays` is the
 //! handle for recordings of rounds that are submitted again.
 
 use super::options::Mode;
@@ -13,7 +13,7 @@ use super::Comm;
 use crate::error::{Error, Result};
 use crate::group::Member;
 
-/// Where a member reads a [`FusedRound`]'s partials ([`FusedRound::input`]).
+/// Where a member reads a [`FusedRound`]'s partials (`FusedRound::input`).
 pub(crate) struct FusedInput<'a> {
     /// Elements summed.
     pub(crate) n: usize,
@@ -26,7 +26,7 @@ pub(crate) struct FusedInput<'a> {
     /// The buffer whose last writer is the member's wait: the reader must come after it.
     pub(crate) after: vk_native::BufferId,
     /// Where the member waits inside the reader itself (GPUs), instead of in `poll_wait`
-    /// dispatches recorded by [`FusedRound::finish`] (CPU devices, whose loops end early).
+    /// dispatches recorded by `FusedRound::finish` (CPU devices, whose loops end early).
     pub(crate) wait: Option<FusedWait<'a>>,
 }
 
@@ -107,7 +107,7 @@ impl FusedRound<'_> {
     }
 
     /// Records the round's arrival and wait on every member (after the partials were recorded
-    /// into [`FusedRound::output`]); the round counts as an all-reduce.
+    /// into `FusedRound::output`); the round counts as an all-reduce.
     pub(crate) fn finish(&mut self) -> Result<()> {
         let c = &mut *self.comm;
         let t = c.transport.device_rounds().expect("a fused round is DevicePoll's");
@@ -124,7 +124,7 @@ impl FusedRound<'_> {
         }
     }
 
-    /// Where member `i` reads the round's sum from (after [`FusedRound::finish`]): the binding
+    /// Where member `i` reads the round's sum from (after `FusedRound::finish`): the binding
     /// of the slot entry, the word offset of its first region, the words between regions, and
     /// the buffer the reader must wait for.
     pub(crate) fn input(&self, i: usize) -> Result<FusedInput<'_>> {

@@ -4,12 +4,12 @@
 //! What it reads: GGUF versions 2 and 3, little-endian; metadata values of every GGUF type
 //! (integers of 8 to 64 bits, `f32`, `f64`, `bool`, UTF-8 strings, arrays of any of these,
 //! arrays of arrays up to [`MAX_ARRAY_NESTING`] deep); `general.alignment` (32 when absent);
-//! tensors of every type ggml defines (see [`GgmlType`]), up to 4 dimensions. Only the header
+//! tensors of every type ggml defines (see [`crate::model::GgmlType`]), up to 4 dimensions. Only the header
 //! (metadata and tensor directory) is read at [`GgufFile::open`]; tensor data is read later on
 //! request with positioned reads (`pread`), so a file of many gigabytes costs no more memory than
 //! its metadata. No memory mapping: reading stays safe code even if the file changes on disk.
 //!
-//! What it refuses, each with a [`FormatError`] that names the file and the tensor or metadata key
+//! What it refuses, each with a [`crate::error::FormatError`] that names the file and the tensor or metadata key
 //! at fault, before allocating anything for it: a file that does not start with `GGUF`; version 1
 //! (the 2023 pre-release layout with 32-bit counts) and versions above 3; big-endian files; any
 //! count or length (tensors, metadata entries, array elements, string bytes) that cannot fit in

@@ -30,7 +30,7 @@ impl GgufFile {
         })
     }
 
-    /// An error naming `t` unless crossgpu computes with its type (see [`GgmlType::supported`]).
+    /// An error naming `t` unless crossgpu computes with its type (see [`crate::model::GgmlType::supported`]).
     pub fn check_supported(&self, t: &TensorInfo) -> Result<(), FormatError> {
         if t.ty.supported() {
             Ok(())

@@ -4,9 +4,9 @@ use crate::model::quant::GgmlType;
 
 /// Where one tensor's data lies in the file, and its shape and type.
 ///
-/// A `TensorInfo` from [`GgufFile`] has been checked at open: its sizes do not overflow and its
-/// data lies inside the file. [`GgufFile::read`] and [`GgufFile::read_rows`] only accept the
-/// file's own tensor infos.
+/// A `TensorInfo` from [`super::GgufFile`] has been checked at open: its sizes do not overflow
+/// and its data lies inside the file. [`super::GgufFile::read`] and
+/// [`super::GgufFile::read_rows`] only accept the file's own tensor infos.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TensorInfo {
     /// The tensor's name (`"blk.0.attn_q.weight"`).

@@ -48,7 +48,7 @@ fn f16_at<const N: usize>(block: &[u8; N], at: usize) -> f32 {
 /// of [`SUPPORTED_TYPES`]. The error names the type and the lengths; its `file` is
 /// [`FormatError::IN_MEMORY`] (see [`FormatError::in_file`] to attribute it).
 ///
-/// [`SUPPORTED_TYPES`]: super::super::SUPPORTED_TYPES
+/// [`SUPPORTED_TYPES`]: super::SUPPORTED_TYPES
 pub fn dequantize(ty: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<(), FormatError> {
     if !ty.supported() {
         return Err(FormatError::in_memory(format!(

@@ -112,7 +112,7 @@ pub(super) const ALL_TYPES: [GgmlType; 32] = [
     GgmlType::MXFP4,
 ];
 
-/// The types crossgpu has (or will have) GPU kernels for, and [`dequantize`] handles.
+/// The types crossgpu has (or will have) GPU kernels for, and [`super::dequantize`] handles.
 pub const SUPPORTED_TYPES: [GgmlType; 8] = [
     GgmlType::F32,
     GgmlType::F16,

@@ -28,7 +28,7 @@ impl<'m> TransformerOps<'m> {
     }
 
     /// `x += r`, then `y = x / sqrt(mean(x²) + eps) * w`, all f32 of one length: the decoder's
-    /// residual add and the next norm in one dispatch, with the bits of [`Member::add`] then
+    /// residual add and the next norm in one dispatch, with the bits of [`crate::Member::add`] then
     /// [`TransformerOps::rmsnorm`]. `y` must be a tensor apart from `x` and `r`.
     pub fn add_rmsnorm(&self, x: &Tensor, r: &Tensor, w: &Tensor, y: &Tensor, eps: f32) -> Result<()> {
         let named = [(x, "add_rmsnorm x"), (r, "add_rmsnorm r"), (w, "add_rmsnorm w"), (y, "add_rmsnorm y")];
