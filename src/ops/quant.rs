@@ -62,8 +62,8 @@ use crate::kernels::{
 /// WGSL). The first of a format is the one [`Member::matvec_quant`] uses; the others are
 /// measured beside it (`crossgpu bench matvec`) and checked like it.
 /// The quarter-block kernels at 4 rows lead: on one H200 (2026-12-02, `bench matvec`) they are
-/// the fastest or tie at every decode shape measured (Q4_1 at 8192 x 8192: 817 GB/s against
-/// the block kernel's 438 and 8 rows' 629).
+/// the fastest at every decode shape measured but Q4_1 at 17408 x 5120 (there 216 GB/s against
+/// the block kernel's 240); Q4_1 at 8192 x 8192: 817 GB/s against 438 and 8 rows' 629.
 const KERNELS: [(QuantFormat, Entry<MatvecParams>, usize); 11] = [
     (QuantFormat::Q8_0, MATVEC_Q8_0_R4, 4),
     (QuantFormat::Q8_0, MATVEC_Q8_0, 2),
