@@ -360,6 +360,19 @@ impl WeightSource for LlamaGguf {
         }
     }
 
+    fn slice_bytes(&self, weight: Weight, rows: Range<usize>, cols: Range<usize>) -> u64 {
+        let f16 = DType::F16.storage_bytes(rows.len().saturating_mul(cols.len()));
+        if !self.keeps_blocks(weight, cols.clone()).unwrap_or(false) {
+            return f16;
+        }
+        let row_bytes = self
+            .weight_type(weight)
+            .ok()
+            .and_then(|t| t.quant_format())
+            .and_then(|f| f.row_bytes(cols.len()));
+        row_bytes.map_or(f16, |b| (rows.len() as u64).saturating_mul(b as u64))
+    }
+
     fn embedding(&mut self, member: &Member) -> Result<Tensor> {
         member.upload(&self.embedding_values()?, &[self.vocab, self.hidden], DType::F16)
     }

@@ -44,7 +44,7 @@ pub use decoder::{DecodeStats, Decoder};
 pub use linear::{ColumnParallelLinear, RowParallelLinear};
 pub use matrix::Matrix;
 pub use ops::{AttentionShape, TransformerOps};
-pub use plan::{check_fits, Footprint, Plan};
+pub use plan::{check_fits, check_fits_with, Footprint, Plan};
 pub use reduce::Reducer;
 pub use sharded::Sharded;
 pub use split::{split_ranges, SplitSpec};

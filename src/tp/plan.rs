@@ -6,6 +6,7 @@ use std::ops::Range;
 
 use super::config::DecoderConfig;
 use super::split::split_ranges;
+use super::weights::{Seeded, Weight, WeightSource};
 use crate::error::{Error, Result};
 use crate::group::Member;
 use crate::tensor::DType;
@@ -49,46 +50,63 @@ pub struct Footprint {
 }
 
 impl Plan {
-    /// Member `i`'s allocations for `cfg` under this plan.
+    /// Member `i`'s allocations for `cfg` under this plan, its weights f16 (the seeded
+    /// decoder's).
     pub fn footprint(&self, cfg: &DecoderConfig, i: usize) -> Footprint {
+        self.footprint_with(cfg, i, &Seeded::new(cfg))
+    }
+
+    /// Member `i`'s allocations for `cfg` under this plan, each weight slice as `source` will
+    /// hold it ([`WeightSource::slice_bytes`]: a checkpoint's quantized blocks take their bytes).
+    pub fn footprint_with(&self, cfg: &DecoderConfig, i: usize, source: &dyn WeightSource) -> Footprint {
         let f16 = |n: usize| DType::F16.storage_bytes(n);
         let f32b = |n: usize| DType::F32.storage_bytes(n);
         let (h, d, g) = (cfg.hidden, cfg.head_dim, cfg.q_heads / cfg.kv_heads.max(1));
-        let kvh = self.kv_heads.get(i).map_or(0, |r| r.len());
-        let (qd, kvd) = (kvh * g * d, kvh * d);
-        let ffn = self.ffn.get(i).map_or(0, |r| r.len());
-        let vocab = self.vocab.get(i).map_or(0, |r| r.len());
-        // (name, bytes of one, how many, read in full for every token: the weights the member
-        // streams; the embedding table gives one row per token).
+        let kv = self.kv_heads.get(i).cloned().unwrap_or(0..0);
+        let (q_rows, kv_rows) = (kv.start * g * d..kv.end * g * d, kv.start * d..kv.end * d);
+        let (qd, kvd) = (q_rows.len(), kv_rows.len());
+        let ffn = self.ffn.get(i).cloned().unwrap_or(0..0);
+        let vocab = self.vocab.get(i).cloned().unwrap_or(0..0);
+        // A matrix of every layer: the largest layer's slice, and all of them.
+        let layers = |w: fn(usize) -> Weight, rows: Range<usize>, cols: Range<usize>| -> (u64, u64) {
+            (0..cfg.layers)
+                .map(|l| source.slice_bytes(w(l), rows.clone(), cols.clone()))
+                .fold((0, 0), |(one, all), b| (one.max(b), all.saturating_add(b)))
+        };
+        let output = source.slice_bytes(Weight::Output, vocab.clone(), 0..h);
+        let one = |b: u64| (b, b);
+        let times = |b: u64, n: u64| (b, b.saturating_mul(n));
         let l = cfg.layers as u64;
-        let tensors: [(&'static str, u64, u64, bool); 12] = [
-            ("q weight", f16(qd * h), l, true),
-            ("k weight", f16(kvd * h), l, true),
-            ("v weight", f16(kvd * h), l, true),
-            ("o weight", f16(h * qd), l, true),
-            ("gate weight", f16(ffn * h), l, true),
-            ("up weight", f16(ffn * h), l, true),
-            ("down weight", f16(h * ffn), l, true),
-            ("KV cache", f32b(kvd * cfg.max_seq), 2 * l, false),
-            ("vocabulary weight", f16(vocab * h), 1, true),
-            ("embedding table", f16(cfg.vocab * h), 1, false),
-            ("attention scores", f32b(qd / d.max(1) * cfg.max_seq), 1, false),
-            ("activations", f32b(6 * h + 3 * qd + 2 * kvd + 3 * ffn + vocab + cfg.max_seq + 16), 1, false),
+        // (name, bytes of the largest one, of all, read in full for every token: the weights
+        // the member streams; the embedding table gives one row per token).
+        let tensors: [(&'static str, (u64, u64), bool); 12] = [
+            ("q weight", layers(Weight::Q, q_rows.clone(), 0..h), true),
+            ("k weight", layers(Weight::K, kv_rows.clone(), 0..h), true),
+            ("v weight", layers(Weight::V, kv_rows, 0..h), true),
+            ("o weight", layers(Weight::O, 0..h, q_rows), true),
+            ("gate weight", layers(Weight::Gate, ffn.clone(), 0..h), true),
+            ("up weight", layers(Weight::Up, ffn.clone(), 0..h), true),
+            ("down weight", layers(Weight::Down, 0..h, ffn.clone()), true),
+            ("KV cache", times(f32b(kvd * cfg.max_seq), 2 * l), false),
+            ("vocabulary weight", one(output), true),
+            ("embedding table", one(f16(cfg.vocab * h)), false),
+            ("attention scores", one(f32b(qd / d.max(1) * cfg.max_seq)), false),
+            (
+                "activations",
+                one(f32b(6 * h + 3 * qd + 2 * kvd + 3 * ffn.len() + vocab.len() + cfg.max_seq + 16)),
+                false,
+            ),
         ];
         let total = |keep: &dyn Fn(bool) -> bool| {
-            tensors
-                .iter()
-                .filter(|t| keep(t.3))
-                .map(|t| t.1.saturating_mul(t.2))
-                .fold(0u64, u64::saturating_add)
+            tensors.iter().filter(|t| keep(t.2)).map(|t| t.1 .1).fold(0u64, u64::saturating_add)
         };
         let (bytes, streamed_weight_bytes) = (total(&|_| true), total(&|streamed| streamed));
         // The activations are several small tensors, never one binding.
         let largest = tensors
             .iter()
             .filter(|t| t.0 != "activations")
-            .max_by_key(|t| t.1)
-            .map_or(("none", 0), |t| (t.0, t.1));
+            .max_by_key(|t| t.1 .0)
+            .map_or(("none", 0), |t| (t.0, t.1 .0));
         Footprint { bytes, streamed_weight_bytes, largest }
     }
 }
@@ -102,9 +120,19 @@ fn gib(bytes: u64) -> f64 {
 /// adapter together against that adapter's largest device-local heap (on a CPU device or an
 /// iGPU that is system memory, which the host also needs).
 pub fn check_fits(members: &[Member], cfg: &DecoderConfig, plan: &Plan) -> Result<()> {
+    check_fits_with(members, cfg, plan, &Seeded::new(cfg))
+}
+
+/// [`check_fits`] with each weight slice as `source` will hold it ([`Plan::footprint_with`]).
+pub fn check_fits_with(
+    members: &[Member],
+    cfg: &DecoderConfig,
+    plan: &Plan,
+    source: &dyn WeightSource,
+) -> Result<()> {
     let mut per_adapter: Vec<(usize, u64, usize)> = Vec::new();
     for (i, m) in members.iter().enumerate() {
-        let f = plan.footprint(cfg, i);
+        let f = plan.footprint_with(cfg, i, source);
         let caps = &m.adapter().caps;
         if f.largest.1 > caps.max_storage_buffer_range {
             let remedy = if f.largest.0 == "embedding table" {

@@ -61,6 +61,14 @@ pub trait WeightSource {
     /// The token embedding table, `[vocab, hidden]`, whole on every member.
     fn embedding(&mut self, member: &Member) -> Result<Tensor>;
 
+    /// Bytes a member's slice of `weight` (rows `rows`, columns `cols`) will take on its device,
+    /// known before anything is read or allocated (the decoder's [`super::check_fits`] sums
+    /// them): f16 elements, unless the source keeps quantized blocks.
+    fn slice_bytes(&self, weight: Weight, rows: Range<usize>, cols: Range<usize>) -> u64 {
+        let _ = weight;
+        DType::F16.storage_bytes(rows.len().saturating_mul(cols.len()))
+    }
+
     /// `norm`'s weight, `[hidden]` f32, on `member`.
     fn norm(&mut self, member: &Member, norm: Norm) -> Result<Tensor>;
 }

@@ -180,6 +180,19 @@ fn smollm2_decodes_like_the_f64_reference_on_every_split() {
             "{n} member(s): {held} bytes of matrices for {weights} weights (Q8_0 at most: 34 per 32; f16 {})",
             2 * weights
         );
+        // What the plan said before anything was allocated (the refusal of a model that does not
+        // fit counts these) is what the members hold, byte for byte, and well under f16's.
+        for (i, &bytes) in d.weight_bytes().iter().enumerate() {
+            let planned = d.plan.footprint_with(&cfg, i, &model);
+            assert_eq!(
+                planned.streamed_weight_bytes, bytes,
+                "{n} member(s): member {i}'s planned weight bytes"
+            );
+            assert!(
+                3 * planned.bytes < 2 * d.plan.footprint(&cfg, i).bytes,
+                "{n} member(s): member {i}'s footprint"
+            );
+        }
         let mut worst = 0.0f64;
         for (step, logits) in want.iter().enumerate() {
             d.set_token(inputs[step]).unwrap();

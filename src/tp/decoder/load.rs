@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 use crate::tp::block::{Attention, AttentionScratch, Mlp, MlpScratch};
 use crate::tp::config::DecoderConfig;
 use crate::tp::linear::{ColumnParallelLinear, RowParallelLinear};
-use crate::tp::plan::{check_fits, Plan};
+use crate::tp::plan::{check_fits_with, Plan};
 use crate::tp::reduce::Reducer;
 use crate::tp::sharded::Sharded;
 use crate::tp::split::SplitSpec;
@@ -148,7 +148,7 @@ impl Decoder {
             ffn: whole.ffn[mine.clone()].to_vec(),
             vocab: whole.vocab[mine].to_vec(),
         };
-        check_fits(&members, &cfg, &plan)?;
+        check_fits_with(&members, &cfg, &plan, &*source)?;
         // A share of a model split over other processes' members too.
         let share = members.len() < total;
         let group_size = cfg.q_heads / cfg.kv_heads;
