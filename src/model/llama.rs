@@ -12,6 +12,8 @@
 
 use std::ops::Range;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use super::gguf::{GgufFile, TensorInfo};
 use super::quant::GgmlType;
@@ -42,6 +44,8 @@ pub struct LlamaGguf {
     /// The vocabulary projection's tensor: `output.weight`, or the embedding table where the
     /// model ties them.
     output: String,
+    /// Bytes of tensor data read so far ([`LlamaGguf::read_counter`]).
+    read: Arc<AtomicU64>,
 }
 
 impl LlamaGguf {
@@ -88,9 +92,20 @@ impl LlamaGguf {
             rope_base,
             eps,
             output,
+            read: Arc::new(AtomicU64::new(0)),
         };
         model.check_tensors()?;
         Ok(model)
+    }
+
+    /// The bytes of tensor data read so far, for a progress display while a decoder loads
+    /// (the counter is shared: read it from another thread or a progress callback).
+    pub fn read_counter(&self) -> Arc<AtomicU64> {
+        self.read.clone()
+    }
+
+    fn count(&self, bytes: u64) {
+        self.read.fetch_add(bytes, Ordering::Relaxed);
     }
 
     /// The file as read.
@@ -256,6 +271,7 @@ impl LlamaGguf {
             _ => (0, 0),
         };
         let read = self.file.dequantize_rows(t, lo as u64..hi as u64)?;
+        self.count((hi - lo) as u64 * t.row_bytes());
         let mut slice = Vec::with_capacity(rows.len() * cols.len());
         for r in mapped {
             let at = (r - lo) * inp;
@@ -310,6 +326,7 @@ impl LlamaGguf {
             }
             let dst = &mut bytes[k * row_bytes..(k + n) * row_bytes];
             self.file.read_rows(t, first as u64..(first + n) as u64, file_cols.clone(), dst)?;
+            self.count(dst.len() as u64);
             k += n;
         }
         Ok(bytes)
@@ -318,12 +335,14 @@ impl LlamaGguf {
     /// The token embedding table, `[vocab, hidden]`, dequantized.
     pub fn embedding_values(&self) -> Result<Vec<f32>> {
         let t = self.checked("token_embd.weight", self.vocab, self.hidden)?;
+        self.count(self.vocab as u64 * t.row_bytes());
         Ok(self.file.dequantize_rows(t, 0..self.vocab as u64)?)
     }
 
     /// `norm`'s weight, `[hidden]`.
     pub fn norm_values(&self, norm: Norm) -> Result<Vec<f32>> {
         let t = self.checked(&Self::norm_name(norm), 1, self.hidden)?;
+        self.count(t.row_bytes());
         Ok(self.file.dequantize_rows(t, 0..1)?)
     }
 }

@@ -10,6 +10,7 @@ use crossgpu::tp::{Decoder, DecoderConfig, SplitSpec};
 use crossgpu::{DeviceGroup, Error, GroupSpec, Instance};
 use indicatif::{ProgressBar, ProgressStyle};
 
+use super::load_bar::LoadBar;
 use super::{fail, plural, print_choice, print_group, CliResult};
 
 /// Options of `crossgpu decode`.
@@ -119,15 +120,11 @@ pub fn run_decode(
         })
         .collect::<crossgpu::Result<Vec<_>>>()?;
     let t0 = Instant::now();
-    let loading = if show { ProgressBar::new(cfg.layers as u64) } else { ProgressBar::hidden() };
-    loading.set_style(
-        ProgressStyle::with_template("loading weights {bar:40} {pos}/{len} layers, eta {eta}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    let progress = |done: usize, _| loading.set_position(done as u64);
-    let loaded = match &args.model {
-        Some(path) => {
-            let mut model = LlamaGguf::open(path)?;
+    let model = args.model.as_deref().map(LlamaGguf::open).transpose()?;
+    let loading = LoadBar::new(show, cfg.layers, model.as_ref().map(LlamaGguf::read_counter));
+    let progress = |done: usize, _| loading.update(done);
+    let loaded = match model {
+        Some(mut model) => {
             let comm = if group.len() > 1 { Some(crossgpu::Comm::new(group)?) } else { None };
             Decoder::load_from(group, cfg.clone(), split, comm, &mut model, progress)
         }
@@ -138,7 +135,7 @@ pub fn run_decode(
     for m in group.members() {
         m.synchronize()?;
     }
-    loading.finish_and_clear();
+    loading.finish();
     // A load that keeps the host busy for seconds (a checkpoint read from disk) leaves a GPU
     // idle, and it clocks down: two warm-up tokens do not bring it back (the 27B-class F16
     // checkpoint on the H200 then decoded at 138-183 tokens/s, the seeded preset, loaded by

@@ -12,6 +12,7 @@ use crossgpu::model::{LlamaGguf, Message, Tokenizer};
 use crossgpu::tp::{Decoder, SplitSpec};
 use crossgpu::{Comm, DeviceGroup, GroupSpec, Instance};
 
+use super::load_bar::LoadBar;
 use super::{fail, print_choice, print_group, CliResult};
 
 /// `crossgpu generate` arguments.
@@ -66,7 +67,10 @@ pub fn generate(args: &GenerateArgs) -> CliResult {
     print_group(&group);
     let comm = if group.len() > 1 { Some(Comm::new(&group)?) } else { None };
     let t = Instant::now();
-    let mut decoder = Decoder::load_from(&group, cfg, &split, comm, &mut model, |_, _| {})?;
+    let loading = LoadBar::new(true, cfg.layers, Some(model.read_counter()));
+    let mut decoder =
+        Decoder::load_from(&group, cfg, &split, comm, &mut model, |done, _| loading.update(done))?;
+    loading.finish();
     println!(
         "{} ({}, {} layers) loaded in {:.1} s; KV heads per member {:?}; {} prompt tokens",
         args.model.display(),

@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod decode;
 pub mod generate;
+mod load_bar;
 #[cfg(feature = "mpi")]
 mod mpirun;
 pub mod soak;
