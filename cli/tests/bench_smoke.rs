@@ -44,6 +44,16 @@ where
     c.output().expect("running crossgpu bench")
 }
 
+/// The quantized matvec kernels `bench matvec` times at `cols` columns: every kernel of each
+/// format whose blocks tile them.
+fn quant_kernels(cols: usize) -> usize {
+    crossgpu::QuantFormat::ALL
+        .iter()
+        .filter(|f| f.row_bytes(cols).is_some())
+        .map(|f| f.kernel_names().len())
+        .sum()
+}
+
 fn text(o: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
 }
@@ -186,9 +196,17 @@ fn bench_all_writes_every_part_to_bench_json() {
 
     // Both f16 kernels on 64x512 and 33x40; bandwidth printed with its digits, never "0 GB/s".
     let matvec = v["matvec"].as_array().expect("matvec points");
-    // Two shapes through every f16 kernel, then the decoder's two fused kernels beside the
-    // dispatches each replaces (4 points).
-    assert_eq!(matvec.len(), 2 * crossgpu::MATVEC_F16_KERNELS.len() + 4, "{matvec:?}");
+    // Two shapes through every f16 kernel and every quantized kernel of the formats whose blocks
+    // tile 512 columns (all of them; none tiles 40), then the decoder's two fused kernels beside
+    // the dispatches each replaces (4 points).
+    let want = 2 * crossgpu::MATVEC_F16_KERNELS.len() + quant_kernels(512) + quant_kernels(40) + 4;
+    assert_eq!(matvec.len(), want, "{matvec:?}");
+    assert_eq!(quant_kernels(40), 0);
+    for f in crossgpu::QuantFormat::ALL {
+        for k in f.kernel_names() {
+            assert!(matvec.iter().any(|m| m["kernel"] == k && m["cols"] == 512), "{k} measured: {matvec:?}");
+        }
+    }
     for k in ["matvec_gate_up_silu (fused)", "matvec_qkv_rope_store (fused)"] {
         assert!(matvec.iter().any(|m| m["kernel"] == k), "{k} measured: {matvec:?}");
     }
@@ -255,7 +273,10 @@ fn bench_all_defaults_fit_a_cpu_device() {
     assert_eq!(points.iter().filter_map(|p| p["bytes"].as_u64()).max(), Some(1 << 20), "{points:?}");
     // The auto wire turns f16 at 1 MiB on the bridge.
     assert!(points.iter().any(|p| p["wire"] == "f16" && p["bytes"] == 1 << 20), "{points:?}");
-    assert_eq!(v["matvec"].as_array().map(Vec::len), Some(crossgpu::MATVEC_F16_KERNELS.len() + 4));
+    assert_eq!(
+        v["matvec"].as_array().map(Vec::len),
+        Some(crossgpu::MATVEC_F16_KERNELS.len() + quant_kernels(1024) + 4)
+    );
     // Without --members the decode runs on one member (one per GPU), and says so.
     assert!(log.contains("decode: one member (one per GPU"), "{log}");
     let decode = v["decode"].as_array().expect("decode points");
