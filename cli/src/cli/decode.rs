@@ -136,21 +136,6 @@ pub fn run_decode(
         m.synchronize()?;
     }
     loading.finish();
-    // A load that keeps the host busy for seconds (a checkpoint read from disk) leaves a GPU
-    // idle, and it clocks down: two warm-up tokens do not bring it back (the 27B-class F16
-    // checkpoint on the H200 then decoded at 138-183 tokens/s, the seeded preset, loaded by
-    // kernels, at 249). The copy kernel runs for half a second first (64 MiB buffers, where
-    // memory is left for them), so every member starts the timed tokens busy.
-    if args.model.is_some() {
-        for m in group.members() {
-            let warm = Instant::now();
-            while warm.elapsed().as_secs_f64() < 0.5 {
-                if crossgpu::bench::limits::copy_kernel_gbps(m, 64 << 20, 4).is_err() {
-                    break;
-                }
-            }
-        }
-    }
     let mode =
         dec.comm().map_or("none (one member)".to_string(), |c| format!("{} ({})", c.mode(), c.reason()));
     if show {
