@@ -47,7 +47,7 @@ impl Decoder {
 
     /// Like [`Decoder::with_comm`], calling `progress(layers_loaded, layers)` as the weights
     /// are generated (large models take seconds to minutes). The model's footprint is checked
-    /// against every member ([`check_fits`]) before anything is allocated.
+    /// against every member ([`crate::tp::check_fits`]) before anything is allocated.
     pub fn load(
         group: &DeviceGroup,
         cfg: DecoderConfig,
