@@ -75,12 +75,14 @@ pub fn measure_quant(
     time_batches(m, (rows, cols), w.bytes(), kernel, reps, &|| m.matvec_quant_with(kernel, &w, &x, &y))
 }
 
-/// `n` bytes of whole `format` blocks: xorshift bytes, each f16 field (scale, min) 2^-4.
+/// `n` bytes of whole `format` blocks: xorshift bytes, each f16 field (scale, min) 2^-4; bf16
+/// elements of 2^-5 .. 2^-4 (their high byte fixed: finite, normal).
 fn quant_blocks(format: QuantFormat, n: usize) -> Vec<u8> {
     let halves: &[usize] = match format {
         QuantFormat::Q8_0 | QuantFormat::Q4_0 => &[0],
         QuantFormat::Q4_1 | QuantFormat::Q4_K => &[0, 2],
         QuantFormat::Q6_K => &[208],
+        QuantFormat::BF16 => &[],
     };
     let mut s = 0x9E37_79B9_7F4A_7C15u64;
     let mut out: Vec<u8> = (0..n)
@@ -91,6 +93,9 @@ fn quant_blocks(format: QuantFormat, n: usize) -> Vec<u8> {
             (s >> 56) as u8
         })
         .collect();
+    if format == QuantFormat::BF16 {
+        out.chunks_exact_mut(2).for_each(|e| e[1] = 0x3d);
+    }
     for block in out.chunks_exact_mut(format.block_bytes()) {
         for &at in halves {
             block[at..at + 2].copy_from_slice(&half::f16::from_f32(0.0625).to_le_bytes());

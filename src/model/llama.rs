@@ -288,9 +288,9 @@ impl LlamaGguf {
 
     /// Whether a member's slice of rows `rows` and columns `cols` of `weight` keeps the file's
     /// blocks on the device ([`Matrix::Quant`], dequantized by the product's kernel): where the
-    /// type has a kernel (`GgmlType::quant_format`) and the columns are whole blocks. Other
-    /// slices (float types; a K-quant cut off its 256-element blocks) are dequantized and
-    /// uploaded as f16.
+    /// type has a kernel (`GgmlType::quant_format`: the quantized types and BF16) and the columns
+    /// are whole blocks (BF16: a multiple of 8). Other slices (F32; a K-quant cut off its
+    /// 256-element blocks) are dequantized and uploaded as f16; F16 is uploaded as stored.
     pub fn keeps_blocks(&self, weight: Weight, cols: Range<usize>) -> Result<bool> {
         let Some(format) = self.weight_type(weight)?.quant_format() else { return Ok(false) };
         let be = format.block_elems();

@@ -23,6 +23,9 @@
 //!   `qh[32n ..]`, `scales[8n ..]`; for `l < 32`, elements `l, l + 32, l + 64, l + 96` are the
 //!   low nibbles of `ql[l]`, `ql[l + 32]`, then their high nibbles, each with the next two bits
 //!   of `qh[l]` on top; value `(q - 32) · d · scales[e / 16]`.
+//! - [`QuantFormat::BF16`], bfloat16 as stored (Hugging Face checkpoints, ggml's BF16): the top
+//!   16 bits of an f32 per element; the kernel takes rows in blocks of 8 elements (16 bytes), so
+//!   every row starts on a word.
 //!
 //! Q8_0, Q4_0 and Q6_K blocks are an odd number of 16-bit halves long, so a block, and a row, may
 //! start at byte 2 of a word: the kernels read whole 32-bit words from the one holding a
@@ -32,7 +35,7 @@
 //!
 //! # Kernels
 //! `wgsl/matvec_q8_0.wgsl`, `matvec_q4_0.wgsl`, `matvec_q4_1.wgsl`, `matvec_q4_k.wgsl`,
-//! `matvec_q6_k.wgsl`, around `wgsl/include/matvec_quant.wgsl`: a workgroup of 64 invocations
+//! `matvec_q6_k.wgsl`, `matvec_bf16.wgsl`, around `wgsl/include/matvec_quant.wgsl`: a workgroup of 64 invocations
 //! computes two rows; each invocation takes whole units (a 32-element block, or a 64-element
 //! piece of a k-quant super-block: units `i, i + 64, …` of both rows, so neighbours read
 //! neighbouring bytes), loads the unit's x once as `vec4<f32>`s and uses them for both rows,
@@ -53,9 +56,9 @@ use vk_native::{BindRange, StagingBuffer};
 use crate::error::{Error, Result};
 use crate::group::Member;
 use crate::kernels::{
-    elementwise_groups, row_groups, Entry, FillParams, MatvecParams, FILL_U32, MATVEC_Q4_0, MATVEC_Q4_0_R4,
-    MATVEC_Q4_0_R8, MATVEC_Q4_1, MATVEC_Q4_1_R4, MATVEC_Q4_1_R8, MATVEC_Q4_K, MATVEC_Q6_K, MATVEC_Q8_0,
-    MATVEC_Q8_0_R4, MATVEC_Q8_0_R8,
+    elementwise_groups, row_groups, Entry, FillParams, MatvecParams, FILL_U32, MATVEC_BF16, MATVEC_Q4_0,
+    MATVEC_Q4_0_R4, MATVEC_Q4_0_R8, MATVEC_Q4_1, MATVEC_Q4_1_R4, MATVEC_Q4_1_R8, MATVEC_Q4_K, MATVEC_Q6_K,
+    MATVEC_Q8_0, MATVEC_Q8_0_R4, MATVEC_Q8_0_R8,
 };
 
 /// Every quantized kernel: its format, entry point and rows per workgroup (`ROWS` in its
@@ -64,7 +67,7 @@ use crate::kernels::{
 /// The quarter-block kernels at 4 rows lead: on one H200 (2026-12-02, `bench matvec`) they are
 /// the fastest at every decode shape measured but Q4_1 at 17408 x 5120 (there 216 GB/s against
 /// the block kernel's 240); Q4_1 at 8192 x 8192: 817 GB/s against 438 and 8 rows' 629.
-const KERNELS: [(QuantFormat, Entry<MatvecParams>, usize); 11] = [
+const KERNELS: [(QuantFormat, Entry<MatvecParams>, usize); 12] = [
     (QuantFormat::Q8_0, MATVEC_Q8_0_R4, 4),
     (QuantFormat::Q8_0, MATVEC_Q8_0, 2),
     (QuantFormat::Q8_0, MATVEC_Q8_0_R8, 8),
@@ -76,6 +79,7 @@ const KERNELS: [(QuantFormat, Entry<MatvecParams>, usize); 11] = [
     (QuantFormat::Q4_1, MATVEC_Q4_1_R8, 8),
     (QuantFormat::Q4_K, MATVEC_Q4_K, 2),
     (QuantFormat::Q6_K, MATVEC_Q6_K, 2),
+    (QuantFormat::BF16, MATVEC_BF16, 4),
 ];
 use crate::tensor::{DType, Tensor, MAX_ELEMENTS};
 
@@ -95,18 +99,28 @@ pub enum QuantFormat {
     Q4_K,
     /// 6-bit k-quant, 256 elements in 210 bytes: 8-bit scales per 16 elements, one f16 scale.
     Q6_K,
+    /// bfloat16 as stored, read by the kernel in blocks of 8 elements (16 bytes): rows of a
+    /// multiple of 8 columns.
+    BF16,
 }
 
 impl QuantFormat {
     /// Every format, in the order of the enum.
-    pub const ALL: [QuantFormat; 5] =
-        [QuantFormat::Q8_0, QuantFormat::Q4_0, QuantFormat::Q4_1, QuantFormat::Q4_K, QuantFormat::Q6_K];
+    pub const ALL: [QuantFormat; 6] = [
+        QuantFormat::Q8_0,
+        QuantFormat::Q4_0,
+        QuantFormat::Q4_1,
+        QuantFormat::Q4_K,
+        QuantFormat::Q6_K,
+        QuantFormat::BF16,
+    ];
 
     /// Elements per block.
     pub const fn block_elems(self) -> usize {
         match self {
             Self::Q8_0 | Self::Q4_0 | Self::Q4_1 => 32,
             Self::Q4_K | Self::Q6_K => 256,
+            Self::BF16 => 8,
         }
     }
 
@@ -118,6 +132,7 @@ impl QuantFormat {
             Self::Q4_1 => 20,
             Self::Q4_K => 144,
             Self::Q6_K => 210,
+            Self::BF16 => 16,
         }
     }
 
@@ -138,6 +153,7 @@ impl QuantFormat {
             Self::Q4_1 => "Q4_1",
             Self::Q4_K => "Q4_K",
             Self::Q6_K => "Q6_K",
+            Self::BF16 => "BF16",
         }
     }
 

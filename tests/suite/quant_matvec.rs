@@ -42,6 +42,7 @@ const ROWS: [usize; 6] = [1, 3, 7, 97, 577, 1000];
 /// Columns: one block, three, model widths, and an odd number of blocks past 4096.
 fn cols(format: QuantFormat) -> [usize; 5] {
     match format.block_elems() {
+        8 => [8, 24, 576, 1544, 4128],
         32 => [32, 96, 576, 1536, 4128],
         _ => [256, 768, 1536, 2304, 4352],
     }
@@ -60,14 +61,27 @@ fn random_f16(rng: &mut impl Rng) -> [u8; 2] {
     ((sign << 15) | (exp << 10) | mant).to_le_bytes()
 }
 
+/// A random finite, normal bf16 of random sign, magnitude in 2^-8 .. 2^5, every mantissa bit.
+fn random_bf16(rng: &mut impl Rng) -> [u8; 2] {
+    let sign: u16 = rng.random_range(0..2);
+    let exp: u16 = rng.random_range(127 - 8..127 + 5);
+    let mant: u16 = rng.random_range(0..128);
+    ((sign << 15) | (exp << 7) | mant).to_le_bytes()
+}
+
 /// `rows` rows of `cols` elements of random blocks: random bytes (every quant, sub-block scale
-/// and min value), the f16 fields (scales, mins) random finite normals.
+/// and min value), the f16 fields (scales, mins) random finite normals; bf16 elements random
+/// finite normals.
 fn random_blocks(rng: &mut impl Rng, format: QuantFormat, rows: usize, cols: usize) -> Vec<u8> {
+    if format == QuantFormat::BF16 {
+        return (0..rows * cols).flat_map(|_| random_bf16(rng)).collect();
+    }
     let blocks = rows * cols / format.block_elems();
     let halves: &[usize] = match format {
         QuantFormat::Q8_0 | QuantFormat::Q4_0 => &[0],
         QuantFormat::Q4_1 | QuantFormat::Q4_K => &[0, 2],
         QuantFormat::Q6_K => &[208],
+        QuantFormat::BF16 => unreachable!("returned above"),
     };
     let mut out = Vec::with_capacity(blocks * format.block_bytes());
     for _ in 0..blocks {
@@ -154,6 +168,11 @@ fn q6_k_random_blocks() {
     random_blocks_every_shape(QuantFormat::Q6_K, 15);
 }
 
+#[test]
+fn bf16_random_values() {
+    random_blocks_every_shape(QuantFormat::BF16, 16);
+}
+
 /// The formats `quantize_reference` writes (ggml's reference quantizers; the k-quants have
 /// none here, so they are tested on random blocks only).
 const QUANTIZABLE: [QuantFormat; 3] = [QuantFormat::Q8_0, QuantFormat::Q4_0, QuantFormat::Q4_1];
@@ -212,9 +231,11 @@ fn rows_past_65535_workgroups_spill_into_the_grid() {
     let g = common::logical(1);
     let m = g.member(0).unwrap();
     let mut rng = common::rng(6);
-    // Two rows per workgroup: 131_075 rows need 65_538 workgroups, a grid of 65535 x 2.
-    let rows = 131_075;
     for format in QuantFormat::ALL {
+        // Past 65535 workgroups for every kernel of the format: 524_291 rows are 65_537
+        // workgroups of 8 rows (and more of 4 or 2); the k-quants' kernels take 2 rows, so
+        // 131_075 rows (65_538 workgroups) spill theirs.
+        let rows = if format.block_elems() <= 32 { 524_291 } else { 131_075 };
         let cols = format.block_elems();
         let bytes = random_blocks(&mut rng, format, rows, cols);
         check(m, format, &bytes, rows, cols, rng.random());
@@ -331,18 +352,21 @@ fn formats_match_ggml() {
     for format in QuantFormat::ALL {
         let t = ggml(format);
         assert_eq!(t.name(), format.name());
-        assert_eq!(t.block_elems() as usize, format.block_elems(), "{format}");
-        assert_eq!(t.block_bytes() as usize, format.block_bytes(), "{format}");
-        for cols in [0, 1, 31, 32, 96, 4128, 4130] {
+        // BF16's kernel takes rows in blocks of 8 of ggml's one-element blocks.
+        let group = format.block_elems() / t.block_elems() as usize;
+        assert_eq!(group, if format == QuantFormat::BF16 { 8 } else { 1 }, "{format}");
+        assert_eq!(group * t.block_bytes() as usize, format.block_bytes(), "{format}");
+        for cols in [0, 1, 7, 8, 31, 32, 96, 4128, 4130] {
+            let kernel_rows = cols % format.block_elems() == 0;
             assert_eq!(
-                t.row_bytes(cols as u64).map(|b| b as usize),
+                t.row_bytes(cols as u64).map(|b| b as usize).filter(|_| kernel_rows),
                 format.row_bytes(cols),
                 "{format} {cols}"
             );
         }
     }
     // A type with no quantized kernel has no format.
-    for t in [GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q5_0, GgmlType::Q8_1] {
+    for t in [GgmlType::F32, GgmlType::F16, GgmlType::Q5_0, GgmlType::Q8_1] {
         assert_eq!(t.quant_format(), None, "{t}");
     }
 }
@@ -366,7 +390,7 @@ fn upload_refuses_bad_shapes_and_lengths() {
         let bytes = random_blocks(&mut rng, format, 3, 2 * be);
         let n = bytes.len();
         // Columns that are not a whole number of blocks.
-        for cols in [1, 31, 33, 48, 4130, be + be / 2] {
+        for cols in [1, 31, 33, 48, 4130, be + be / 2].into_iter().filter(|c| c % be != 0) {
             match m.upload_quant(format, 3, cols, &bytes) {
                 Err(Error::InvalidArgument(msg)) => {
                     assert!(msg.contains("whole number") && msg.contains(format.name()), "{msg}")

@@ -258,7 +258,8 @@ impl GgmlType {
 
     /// The block format [`crate::group::Member::upload_quant`] takes for this type (its blocks
     /// as stored, for [`crate::group::Member::matvec_quant`]), or `None` for a type without a
-    /// quantized kernel (F32, F16 and BF16 go through `Member::matvec` after a conversion).
+    /// kernel reading it as stored (F32 and F16 go through `Member::matvec`, F32 after a
+    /// conversion). BF16's format reads rows of a multiple of 8 columns.
     pub fn quant_format(self) -> Option<QuantFormat> {
         use QuantFormat as Q;
         match self {
@@ -267,6 +268,7 @@ impl GgmlType {
             GgmlType::Q4_1 => Some(Q::Q4_1),
             GgmlType::Q4_K => Some(Q::Q4_K),
             GgmlType::Q6_K => Some(Q::Q6_K),
+            GgmlType::BF16 => Some(Q::BF16),
             _ => None,
         }
     }
