@@ -357,7 +357,7 @@ fn formats_match_ggml() {
         assert_eq!(group, if format == QuantFormat::BF16 { 8 } else { 1 }, "{format}");
         assert_eq!(group * t.block_bytes() as usize, format.block_bytes(), "{format}");
         for cols in [0, 1, 7, 8, 31, 32, 96, 4128, 4130] {
-            let kernel_rows = cols % format.block_elems() == 0;
+            let kernel_rows = cols.is_multiple_of(format.block_elems());
             assert_eq!(
                 t.row_bytes(cols as u64).map(|b| b as usize).filter(|_| kernel_rows),
                 format.row_bytes(cols),
@@ -390,7 +390,7 @@ fn upload_refuses_bad_shapes_and_lengths() {
         let bytes = random_blocks(&mut rng, format, 3, 2 * be);
         let n = bytes.len();
         // Columns that are not a whole number of blocks.
-        for cols in [1, 31, 33, 48, 4130, be + be / 2].into_iter().filter(|c| c % be != 0) {
+        for cols in [1, 31, 33, 48, 4130, be + be / 2].into_iter().filter(|c| !c.is_multiple_of(be)) {
             match m.upload_quant(format, 3, cols, &bytes) {
                 Err(Error::InvalidArgument(msg)) => {
                     assert!(msg.contains("whole number") && msg.contains(format.name()), "{msg}")
