@@ -197,8 +197,8 @@ fn bench_all_writes_every_part_to_bench_json() {
     // Both f16 kernels on 64x512 and 33x40; bandwidth printed with its digits, never "0 GB/s".
     let matvec = v["matvec"].as_array().expect("matvec points");
     // Two shapes through every f16 kernel and every quantized kernel of the formats whose blocks
-    // tile 512 columns (all of them) and 40 (BF16's blocks of 8 only), then the decoder's two fused kernels beside
-    // the dispatches each replaces (4 points).
+    // tile 512 columns (all of them) and 40 (BF16's blocks of 8 only), then the decoder's two
+    // fused kernels beside the dispatches each replaces (4 points).
     let want = 2 * crossgpu::MATVEC_F16_KERNELS.len() + quant_kernels(512) + quant_kernels(40) + 4;
     assert_eq!(matvec.len(), want, "{matvec:?}");
     assert_eq!(quant_kernels(40), crossgpu::QuantFormat::BF16.kernel_names().len());

@@ -35,9 +35,9 @@
 //!
 //! # Kernels
 //! `wgsl/matvec_q8_0.wgsl`, `matvec_q4_0.wgsl`, `matvec_q4_1.wgsl`, `matvec_q4_k.wgsl`,
-//! `matvec_q6_k.wgsl`, `matvec_bf16.wgsl`, around `wgsl/include/matvec_quant.wgsl`: a workgroup of 64 invocations
-//! computes two rows; each invocation takes whole units (a 32-element block, or a 64-element
-//! piece of a k-quant super-block: units `i, i + 64, …` of both rows, so neighbours read
+//! `matvec_q6_k.wgsl`, `matvec_bf16.wgsl`, around `wgsl/include/matvec_quant.wgsl`: a workgroup
+//! of 64 invocations computes two rows; each invocation takes whole units (a 32-element block,
+//! or a 64-element piece of a k-quant super-block: units `i, i + 64, …` of both rows, so neighbours read
 //! neighbouring bytes), loads the unit's x once as `vec4<f32>`s and uses them for both rows,
 //! dequantizes from word loads in registers and accumulates in f32; each row's 64 partial sums
 //! meet in a tree in workgroup memory. Rows past 65535 workgroups spill into the grid's y, as
