@@ -140,3 +140,72 @@ fn output_reads_as_words() {
     assert!(o.status.success() && t.contains("over 1 member,"), "{t}");
     assert!(!t.contains("1 members"), "{t}");
 }
+
+/// `crossgpu generate` as a user runs it: SmolLM2's GGUF (`CROSSGPU_SMOLLM2_GGUF`, which
+/// `./dev.sh test` fetches) on one lavapipe member and split over three, greedy: the same text,
+/// which completes the fact, with the load, prompt and decode figures and the all-reduce mode
+/// printed. Sampling settings and a missing model are refused before any work.
+#[test]
+fn generate_prints_the_same_text_on_one_member_and_three() {
+    refused(&["generate", "--model", "x.gguf", "--prompt", "hi", "--temperature=-1"], &[], &["temperature"]);
+    refused(&["generate", "--model", "x.gguf", "--prompt", "hi", "--top-p", "0"], &[], &["top_p"]);
+    refused_any(
+        &["generate", "--model", "/nonexistent/m.gguf", "--prompt", "hi"],
+        &[],
+        &["/nonexistent/m.gguf"],
+    );
+    refused_any(&["generate", "--model", "/nonexistent-dir/", "--prompt", "hi"], &[], &["/nonexistent-dir/"]);
+    let Some(model) = std::env::var_os("CROSSGPU_SMOLLM2_GGUF") else {
+        eprintln!("SKIPPED: CROSSGPU_SMOLLM2_GGUF is unset (./dev.sh test fetches SmolLM2)");
+        assert!(
+            !std::env::var("CROSSGPU_TEST_REQUIRE").unwrap_or_default().split(',').any(|r| r == "smollm2"),
+            "CROSSGPU_TEST_REQUIRE requires smollm2"
+        );
+        return;
+    };
+    let model = model.to_string_lossy().to_string();
+    let mut texts = Vec::new();
+    for (devices, mode) in [("llvmpipe", "one member, no all-reduce"), ("llvmpipe/3", "all-reduce mode")] {
+        let args = ["generate", "--model", &model, "--prompt", "The capital of France is", "--tokens", "6"];
+        let o = crossgpu(&args, &[("CROSSGPU_DEVICES", devices)]);
+        let t = text(&o);
+        assert!(o.status.success(), "generate on {devices} failed:\n{t}");
+        assert!(t.contains(mode) && t.contains("GGUF llama") && t.contains("loaded in"), "{t}");
+        assert!(
+            t.contains("prompt: 5 tokens") && t.contains("generated: 6 tokens") && t.contains("greedy"),
+            "{t}"
+        );
+        let line =
+            t.lines().find(|l| l.starts_with("The capital of France is")).unwrap_or_else(|| panic!("{t}"));
+        assert!(line.starts_with("The capital of France is Paris"), "{line:?}");
+        texts.push(line.to_string());
+    }
+    assert_eq!(texts[0], texts[1], "one member and three print the same text");
+    // Sampling: a seed repeats.
+    let args = [
+        "generate",
+        "--model",
+        &model,
+        "--prompt",
+        "Once upon a time",
+        "--tokens",
+        "5",
+        "--temperature",
+        "0.9",
+        "--top-k",
+        "40",
+        "--top-p",
+        "0.9",
+        "--seed",
+        "3",
+    ];
+    let runs: Vec<String> = (0..2)
+        .map(|_| {
+            let o = crossgpu(&args, &[("CROSSGPU_DEVICES", "llvmpipe")]);
+            let t = text(&o);
+            assert!(o.status.success() && t.contains("temperature 0.9, top-k 40, top-p 0.9, seed 3"), "{t}");
+            t.lines().find(|l| l.starts_with("Once upon a time")).unwrap().to_string()
+        })
+        .collect();
+    assert_eq!(runs[0], runs[1]);
+}

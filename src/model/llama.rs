@@ -6,9 +6,11 @@
 //! f16); reading the quantized blocks as stored on the device is the next step. Q4_1, Q8_0 and
 //! the other ggml types dequantize to values f16 holds to within its rounding (2^-11 relative).
 //!
-//! llama.cpp's converter permutes the rows of each query and key head so that ggml's RoPE
-//! rotates adjacent pairs; crossgpu's RoPE rotates the pairs `(i, i + d/2)` of each head (as
-//! Hugging Face's llama does), so the rows are put back in that order here.
+//! llama.cpp's converter permutes the rows of each query and key head of llama and mistral so
+//! that ggml's RoPE rotates adjacent pairs; crossgpu's RoPE rotates the pairs `(i, i + d/2)` of
+//! each head (as Hugging Face's llama does), so the rows are put back in that order here. qwen2
+//! files are not permuted (ggml rotates them the NeoX way, which is crossgpu's), and carry
+//! biases for q, k and v, which the decoder adds after those products.
 
 use std::ops::Range;
 use std::path::Path;
@@ -23,8 +25,13 @@ use crate::group::Member;
 use crate::tensor::{DType, Tensor};
 use crate::tp::{DecoderConfig, Matrix, Norm, Weight, WeightSource};
 
-/// The architectures read here: llama and its family with the same tensors.
-pub const ARCHITECTURES: &[&str] = &["llama", "mistral"];
+/// The architectures read here: llama and its family with the same tensors (qwen2: with q, k
+/// and v biases).
+pub const ARCHITECTURES: &[&str] = &["llama", "mistral", "qwen2"];
+
+/// The architectures whose query and key rows llama.cpp's converter permuted (ggml's "normal"
+/// RoPE); the others are stored in Hugging Face's order (NeoX RoPE).
+const PERMUTED_QK: &[&str] = &["llama", "mistral"];
 
 /// A llama-family GGUF file, opened and checked.
 #[derive(Debug)]
@@ -229,20 +236,55 @@ impl LlamaGguf {
         }
         // Tensors the decoder does not compute with (biases: qwen2's q/k/v) would be silently
         // ignored: refuse them.
-        if let Some(t) = self.file.tensors().iter().find(|t| t.name.ends_with(".bias")) {
+        // The q/k/v biases are computed; any other bias would be silently ignored: refuse it.
+        let biases = (0..self.layers)
+            .flat_map(|l| [Weight::Q(l), Weight::K(l), Weight::V(l)].map(|w| self.bias_name(w)));
+        let computed: std::collections::HashSet<String> = biases.collect();
+        if let Some(t) =
+            self.file.tensors().iter().find(|t| t.name.ends_with(".bias") && !computed.contains(&t.name))
+        {
             return Err(Error::Model(FormatError::new(
                 self.file.file_name(),
-                format!("tensor {}: biases are not supported yet", t.name),
+                format!("tensor {}: only q, k and v biases are supported", t.name),
             )));
         }
+        for l in 0..self.layers {
+            for w in [Weight::Q(l), Weight::K(l), Weight::V(l)] {
+                if self.file.tensor(&self.bias_name(w)).is_ok() {
+                    self.checked(&self.bias_name(w), 1, self.matrix_shape(w).0)?;
+                }
+            }
+        }
         Ok(())
+    }
+
+    /// The tensor of `weight`'s bias (present or not).
+    fn bias_name(&self, weight: Weight) -> String {
+        self.matrix_name(weight).replace(".weight", ".bias")
+    }
+
+    /// `weight`'s bias, rows `rows` (query and key rows in crossgpu's order), where the file has
+    /// one (qwen2's q, k and v).
+    pub fn bias_values(&self, weight: Weight, rows: Range<usize>) -> Result<Option<Vec<f32>>> {
+        let name = self.bias_name(weight);
+        if self.file.tensor(&name).is_err() {
+            return Ok(None);
+        }
+        let out = self.matrix_shape(weight).0;
+        if rows.start > rows.end || rows.end > out {
+            return Err(Error::InvalidArgument(format!("{weight:?}'s bias: rows {rows:?} of {out}")));
+        }
+        let t = self.checked(&name, 1, out)?;
+        self.count(t.row_bytes());
+        let all = self.file.dequantize_rows(t, 0..1)?;
+        Ok(Some(rows.map(|r| all[self.file_row(weight, r)]).collect()))
     }
 
     /// The file's row of a query or key head's row `row` in crossgpu's order: within a head
     /// of `d` rows, crossgpu's row `half · d/2 + j` is the file's row `2j + half`.
     fn file_row(&self, weight: Weight, row: usize) -> usize {
         match weight {
-            Weight::Q(_) | Weight::K(_) => {
+            Weight::Q(_) | Weight::K(_) if PERMUTED_QK.contains(&self.arch.as_str()) => {
                 let d = self.head_dim;
                 let (head, i) = (row / d, row % d);
                 head * d + 2 * (i % (d / 2)) + i / (d / 2)
@@ -398,5 +440,10 @@ impl WeightSource for LlamaGguf {
 
     fn norm(&mut self, member: &Member, norm: Norm) -> Result<Tensor> {
         member.upload(&self.norm_values(norm)?, &[self.hidden], DType::F32)
+    }
+
+    fn bias(&mut self, member: &Member, weight: Weight, rows: Range<usize>) -> Result<Option<Tensor>> {
+        let n = rows.len();
+        self.bias_values(weight, rows)?.map(|b| member.upload(&b, &[n], DType::F32)).transpose()
     }
 }

@@ -2,20 +2,31 @@
 //! metadata, the tensor directory, tensor data read by rows with positioned reads, never a
 //! whole copy of the file), and ggml's tensor types and quantization blocks (`quant`: block
 //! layouts, and the CPU dequantization every device kernel is checked against), and a
-//! llama-family GGUF file as a decoder's weights (`llama`: [`LlamaGguf`]), with its tokenizer
-//! and chat template ([`Tokenizer`]).
+//! llama-family GGUF file as a decoder's weights (`llama`: [`LlamaGguf`]); Hugging Face
+//! checkpoint directories (`hf`: `config.json` and safetensors, [`LlamaSafetensors`]); either
+//! opened by its path ([`Checkpoint`]), with its tokenizer and chat template ([`Tokenizer`]);
+//! and the choice of the next token from the logits ([`Sampler`]).
 //!
 //! What it must never do: trust the file. Every count, length, offset and shape is checked
 //! against the file's size and the format's rules before anything is allocated for it, and a
 //! fault is a [`FormatError`] naming the file and the tensor or key, never a panic.
 
+mod checkpoint;
+mod generation;
 pub mod gguf;
+pub mod hf;
 mod llama;
 pub mod quant;
+mod rect;
+mod sampler;
 mod tokenizer;
 
 pub use crate::error::FormatError;
+pub use checkpoint::Checkpoint;
+pub use generation::Generation;
 pub use gguf::{GgufFile, MetaArray, MetaValue, TensorInfo};
+pub use hf::LlamaSafetensors;
 pub use llama::{LlamaGguf, ARCHITECTURES};
 pub use quant::GgmlType;
+pub use sampler::{Sampler, Sampling};
 pub use tokenizer::{Message, Tokenizer};

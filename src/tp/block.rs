@@ -10,7 +10,8 @@
 //! Where the hidden size is a multiple of 8 and the weights are f16, q, k, v, the ropes and the
 //! cache store run as one kernel (`TransformerOps::matvec_qkv_rope_store`) and gate, up and
 //! SiLU·mul as another (`TransformerOps::matvec_gate_up_silu`), each bitwise the dispatches it
-//! replaces; quantized weights (`Matrix::Quant`) run those dispatches.
+//! replaces; quantized weights (`Matrix::Quant`) and q/k/v biases (qwen2's, added after each
+//! product, before RoPE) run those dispatches.
 
 use super::ops::{AttentionShape, Position};
 use super::reduce::Reducer;
@@ -57,6 +58,22 @@ pub(crate) struct Attention {
     /// Each member's keys and values of its KV heads, `[heads, max_seq, head_dim]`.
     pub(crate) k_cache: Sharded,
     pub(crate) v_cache: Sharded,
+    /// The biases of q, k and v (each member's rows), where the model has them (qwen2).
+    pub(crate) bias: QkvBias,
+}
+
+/// The biases added after the q, k and v products (before RoPE), each where the model has one.
+#[derive(Default)]
+pub(crate) struct QkvBias {
+    pub(crate) q: Option<Sharded>,
+    pub(crate) k: Option<Sharded>,
+    pub(crate) v: Option<Sharded>,
+}
+
+impl QkvBias {
+    fn any(&self) -> bool {
+        self.q.is_some() || self.k.is_some() || self.v.is_some()
+    }
 }
 
 impl Attention {
@@ -82,7 +99,8 @@ impl Attention {
             let counter = step.position.part(i)?;
             let at = Position { base: 0, counter: Some(counter) };
             let dense = (self.q.matrix(i)?.dense(), self.k.matrix(i)?.dense(), self.v.matrix(i)?.dense());
-            if let (true, (Some(wq), Some(wk), Some(wv))) = (hi.len().is_multiple_of(8), dense) {
+            let fused = hi.len().is_multiple_of(8) && !self.bias.any();
+            if let (true, (Some(wq), Some(wk), Some(wv))) = (fused, dense) {
                 let weights = (wq, wk, wv);
                 m.transformer().matvec_qkv_rope_store_at(
                     weights,
@@ -99,6 +117,11 @@ impl Attention {
                 self.q.matrix(i)?.matvec(m, hi, q)?;
                 self.k.matrix(i)?.matvec(m, hi, k)?;
                 self.v.matrix(i)?.matvec(m, hi, v)?;
+                for (bias, y) in [(&self.bias.q, q), (&self.bias.k, k), (&self.bias.v, v)] {
+                    if let Some(b) = bias {
+                        m.add(y, b.part(i)?)?;
+                    }
+                }
                 m.transformer().rope_at(q, kv_heads * step.group, d, at, step.rope_base)?;
                 m.transformer().rope_at(k, kv_heads, d, at, step.rope_base)?;
                 m.transformer().kv_store_at(k, v, caches.0, caches.1, kv_heads, d, at, step.max_seq)?;

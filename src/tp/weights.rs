@@ -71,6 +71,13 @@ pub trait WeightSource {
 
     /// `norm`'s weight, `[hidden]` f32, on `member`.
     fn norm(&mut self, member: &Member, norm: Norm) -> Result<Tensor>;
+
+    /// Rows `rows` of `weight`'s bias, f32 on `member`, where the model adds one after that
+    /// product (qwen2's q, k and v); `None` where it has none (the default: llama has none).
+    fn bias(&mut self, member: &Member, weight: Weight, rows: Range<usize>) -> Result<Option<Tensor>> {
+        let _ = (member, weight, rows);
+        Ok(None)
+    }
 }
 
 /// Weights generated on the devices from [`DecoderConfig::seed`]: every matrix element is

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use crate::common::reference::{self, ErrorModel, Ev};
 use crate::common::{self, serial};
-use crossgpu::model::LlamaGguf;
+use crossgpu::model::{Checkpoint, LlamaGguf};
 use crossgpu::tp::{AttentionShape, Decoder, DecoderConfig, Norm, SplitSpec, Weight};
 
 /// Tokens decoded and checked, from the model's BOS token.
@@ -17,7 +17,7 @@ const STEPS: usize = 4;
 const LAMBDA: f64 = 10.0;
 const VS_EXACT: ErrorModel = ErrorModel::StdDev { r: 1.0, trig: true, extra: 2 };
 
-fn smollm2() -> Option<PathBuf> {
+pub(crate) fn smollm2() -> Option<PathBuf> {
     match std::env::var_os("CROSSGPU_SMOLLM2_GGUF") {
         Some(p) => Some(PathBuf::from(p)),
         None => {
@@ -38,9 +38,9 @@ struct Mat {
 }
 
 impl Mat {
-    /// The matrix as a member holds it: its blocks, dequantized exactly, where the member keeps
-    /// them (every matrix of SmolLM2's: Q4_1 and Q8_0, cut at whole blocks), else f16.
-    fn read(m: &LlamaGguf, w: Weight, rows: usize, cols: usize) -> Self {
+    /// The matrix as a member holds it: its blocks (or BF16 values), exactly, where the member
+    /// keeps them (every matrix of SmolLM2's GGUF: Q4_1 and Q8_0, cut at whole blocks), else f16.
+    fn read(m: &Checkpoint, w: Weight, rows: usize, cols: usize) -> Self {
         let v = m.values(w, 0..rows, 0..cols).unwrap();
         let kept = m.keeps_blocks(w, 0..cols).unwrap();
         Self { rows, w: if kept { v.into_iter().map(f64::from).collect() } else { held(v) } }
@@ -53,6 +53,8 @@ impl Mat {
 
 struct Layer {
     attn_norm: Vec<f64>,
+    /// q, k and v's biases, where the model has them (qwen2).
+    bias: [Option<Vec<f64>>; 3],
     q: Mat,
     k: Mat,
     v: Mat,
@@ -76,13 +78,16 @@ struct Reference {
 }
 
 impl Reference {
-    fn new(m: &LlamaGguf, c: DecoderConfig) -> Self {
+    fn new(m: &Checkpoint, c: DecoderConfig) -> Self {
         let (h, f, d) = (c.hidden, c.ffn, c.head_dim);
         let (qd, kvd) = (c.q_heads * d, c.kv_heads * d);
         let norm = |n| m.norm_values(n).unwrap().into_iter().map(f64::from).collect::<Vec<_>>();
         let layers = (0..c.layers)
             .map(|l| Layer {
                 attn_norm: norm(Norm::Attention(l)),
+                bias: [(Weight::Q(l), qd), (Weight::K(l), kvd), (Weight::V(l), kvd)].map(|(w, n)| {
+                    m.bias_values(w, 0..n).unwrap().map(|b| b.into_iter().map(f64::from).collect())
+                }),
                 q: Mat::read(m, Weight::Q(l), qd, h),
                 k: Mat::read(m, Weight::K(l), kvd, h),
                 v: Mat::read(m, Weight::V(l), kvd, h),
@@ -121,7 +126,12 @@ impl Reference {
         };
         for (l, w) in self.layers.iter().enumerate() {
             let h = reference::rmsnorm(&x, Some(&w.attn_norm), eps, e);
-            let (mut q, mut k, v) = (w.q.apply(&h, e), w.k.apply(&h, e), w.v.apply(&h, e));
+            let (mut q, mut k, mut v) = (w.q.apply(&h, e), w.k.apply(&h, e), w.v.apply(&h, e));
+            for (y, b) in [&mut q, &mut k, &mut v].into_iter().zip(&w.bias) {
+                if let Some(b) = b {
+                    *y = reference::add(y, &Ev::exact(b.clone()), e);
+                }
+            }
             reference::rope(&mut q, c.q_heads, d, pos, base, e);
             reference::rope(&mut k, c.kv_heads, d, pos, base, e);
             let (kc, vc) = (&mut self.k_cache[l], &mut self.v_cache[l]);
@@ -148,50 +158,69 @@ fn smollm2_decodes_like_the_f64_reference_on_every_split() {
     let model = LlamaGguf::open(&path).unwrap();
     assert_eq!(model.architecture(), "llama");
     assert!(model.tied_embeddings(), "SmolLM2 ties its embeddings");
+    let bos = model.file().u32("tokenizer.ggml.bos_token_id").unwrap();
+    let mut model = Checkpoint::Gguf(model);
+    check_against_reference(&mut model, bos, Held::Quantized);
+}
+
+/// What the members hold of a checkpoint's matrices, checked beside the values.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Held {
+    /// Quantized blocks (at most Q8_0's 34 bytes per 32 weights).
+    Quantized,
+    /// 16-bit values (f16 or BF16): 2 bytes per weight.
+    Halves,
+}
+
+/// SmolLM2's shape, its f64 reference's greedy tokens from `bos` over `STEPS` steps, and the
+/// decoder on one member and on two (2 and 1 KV heads: an uneven split) fed the same tokens,
+/// every logit within the reference's tolerance; the bytes the members hold as `held` says and
+/// as the plan said.
+pub(crate) fn check_against_reference(model: &mut Checkpoint, bos: u32, held: Held) {
     let cfg = model.config(16).unwrap();
     assert_eq!(
         (cfg.layers, cfg.hidden, cfg.q_heads, cfg.kv_heads, cfg.ffn, cfg.vocab),
         (30, 576, 9, 3, 1536, 49152)
     );
-    let bos = model.file().u32("tokenizer.ggml.bos_token_id").unwrap();
     // The reference's greedy tokens; every split is fed the same ones (set_token), so that a
     // near tie cannot send it down another sequence.
-    let mut reference = Reference::new(&model, cfg.clone());
+    let mut reference = Reference::new(model, cfg.clone());
     let (mut inputs, mut want) = (vec![bos], Vec::new());
     for _ in 0..STEPS {
         let logits = reference.step(*inputs.last().unwrap());
         inputs.push(reference::argmax(&logits.v).unwrap() as u32);
         want.push(logits);
     }
-    let mut model = model;
     // One member, and two holding 2 and 1 KV heads (an uneven split).
     for n in [1, 2] {
         let group = common::logical(n);
         let comm = (n > 1).then(|| crossgpu::Comm::new(&group)).transpose().unwrap();
         let mut d =
-            Decoder::load_from(&group, cfg.clone(), &SplitSpec::Even, comm, &mut model, |_, _| {}).unwrap();
-        // The blocks stayed quantized on the devices: Q4_1's 20 bytes per 32 weights (and the
-        // tied Q8_0 output's 34), not f16's 64.
+            Decoder::load_from(&group, cfg.clone(), &SplitSpec::Even, comm, model, |_, _| {}).unwrap();
         let (h, q, kv, f) = (cfg.hidden, cfg.q_heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim, cfg.ffn);
         let weights = (cfg.layers * (h * (q + 2 * kv + 3 * f) + q * h) + cfg.vocab * h) as u64;
-        let held: u64 = d.weight_bytes().iter().sum();
-        assert!(
-            held * 32 <= weights * 34,
-            "{n} member(s): {held} bytes of matrices for {weights} weights (Q8_0 at most: 34 per 32; f16 {})",
-            2 * weights
-        );
+        let bytes: u64 = d.weight_bytes().iter().sum();
+        match held {
+            // The blocks stayed quantized on the devices: Q4_1's 20 bytes per 32 weights (and
+            // the tied Q8_0 output's 34), not f16's 64.
+            Held::Quantized => assert!(
+                bytes * 32 <= weights * 34,
+                "{n} member(s): {bytes} bytes of matrices for {weights} weights (Q8_0 at most: 34 per 32; f16 {})",
+                2 * weights
+            ),
+            Held::Halves => assert_eq!(bytes, 2 * weights, "{n} member(s): 2 bytes per weight"),
+        }
         // What the plan said before anything was allocated (the refusal of a model that does not
-        // fit counts these) is what the members hold, byte for byte, and well under f16's.
-        for (i, &bytes) in d.weight_bytes().iter().enumerate() {
-            let planned = d.plan.footprint_with(&cfg, i, &model);
-            assert_eq!(
-                planned.streamed_weight_bytes, bytes,
-                "{n} member(s): member {i}'s planned weight bytes"
-            );
-            assert!(
-                3 * planned.bytes < 2 * d.plan.footprint(&cfg, i).bytes,
-                "{n} member(s): member {i}'s footprint"
-            );
+        // fit counts these) is what the members hold, byte for byte.
+        for (i, &b) in d.weight_bytes().iter().enumerate() {
+            let planned = d.plan.footprint_with(&cfg, i, &*model);
+            assert_eq!(planned.streamed_weight_bytes, b, "{n} member(s): member {i}'s planned weight bytes");
+            if held == Held::Quantized {
+                assert!(
+                    3 * planned.bytes < 2 * d.plan.footprint(&cfg, i).bytes,
+                    "{n} member(s): member {i}'s footprint"
+                );
+            }
         }
         let mut worst = 0.0f64;
         for (step, logits) in want.iter().enumerate() {

@@ -16,6 +16,7 @@ mod drop_orders;
 mod errors;
 mod gguf_model;
 mod groups;
+mod hf_model;
 mod kernels;
 mod poll;
 mod properties;

@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use clap::Args;
-use crossgpu::model::LlamaGguf;
+use crossgpu::model::Checkpoint;
 use crossgpu::tp::{Decoder, DecoderConfig, SplitSpec};
 use crossgpu::{DeviceGroup, Error, GroupSpec, Instance};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -19,7 +19,8 @@ pub struct DecodeArgs {
     /// Model shape: `small` (CI) or `27b` (hidden 5120, FFN 17408, 64 layers, 40/8 heads).
     #[arg(long, default_value = "small")]
     pub preset: String,
-    /// Decode a GGUF checkpoint's weights instead of the preset's seeded ones (its shape from
+    /// Decode a checkpoint's weights (a GGUF file or a Hugging Face safetensors directory)
+    /// instead of the preset's seeded ones (its shape from
     /// the file: --preset, --layers and --seed do not apply; quantized matrices stay quantized).
     #[arg(long)]
     pub model: Option<std::path::PathBuf>,
@@ -120,8 +121,8 @@ pub fn run_decode(
         })
         .collect::<crossgpu::Result<Vec<_>>>()?;
     let t0 = Instant::now();
-    let model = args.model.as_deref().map(LlamaGguf::open).transpose()?;
-    let loading = LoadBar::new(show, cfg.layers, model.as_ref().map(LlamaGguf::read_counter));
+    let model = args.model.as_deref().map(Checkpoint::open).transpose()?;
+    let loading = LoadBar::new(show, cfg.layers, model.as_ref().map(Checkpoint::read_counter));
     let progress = |done: usize, _| loading.update(done);
     let loaded = match model {
         Some(mut model) => {
@@ -400,7 +401,7 @@ pub fn decode(args: &DecodeArgs) -> CliResult {
                     "--layers and --seed set a preset's model; --model's shape and weights are the file's",
                 ));
             }
-            LlamaGguf::open(path)?.config(args.tokens + args.warmup + args.profile)?
+            Checkpoint::open(path)?.config(args.tokens + args.warmup + args.profile)?
         }
         None => DecoderConfig::preset(&args.preset)?,
     };

@@ -1,14 +1,14 @@
-//! `crossgpu generate`: a GGUF model's text from a prompt, the model split across the group.
-//! The prompt goes through the model's tokenizer (and, with `--chat`, its chat template), each
-//! prompt token is one decoder step, then the greedy tokens are printed as they come until the
-//! end-of-sequence token or `--tokens`.
+//! `crossgpu generate`: a checkpoint's text from a prompt (a GGUF file or a Hugging Face
+//! safetensors directory), the model split across the group. The prompt goes through the
+//! model's tokenizer (and, with `--chat`, its chat template), each prompt token is one decoder
+//! step, then the sampled tokens are printed as they come until a stop token or `--tokens`.
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Args;
-use crossgpu::model::{LlamaGguf, Message, Tokenizer};
+use crossgpu::model::{Checkpoint, Generation, Message, Sampling};
 use crossgpu::tp::{Decoder, SplitSpec};
 use crossgpu::{Comm, DeviceGroup, GroupSpec, Instance};
 
@@ -18,18 +18,31 @@ use super::{fail, print_choice, print_group, CliResult};
 /// `crossgpu generate` arguments.
 #[derive(Args, Debug, Clone)]
 pub struct GenerateArgs {
-    /// The GGUF file (llama family: llama, mistral).
+    /// The checkpoint: a GGUF file, or a Hugging Face directory (config.json, safetensors,
+    /// tokenizer.json); llama family (llama, mistral).
     #[arg(long)]
     pub model: PathBuf,
     /// The prompt.
     #[arg(long)]
     pub prompt: String,
-    /// Tokens to generate at most (generation also stops at the end-of-sequence token).
-    #[arg(long, default_value_t = 64)]
+    /// Tokens to generate at most (generation also stops at the model's stop tokens).
+    #[arg(long, visible_alias = "max-tokens", default_value_t = 64)]
     pub tokens: usize,
     /// Put the prompt through the model's chat template as a user message.
     #[arg(long)]
     pub chat: bool,
+    /// 0 (the default): greedy; above 0, sample from the softmax of logits / temperature.
+    #[arg(long, default_value_t = 0.0)]
+    pub temperature: f32,
+    /// Sample among the k most likely tokens only (0: all).
+    #[arg(long, default_value_t = 0)]
+    pub top_k: usize,
+    /// Sample among the most likely tokens whose probabilities reach p (1: all).
+    #[arg(long, default_value_t = 1.0)]
+    pub top_p: f32,
+    /// The sampler's seed (the same seed, prompt and settings give the same text).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
     /// How the model is split: `even`, `auto` or weights such as `2:1` (default CROSSGPU_SPLIT, else even).
     #[arg(long)]
     pub split: Option<String>,
@@ -40,16 +53,20 @@ pub fn generate(args: &GenerateArgs) -> CliResult {
     if args.tokens == 0 {
         return Err(fail("--tokens must be at least 1"));
     }
-    let mut model = LlamaGguf::open(&args.model)?;
-    let tokenizer = Tokenizer::from_gguf(model.file())?;
-    let text = match args.chat {
-        true => tokenizer.chat_prompt(&[Message { role: "user".into(), content: args.prompt.clone() }])?,
-        false => args.prompt.clone(),
+    let sampling =
+        Sampling { temperature: args.temperature, top_k: args.top_k, top_p: args.top_p, seed: args.seed };
+    sampling.validate().map_err(|e| fail(format!("--temperature/--top-k/--top-p: {e}")))?;
+    let mut model = Checkpoint::open(&args.model)?;
+    let tokenizer = model.tokenizer()?;
+    let (text, prompt) = match args.chat {
+        true => {
+            let text =
+                tokenizer.chat_prompt(&[Message { role: "user".into(), content: args.prompt.clone() }])?;
+            let ids = tokenizer.encode(&text)?;
+            (text, ids)
+        }
+        false => (args.prompt.clone(), tokenizer.encode_prompt(&args.prompt)?),
     };
-    let mut prompt = tokenizer.encode(&text)?;
-    if !args.chat {
-        prompt.splice(0..0, tokenizer.bos());
-    }
     if prompt.is_empty() {
         return Err(fail("the prompt has no tokens"));
     }
@@ -71,9 +88,14 @@ pub fn generate(args: &GenerateArgs) -> CliResult {
     let mut decoder =
         Decoder::load_from(&group, cfg, &split, comm, &mut model, |done, _| loading.update(done))?;
     loading.finish();
+    let mode = match decoder.comm() {
+        Some(c) => format!("all-reduce mode {}", c.mode()),
+        None => "one member, no all-reduce".into(),
+    };
     println!(
-        "{} ({}, {} layers) loaded in {:.1} s; KV heads per member {:?}; {} prompt tokens",
+        "{} ({} {}, {} layers) loaded in {:.1} s; KV heads per member {:?}; {mode}; {} prompt tokens",
         args.model.display(),
+        model.format(),
         model.architecture(),
         decoder.cfg.layers,
         t.elapsed().as_secs_f64(),
@@ -81,23 +103,14 @@ pub fn generate(args: &GenerateArgs) -> CliResult {
         prompt.len()
     );
     let t = Instant::now();
-    for &token in &prompt {
-        decoder.set_token(token)?;
-        decoder.step()?;
-    }
-    let prefill = t.elapsed();
+    let tokens = Generation::new(&mut decoder, &prompt, sampling, tokenizer.stops(), args.tokens)?;
+    let prefill = t.elapsed().as_secs_f64();
     let mut generated = Vec::new();
     let mut shown = 0;
     let t = Instant::now();
     print!("{text}");
-    loop {
-        // The greedy token of the last step (the decoder's own choice, read back to print it).
-        let logits = decoder.logits()?;
-        let next = argmax(&logits);
-        if Some(next) == tokenizer.eos() {
-            break;
-        }
-        generated.push(next);
+    for token in tokens {
+        generated.push(token?);
         // Print what the tokens so far decode to beyond what was printed (a character can take
         // several tokens).
         let so_far = tokenizer.decode(&generated)?;
@@ -106,31 +119,19 @@ pub fn generate(args: &GenerateArgs) -> CliResult {
             shown = so_far.len();
             std::io::stdout().flush()?;
         }
-        if generated.len() == args.tokens {
-            break;
-        }
-        decoder.set_token(next)?;
-        decoder.step()?;
     }
     println!();
     let secs = t.elapsed().as_secs_f64();
+    let how = match sampling.temperature {
+        0.0 => "greedy".to_string(),
+        t => format!("temperature {t}, top-k {}, top-p {}, seed {}", args.top_k, args.top_p, args.seed),
+    };
     println!(
-        "{} tokens generated in {secs:.2} s ({:.1} tokens/s; the prompt's {} steps took {:.2} s); greedy",
+        "prompt: {} tokens in {prefill:.2} s ({:.1} tokens/s, one step each); generated: {} tokens in {secs:.2} s ({:.1} tokens/s); {how}",
+        prompt.len(),
+        prompt.len() as f64 / prefill.max(1e-9),
         generated.len(),
         generated.len() as f64 / secs.max(1e-9),
-        prompt.len(),
-        prefill.as_secs_f64()
     );
     Ok(())
-}
-
-/// The greedy choice: largest value, lowest index among equals (as the decoder's kernels choose).
-fn argmax(v: &[f32]) -> u32 {
-    let mut best = 0;
-    for (i, &x) in v.iter().enumerate() {
-        if x > v[best] {
-            best = i;
-        }
-    }
-    best as u32
 }

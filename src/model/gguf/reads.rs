@@ -8,12 +8,7 @@ use super::file::GgufFile;
 use super::tensor::TensorInfo;
 use crate::error::FormatError;
 use crate::model::quant;
-
-/// At most this much is read in one `pread` when gathering column slices of several rows.
-const GATHER_SPAN_BYTES: u64 = 8 << 20;
-/// Column slices are gathered from whole-row spans when the rows are at most this many times
-/// wider than the slice; narrower slices are read row by row (fewer bytes, more calls).
-const GATHER_MAX_WASTE: u64 = 4;
+use crate::model::rect::Rect;
 
 impl GgufFile {
     // ---- tensors ----
@@ -153,71 +148,14 @@ impl GgufFile {
                 out.len()
             )));
         }
-        if want == 0 {
-            return Ok(());
-        }
         let first = rows
             .start
             .checked_mul(row_bytes)
             .and_then(|r| r.checked_add(col_offset))
             .and_then(|r| r.checked_add(t.offset))
             .ok_or_else(overflow)?;
-        if col_bytes == row_bytes || n_rows == 1 {
-            // Whole rows (or a single slice): one contiguous span.
-            return self.pread(t, first, out);
-        }
-        let col_bytes_usize = usize::try_from(col_bytes).map_err(|_| overflow())?;
-        if row_bytes <= col_bytes.saturating_mul(GATHER_MAX_WASTE) {
-            self.gather_rows(t, first, row_bytes, col_bytes_usize, out)
-        } else {
-            let mut at = first;
-            for dst in out.chunks_exact_mut(col_bytes_usize) {
-                self.pread(t, at, dst)?;
-                at = at.checked_add(row_bytes).ok_or_else(overflow)?;
-            }
-            Ok(())
-        }
-    }
-
-    /// Reads the column slices (`col_bytes` each, the first at absolute offset `first`, the
-    /// next ones `row_bytes` apart) that fill `out`, several rows per positioned read.
-    fn gather_rows(
-        &self,
-        t: &TensorInfo,
-        first: u64,
-        row_bytes: u64,
-        col_bytes: usize,
-        out: &mut [u8],
-    ) -> Result<(), FormatError> {
-        let overflow = || self.err(format!("tensor '{}': size overflow", t.name));
-        let row_stride = usize::try_from(row_bytes).map_err(|_| overflow())?;
-        let rows_per_read =
-            usize::try_from((GATHER_SPAN_BYTES / row_bytes).max(1)).map_err(|_| overflow())?;
-        let chunk_bytes = rows_per_read.checked_mul(col_bytes).ok_or_else(overflow)?;
-        let mut scratch = Vec::new();
-        let mut at = first;
-        for out_chunk in out.chunks_mut(chunk_bytes) {
-            let k = out_chunk.len() / col_bytes;
-            // From the first wanted byte of the first row to the last wanted byte of the last.
-            let span = k
-                .saturating_sub(1)
-                .checked_mul(row_stride)
-                .and_then(|s| s.checked_add(col_bytes))
-                .ok_or_else(overflow)?;
-            scratch.resize(span, 0);
-            self.pread(t, at, &mut scratch)?;
-            for (r, dst) in out_chunk.chunks_exact_mut(col_bytes).enumerate() {
-                let src = r
-                    .checked_mul(row_stride)
-                    .and_then(|s| scratch.get(s..s + col_bytes))
-                    .ok_or_else(overflow)?;
-                dst.copy_from_slice(src);
-            }
-            let advance =
-                u64::try_from(k).ok().and_then(|k| k.checked_mul(row_bytes)).ok_or_else(overflow)?;
-            at = at.checked_add(advance).ok_or_else(overflow)?;
-        }
-        Ok(())
+        let rect = Rect { first, row_bytes, col_bytes, rows: n_rows };
+        rect.read(out, |at, buf| self.pread(t, at, buf), overflow)
     }
 
     /// Reads whole rows `rows` of `t` and dequantizes them to `f32` with the CPU reference

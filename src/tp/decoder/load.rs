@@ -4,7 +4,7 @@
 use super::state::{Activations, Decoder, Layer};
 use crate::comm::Comm;
 use crate::error::{Error, Result};
-use crate::tp::block::{Attention, AttentionScratch, Mlp, MlpScratch};
+use crate::tp::block::{Attention, AttentionScratch, Mlp, MlpScratch, QkvBias};
 use crate::tp::config::DecoderConfig;
 use crate::tp::linear::{ColumnParallelLinear, RowParallelLinear};
 use crate::tp::plan::{check_fits_with, Plan};
@@ -174,6 +174,25 @@ impl Decoder {
                 column(h, kvd, &kv_rows, Weight::V)?,
             );
             let (gate, up) = (column(h, f, &plan.ffn, Weight::Gate)?, column(h, f, &plan.ffn, Weight::Up)?);
+            let mut bias = |ranges: &Vec<Range<usize>>, w: Weight| -> Result<Option<Sharded>> {
+                let parts = members
+                    .iter()
+                    .zip(ranges)
+                    .map(|(m, r)| source.bias(m, w, r.clone()))
+                    .collect::<Result<Vec<_>>>()?;
+                match parts.iter().filter(|p| p.is_some()).count() {
+                    0 => Ok(None),
+                    n if n == parts.len() => Ok(Some(Sharded::new(parts.into_iter().flatten().collect()))),
+                    _ => Err(Error::InvalidArgument(format!(
+                        "{w:?}: the source gave a bias to some members only"
+                    ))),
+                }
+            };
+            let bias = QkvBias {
+                q: bias(&q_rows, Weight::Q(l))?,
+                k: bias(&kv_rows, Weight::K(l))?,
+                v: bias(&kv_rows, Weight::V(l))?,
+            };
             let mut row = |inp, out, ranges: &Vec<Range<usize>>, w: fn(usize) -> Weight| {
                 RowParallelLinear::from_slices(&members, inp, out, ranges.clone(), share, |m, r, c| {
                     source.matrix(m, w(l), r, c)
@@ -182,7 +201,7 @@ impl Decoder {
             let (o, down) = (row(qd, h, &q_rows, Weight::O)?, row(f, h, &plan.ffn, Weight::Down)?);
             layers.push(Layer {
                 attention_norm: norm(source, Norm::Attention(l))?,
-                attention: Attention { q, k, v, o, k_cache: caches()?, v_cache: caches()? },
+                attention: Attention { q, k, v, o, k_cache: caches()?, v_cache: caches()?, bias },
                 mlp_norm: norm(source, Norm::Mlp(l))?,
                 mlp: Mlp { gate, up, down },
             });

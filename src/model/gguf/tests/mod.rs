@@ -6,6 +6,7 @@ pub(super) use std::path::Path;
 use std::path::PathBuf;
 
 mod bad_files;
+mod llama_family;
 mod reads;
 mod round_trip;
 mod smollm2;
