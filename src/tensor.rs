@@ -13,7 +13,7 @@ use vk_native::{Buffer, BufferId, BufferUsage, GpuBuffer, StagingBuffer};
 
 pub use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::group::{Member, MemberShared};
+use crate::group::{FillRows, Member, MemberShared};
 
 /// A tensor on one member of a group. Not `Clone`: one owner; dropping it frees the buffer
 /// once the work that uses it has finished.
@@ -381,6 +381,23 @@ impl Member {
             }
         };
         self.write_bytes(t, &bytes)
+    }
+
+    /// A `[rows, cols]` f16 tensor whose bytes (little-endian halves, rows back to back) are
+    /// written by `fill(rows, dst)` straight into staging memory, a run of rows at a time (a
+    /// checkpoint reader reads the file into `dst`).
+    pub(crate) fn upload_f16_with(
+        &self,
+        rows: usize,
+        cols: usize,
+        fill: &mut FillRows<'_>,
+    ) -> Result<Tensor> {
+        let t = self.empty(&[rows, cols], DType::F16)?;
+        // The shape was accepted, so its element count and bytes fit.
+        let data = rows * cols * 2;
+        let pad = DType::F16.storage_bytes(rows * cols) as usize - data;
+        self.shared.upload_rows(&t.buffer, rows, cols * 2, pad, fill)?;
+        Ok(t)
     }
 
     /// Copies `bytes` into `t` from its start (through a staging buffer; nothing waits).

@@ -134,6 +134,7 @@ impl DeviceGroup {
                         timeout_ms,
                         hooks: Mutex::new(Vec::new()),
                         zero_position: std::sync::OnceLock::new(),
+                        uploads: Mutex::default(),
                     }),
                 });
             }

@@ -16,6 +16,7 @@ mod member;
 mod options;
 mod selection;
 mod shared;
+mod uploads;
 
 pub(crate) use device_group::submit_batch;
 pub use device_group::DeviceGroup;
@@ -23,3 +24,4 @@ pub use member::{Member, MemberStats};
 pub use options::{GroupId, GroupOptions};
 pub use selection::{AdapterSelector, DeviceSpec, GroupSpec};
 pub(crate) use shared::{MemberShared, StreamHook};
+pub(crate) use uploads::FillRows;

@@ -32,6 +32,8 @@ pub(crate) struct MemberShared {
     /// A u32 counter that stays 0: the position counter the decoder kernels bind when called
     /// with an explicit position (`ops::Position::fixed`). Made at first use.
     pub(super) zero_position: std::sync::OnceLock<Buffer>,
+    /// The staging buffers large uploads go through ([`MemberShared::upload_rows`]).
+    pub(super) uploads: Mutex<super::uploads::UploadRing>,
 }
 
 /// What a communicator's transport asks of the streams of its members: to hear of every

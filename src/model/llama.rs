@@ -340,25 +340,27 @@ impl LlamaGguf {
     }
 
     /// Rows `rows` (query and key rows in crossgpu's order) and columns `cols` of `weight`
-    /// (`t`, its tensor), read as stored: whole blocks of its type, rows back to back.
-    fn stored_rows(
+    /// (`t`, its tensor), read as stored into `dst`: whole blocks of its type, rows back to
+    /// back (`dst` exactly that long).
+    fn read_stored(
         &self,
         weight: Weight,
         t: &TensorInfo,
         rows: Range<usize>,
         cols: Range<usize>,
-    ) -> Result<Vec<u8>> {
-        let (be, bb) = (t.ty.block_elems() as usize, t.ty.block_bytes() as usize);
-        let row_bytes = (cols.len() / be)
-            .checked_mul(bb)
-            .filter(|_| cols.start.is_multiple_of(be) && cols.end.is_multiple_of(be));
-        let row_bytes = row_bytes.ok_or_else(|| {
-            Error::InvalidArgument(format!("{weight:?}: columns {cols:?} are not whole {} blocks", t.ty))
-        })?;
-        let mut bytes = vec![0u8; rows.len() * row_bytes];
+        dst: &mut [u8],
+    ) -> Result<()> {
+        let row_bytes = Self::stored_row_bytes(weight, t, &cols)?;
+        if dst.len() != rows.len() * row_bytes {
+            return Err(Error::LengthMismatch {
+                what: format!("{weight:?}: the bytes of rows {rows:?}"),
+                expected: rows.len() * row_bytes,
+                got: dst.len(),
+            });
+        }
         let file_cols = cols.start as u64..cols.end as u64;
-        // Runs of consecutive file rows in one read each (q and k rows come two file rows apart
-        // within a head: see `file_row`).
+        // Runs of consecutive file rows in one read each (llama's q and k rows come two file
+        // rows apart within a head: see `file_row`).
         let mut k = 0;
         while k < rows.len() {
             let first = self.file_row(weight, rows.start + k);
@@ -366,12 +368,23 @@ impl LlamaGguf {
             while k + n < rows.len() && self.file_row(weight, rows.start + k + n) == first + n {
                 n += 1;
             }
-            let dst = &mut bytes[k * row_bytes..(k + n) * row_bytes];
-            self.file.read_rows(t, first as u64..(first + n) as u64, file_cols.clone(), dst)?;
-            self.count(dst.len() as u64);
+            let part = &mut dst[k * row_bytes..(k + n) * row_bytes];
+            self.file.read_rows(t, first as u64..(first + n) as u64, file_cols.clone(), part)?;
+            self.count(part.len() as u64);
             k += n;
         }
-        Ok(bytes)
+        Ok(())
+    }
+
+    /// Bytes of one row's columns `cols` of `t` as stored: an error unless they are whole blocks.
+    fn stored_row_bytes(weight: Weight, t: &TensorInfo, cols: &Range<usize>) -> Result<usize> {
+        let (be, bb) = (t.ty.block_elems() as usize, t.ty.block_bytes() as usize);
+        let row_bytes = (cols.len() / be)
+            .checked_mul(bb)
+            .filter(|_| cols.start.is_multiple_of(be) && cols.end.is_multiple_of(be));
+        row_bytes.ok_or_else(|| {
+            Error::InvalidArgument(format!("{weight:?}: columns {cols:?} are not whole {} blocks", t.ty))
+        })
     }
 
     /// The token embedding table, `[vocab, hidden]`, dequantized.
@@ -405,17 +418,17 @@ impl WeightSource for LlamaGguf {
         }
         let t = self.checked(&self.matrix_name(weight), out, inp)?;
         let shape = [rows.len(), cols.len()];
+        // Blocks (or halves) as stored, read from the file straight into staging memory.
+        let mut fill = |r: Range<usize>, dst: &mut [u8]| {
+            let abs = rows.start + r.start..rows.start + r.end;
+            self.read_stored(weight, t, abs, cols.clone(), dst)
+        };
         if self.keeps_blocks(weight, cols.clone())? {
-            // Blocks as stored, dequantized by the product's kernel.
+            // Dequantized by the product's kernel.
             let format = t.ty.quant_format().expect("keeps_blocks checked it");
-            let bytes = self.stored_rows(weight, t, rows.clone(), cols.clone())?;
-            Ok(Matrix::Quant(member.upload_quant(format, rows.len(), cols.len(), &bytes)?))
+            Ok(Matrix::Quant(member.upload_quant_with(format, rows.len(), cols.len(), &mut fill)?))
         } else if t.ty == GgmlType::F16 {
-            // f16 as stored: the bytes are the member's tensor.
-            let bytes = self.stored_rows(weight, t, rows, cols)?;
-            let m = member.empty(&shape, DType::F16)?;
-            member.write_bytes(&m, &bytes)?;
-            Ok(Matrix::F16(m))
+            Ok(Matrix::F16(member.upload_f16_with(rows.len(), cols.len(), &mut fill)?))
         } else {
             Ok(Matrix::F16(member.upload(&self.values(weight, rows, cols)?, &shape, DType::F16)?))
         }

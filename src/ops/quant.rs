@@ -51,10 +51,10 @@
 //! length does not match the shape (the kernels index by block, so a short buffer would
 //! silently read the next row).
 
-use vk_native::{BindRange, StagingBuffer};
+use vk_native::BindRange;
 
 use crate::error::{Error, Result};
-use crate::group::Member;
+use crate::group::{FillRows, Member};
 use crate::kernels::{
     elementwise_groups, row_groups, Entry, FillParams, MatvecParams, FILL_U32, MATVEC_BF16, MATVEC_Q4_0,
     MATVEC_Q4_0_R4, MATVEC_Q4_0_R8, MATVEC_Q4_1, MATVEC_Q4_1_R4, MATVEC_Q4_1_R8, MATVEC_Q4_K, MATVEC_Q6_K,
@@ -270,18 +270,39 @@ impl Member {
                 got: bytes.len(),
             });
         }
+        self.upload_quant_with(format, rows, cols, &mut |r, dst| {
+            dst.copy_from_slice(&bytes[r.start * row_bytes..r.end * row_bytes]);
+            Ok(())
+        })
+    }
+
+    /// [`Member::upload_quant`] with the bytes written by `fill(rows, dst)` straight into
+    /// staging memory, a run of rows at a time (a checkpoint reader reads the file into `dst`).
+    pub(crate) fn upload_quant_with(
+        &self,
+        format: QuantFormat,
+        rows: usize,
+        cols: usize,
+        fill: &mut FillRows<'_>,
+    ) -> Result<QuantMatrix> {
+        let row_bytes = format.row_bytes(cols).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "upload_quant: {cols} columns are not a whole number of {format} blocks of {} elements",
+                format.block_elems()
+            ))
+        })?;
+        if rows > MAX_ELEMENTS || cols > MAX_ELEMENTS {
+            return Err(Error::Unsupported(format!(
+                "upload_quant: a [{rows}, {cols}] matrix: rows and columns are at most {MAX_ELEMENTS} (kernels index with 32-bit integers)"
+            )));
+        }
+        let need = rows.checked_mul(row_bytes).ok_or_else(|| {
+            Error::InvalidArgument(format!("upload_quant: {rows} rows of {row_bytes} bytes overflow"))
+        })?;
         let words = need.div_ceil(4);
         // Refused past maxStorageBufferRange or MAX_ELEMENTS words, before anything is recorded.
         let tensor = self.empty(&[words], DType::U32)?;
-        if words > 0 {
-            let m = &self.shared;
-            let padded = words as u64 * 4;
-            let mut staging = StagingBuffer::new(&m.device, padded, true).map_err(|e| m.err(e))?;
-            staging.write(0, bytes).map_err(|e| m.err(e))?;
-            let pad = &[0u8; 3][..words * 4 - need];
-            staging.write(need as u64, pad).map_err(|e| m.err(e))?;
-            m.record_copy(&staging, 0, &tensor.buffer, 0, padded)?;
-        }
+        self.shared.upload_rows(&tensor.buffer, rows, row_bytes, words * 4 - need, fill)?;
         Ok(QuantMatrix { tensor, format, rows, cols })
     }
 

@@ -530,3 +530,29 @@ fn wrong_element_order_exceeds_the_bound() {
     let n = exceeds(&shifted, &want);
     assert!(n >= rows * 9 / 10, "qs one byte late: only {n} of {rows} rows exceed the bound");
 }
+
+/// Uploads larger than the staging ring (three buffers of 32 MiB per member): a 116 MiB Q8_0
+/// matrix goes in four runs of rows, the fourth through the first buffer again once its copy
+/// has completed, and a second matrix right after reuses the ring; every byte reads back as
+/// uploaded (random blocks, never zeros), the padding to a whole word zero, and the second
+/// matrix's product checks against the twin.
+#[test]
+fn uploads_larger_than_the_staging_ring_read_back_exactly() {
+    let _s = serial();
+    let g = common::logical(1);
+    let m = g.member(0).unwrap();
+    let mut rng = common::rng(41);
+    // 3501 rows of 1023 blocks: 34782 bytes a row, 121,771,782 in all (2 bytes of padding).
+    let (rows, cols) = (3501, 32 * 1023);
+    let bytes: Vec<u8> = (0..rows * 34 * 1023).map(|_| rng.random()).collect();
+    let w = m.upload_quant(QuantFormat::Q8_0, rows, cols, &bytes).unwrap();
+    let words = w.tensor().read_u32().unwrap();
+    let got: Vec<u8> = words.iter().flat_map(|v| v.to_le_bytes()).collect();
+    assert_eq!(got.len(), bytes.len() + 2);
+    assert!(got[..bytes.len()] == bytes[..], "the uploaded bytes read back unchanged");
+    assert_eq!(&got[bytes.len()..], &[0, 0]);
+    drop(got);
+    let small = random_blocks(&mut rng, QuantFormat::Q4_1, 37, 96);
+    check(m, QuantFormat::Q4_1, &small, 37, 96, 5);
+    common::assert_no_validation_errors();
+}

@@ -223,6 +223,33 @@ impl StagingBuffer {
         Ok(())
     }
 
+    /// Hands `fill` the buffer's bytes `offset .. offset + len` to write (for example a file's
+    /// positioned read straight into the mapping, with no copy in between), then makes them
+    /// visible to the device; returns what `fill` returns. Refused, before `fill` runs, while a
+    /// submitted copy that uses the buffer has not completed. `fill` may read the bytes too:
+    /// they hold what was last written there (zeros in a new buffer's pages, as the driver
+    /// allocates them, or an earlier upload's bytes).
+    pub fn write_with<R>(&mut self, offset: u64, len: usize, fill: impl FnOnce(&mut [u8]) -> R) -> Result<R> {
+        let end = offset.checked_add(len as u64).filter(|&e| e <= self.inner.size);
+        let end = end.ok_or_else(|| NativeError::Unsupported("staging write out of range".into()))?;
+        self.uses.check_idle("staging write")?;
+        // SAFETY: the range is inside the mapping (checked above), which stays mapped while
+        // `self` lives; `&mut self` excludes every other host access for the slice's lifetime,
+        // and no submission that uses the buffer is pending (checked above), so the device does
+        // not touch it either. The bytes are host memory the driver allocated and mapped: they
+        // are initialized as far as the program can tell (as for any memory an FFI call hands
+        // over), whatever their values.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr().add(offset as usize), len) };
+        let r = fill(bytes);
+        if !self.coherent {
+            // SAFETY: the range is mapped.
+            unsafe {
+                self.inner.device.shared.hal.flush_mapped_ranges(self.hal(), std::iter::once(offset..end))
+            };
+        }
+        Ok(r)
+    }
+
     /// Copies bytes at `offset` out of the buffer. Refused while a submitted copy that uses
     /// the buffer has not completed (the GPU could be writing them).
     pub fn read(&self, offset: u64, out: &mut [u8]) -> Result<()> {

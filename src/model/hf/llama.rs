@@ -423,20 +423,30 @@ impl WeightSource for LlamaSafetensors {
         rows: Range<usize>,
         cols: Range<usize>,
     ) -> Result<Matrix> {
-        self.check_range(weight, &rows, &cols)?;
+        let (out, inp) = self.check_range(weight, &rows, &cols)?;
         let shape = [rows.len(), cols.len()];
         let keep = self.keeps_blocks(weight, cols.clone())?;
-        let (bytes, dtype) = self.stored(weight, rows.clone(), cols.clone())?;
+        let name = self.matrix_name(weight);
+        let (file, _, dtype) = self.checked(&name, out, inp)?;
+        // BF16 and F16 as stored, read from the file straight into staging memory.
+        let mut fill = |r: Range<usize>, dst: &mut [u8]| -> Result<()> {
+            let abs = (rows.start + r.start) as u64..(rows.start + r.end) as u64;
+            file.read_rows(&name, abs, cols.start as u64..cols.end as u64, dst)?;
+            self.count(dst.len() as u64);
+            Ok(())
+        };
         match dtype {
-            StDtype::BF16 if keep => {
-                Ok(Matrix::Quant(member.upload_quant(QuantFormat::BF16, rows.len(), cols.len(), &bytes)?))
+            StDtype::BF16 if keep => Ok(Matrix::Quant(member.upload_quant_with(
+                QuantFormat::BF16,
+                rows.len(),
+                cols.len(),
+                &mut fill,
+            )?)),
+            StDtype::F16 => Ok(Matrix::F16(member.upload_f16_with(rows.len(), cols.len(), &mut fill)?)),
+            _ => {
+                let (bytes, dtype) = self.stored(weight, rows, cols)?;
+                Ok(Matrix::F16(member.upload(&dtype.to_f32(&bytes), &shape, DType::F16)?))
             }
-            StDtype::F16 => {
-                let m = member.empty(&shape, DType::F16)?;
-                member.write_bytes(&m, &bytes)?;
-                Ok(Matrix::F16(m))
-            }
-            _ => Ok(Matrix::F16(member.upload(&dtype.to_f32(&bytes), &shape, DType::F16)?)),
         }
     }
 

@@ -254,6 +254,8 @@ impl Decoder {
         };
         for m in &members {
             m.flush()?;
+            // The load's staging buffers hold pinned host memory; decoding needs none.
+            m.shared.release_uploads();
         }
         Ok(Self {
             cfg,
