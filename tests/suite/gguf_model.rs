@@ -312,3 +312,77 @@ fn smollm2_tokenizer_and_chat_template() {
         "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
     );
 }
+
+/// SmolLM2's greedy tokens through `Generation` are one member's on every layout lavapipe
+/// runs: two members in each all-reduce mode (DevicePoll replayed and recorded every step),
+/// three with an uneven split and with one member holding nothing; the logits are bitwise
+/// equal across the modes of one split.
+#[test]
+fn smollm2_same_greedy_tokens_in_every_mode_and_split() {
+    use crossgpu::model::{Generation, Sampling};
+    use crossgpu::{Comm, CommOptions, Error, Mode, ModeRequest};
+    let _s = serial();
+    let Some(path) = smollm2() else { return };
+    let mut model = Checkpoint::open(&path).unwrap();
+    let tok = model.tokenizer().unwrap();
+    let prompt = tok.encode_prompt("The capital of France is").unwrap();
+    let max = 4;
+    let cfg = model.config(prompt.len() + max).unwrap();
+    let mut run =
+        |members: usize, split: &str, mode: Option<Mode>, replay: bool| -> Option<(Vec<u32>, Vec<u32>)> {
+            let g = common::logical(members);
+            let comm = match mode {
+                None => None,
+                Some(mode) => {
+                    let opts =
+                        CommOptions { mode: ModeRequest::Forced(mode), ..CommOptions::from_env().unwrap() };
+                    match Comm::with_options(&g, opts) {
+                        Ok(c) => Some(c),
+                        Err(Error::Unsupported(why)) if common::mode_refused_by_layout(mode, &why) => {
+                            common::skip(
+                                common::requirement(mode),
+                                &format!("{mode} over {members} members: {why}"),
+                            );
+                            return None;
+                        }
+                        Err(e) => panic!("{mode} over {members} members: {e}"),
+                    }
+                }
+            };
+            let split = SplitSpec::parse(split).unwrap();
+            let mut d = Decoder::load_from(&g, cfg.clone(), &split, comm, &mut model, |_, _| {}).unwrap();
+            d.set_replay(replay);
+            let tokens: Vec<u32> = Generation::new(&mut d, &prompt, Sampling::greedy(), tok.stops(), max)
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap();
+            let bits = d.logits().unwrap().iter().map(|x| x.to_bits()).collect();
+            eprintln!(
+                "{members} member(s), split {split:?}, {mode:?}, replay {replay}: KV heads {:?}: {tokens:?}",
+                d.plan.kv_heads
+            );
+            Some((tokens, bits))
+        };
+    let (one, _) = run(1, "even", None, true).unwrap();
+    let text = tok.decode(&one).unwrap();
+    assert!(text.starts_with(" Paris"), "{text:?}");
+    for (members, split) in [(2, "even"), (3, "1:2:1"), (3, "1:0:2")] {
+        let mut bits_of_split: Option<Vec<u32>> = None;
+        for (mode, replay) in [
+            (Mode::HostBridge, true),
+            (Mode::Generic, true),
+            (Mode::DevicePoll, true),
+            (Mode::DevicePoll, false),
+        ] {
+            let Some((tokens, bits)) = run(members, split, Some(mode), replay) else { continue };
+            assert_eq!(tokens, one, "{members} members, split {split}, {mode}, replay {replay}: tokens");
+            match &bits_of_split {
+                Some(b) => {
+                    assert!(*b == bits, "{members} members, split {split}, {mode}: logits not bitwise equal")
+                }
+                None => bits_of_split = Some(bits),
+            }
+            common::assert_no_validation_errors();
+        }
+    }
+}
