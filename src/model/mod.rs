@@ -5,7 +5,8 @@
 //! llama-family GGUF file as a decoder's weights (`llama`: [`LlamaGguf`]); Hugging Face
 //! checkpoint directories (`hf`: `config.json` and safetensors, [`LlamaSafetensors`]); either
 //! opened by its path ([`Checkpoint`]), with its tokenizer and chat template ([`Tokenizer`]);
-//! and the choice of the next token from the logits ([`Sampler`]).
+//! the choice of the next token from the logits ([`Sampler`]); and a checkpoint loaded onto a
+//! group with its tokenizer, text in and text out ([`Model`]).
 //!
 //! What it must never do: trust the file. Every count, length, offset and shape is checked
 //! against the file's size and the format's rules before anything is allocated for it, and a
@@ -16,6 +17,7 @@ mod generation;
 pub mod gguf;
 pub mod hf;
 mod llama;
+mod loaded;
 pub mod quant;
 mod rect;
 mod sampler;
@@ -27,6 +29,7 @@ pub use generation::Generation;
 pub use gguf::{GgufFile, MetaArray, MetaValue, TensorInfo};
 pub use hf::LlamaSafetensors;
 pub use llama::{LlamaGguf, ARCHITECTURES};
+pub use loaded::{Model, TextStream};
 pub use quant::GgmlType;
 pub use sampler::{Sampler, Sampling};
 pub use tokenizer::{Message, Tokenizer};

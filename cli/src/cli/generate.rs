@@ -8,9 +8,9 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Args;
-use crossgpu::model::{Checkpoint, Generation, Message, Sampling};
-use crossgpu::tp::{Decoder, SplitSpec};
-use crossgpu::{Comm, DeviceGroup, GroupSpec, Instance};
+use crossgpu::model::{Checkpoint, Message, Model, Sampling};
+use crossgpu::tp::SplitSpec;
+use crossgpu::{DeviceGroup, GroupSpec, Instance};
 
 use super::load_bar::LoadBar;
 use super::{fail, print_choice, print_group, CliResult};
@@ -56,21 +56,7 @@ pub fn generate(args: &GenerateArgs) -> CliResult {
     let sampling =
         Sampling { temperature: args.temperature, top_k: args.top_k, top_p: args.top_p, seed: args.seed };
     sampling.validate().map_err(|e| fail(format!("--temperature/--top-k/--top-p: {e}")))?;
-    let mut model = Checkpoint::open(&args.model)?;
-    let tokenizer = model.tokenizer()?;
-    let (text, prompt) = match args.chat {
-        true => {
-            let text =
-                tokenizer.chat_prompt(&[Message { role: "user".into(), content: args.prompt.clone() }])?;
-            let ids = tokenizer.encode(&text)?;
-            (text, ids)
-        }
-        false => (args.prompt.clone(), tokenizer.encode_prompt(&args.prompt)?),
-    };
-    if prompt.is_empty() {
-        return Err(fail("the prompt has no tokens"));
-    }
-    let cfg = model.config(prompt.len() + args.tokens)?;
+    let checkpoint = Checkpoint::open(&args.model)?;
     let split = match &args.split {
         Some(s) => SplitSpec::parse(s).map_err(|e| e.for_setting("--split"))?,
         None => SplitSpec::from_env()?,
@@ -82,44 +68,52 @@ pub fn generate(args: &GenerateArgs) -> CliResult {
         "one member per GPU (CPU devices only where there is no GPU; set CROSSGPU_DEVICES to choose)",
     );
     print_group(&group);
-    let comm = if group.len() > 1 { Some(Comm::new(&group)?) } else { None };
+    // The prompt's length sizes the KV cache: tokenized before the load (the tokenizer is the
+    // checkpoint's, read without its weights).
+    let tokenizer = checkpoint.tokenizer()?;
+    let text = match args.chat {
+        true => tokenizer.chat_prompt(&[Message { role: "user".into(), content: args.prompt.clone() }])?,
+        false => args.prompt.clone(),
+    };
+    let prompt = match args.chat {
+        true => tokenizer.encode(&text)?,
+        false => tokenizer.encode_prompt(&text)?,
+    };
+    if prompt.is_empty() {
+        return Err(fail("the prompt has no tokens"));
+    }
+    let layers = checkpoint.config(1)?.layers;
     let t = Instant::now();
-    let loading = LoadBar::new(true, cfg.layers, Some(model.read_counter()));
-    let mut decoder =
-        Decoder::load_from(&group, cfg, &split, comm, &mut model, |done, _| loading.update(done))?;
+    let loading = LoadBar::new(true, layers, Some(checkpoint.read_counter()));
+    let mut model =
+        Model::from_checkpoint(&group, checkpoint, &split, prompt.len() + args.tokens, |done, _| {
+            loading.update(done)
+        })?;
     loading.finish();
-    let mode = match decoder.comm() {
+    let mode = match model.decoder.comm() {
         Some(c) => format!("all-reduce mode {}", c.mode()),
         None => "one member, no all-reduce".into(),
     };
     println!(
         "{} ({} {}, {} layers) loaded in {:.1} s; KV heads per member {:?}; {mode}; {} prompt tokens",
         args.model.display(),
-        model.format(),
-        model.architecture(),
-        decoder.cfg.layers,
+        model.format,
+        model.architecture,
+        model.decoder.cfg.layers,
         t.elapsed().as_secs_f64(),
-        decoder.plan.kv_heads,
+        model.decoder.plan.kv_heads,
         prompt.len()
     );
     let t = Instant::now();
-    let tokens = Generation::new(&mut decoder, &prompt, sampling, tokenizer.stops(), args.tokens)?;
+    let mut pieces = model.generate(&prompt, sampling, args.tokens)?;
     let prefill = t.elapsed().as_secs_f64();
-    let mut generated = Vec::new();
-    let mut shown = 0;
     let t = Instant::now();
     print!("{text}");
-    for token in tokens {
-        generated.push(token?);
-        // Print what the tokens so far decode to beyond what was printed (a character can take
-        // several tokens).
-        let so_far = tokenizer.decode(&generated)?;
-        if so_far.len() > shown && so_far.is_char_boundary(shown) {
-            print!("{}", &so_far[shown..]);
-            shown = so_far.len();
-            std::io::stdout().flush()?;
-        }
+    for piece in pieces.by_ref() {
+        print!("{}", piece?);
+        std::io::stdout().flush()?;
     }
+    let generated = pieces.ids().len();
     println!();
     let secs = t.elapsed().as_secs_f64();
     let how = match sampling.temperature {
@@ -130,8 +124,8 @@ pub fn generate(args: &GenerateArgs) -> CliResult {
         "prompt: {} tokens in {prefill:.2} s ({:.1} tokens/s, one step each); generated: {} tokens in {secs:.2} s ({:.1} tokens/s); {how}",
         prompt.len(),
         prompt.len() as f64 / prefill.max(1e-9),
-        generated.len(),
-        generated.len() as f64 / secs.max(1e-9),
+        generated,
+        generated as f64 / secs.max(1e-9),
     );
     Ok(())
 }
