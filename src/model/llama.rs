@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::gguf::{GgufFile, TensorInfo};
+use super::halves::write_f16_rows;
 use super::quant::GgmlType;
 use crate::error::FormatError;
 use crate::error::{Error, Result};
@@ -448,7 +449,21 @@ impl WeightSource for LlamaGguf {
     }
 
     fn embedding(&mut self, member: &Member) -> Result<Tensor> {
-        member.upload(&self.embedding_values()?, &[self.vocab, self.hidden], DType::F16)
+        let t = self.checked("token_embd.weight", self.vocab, self.hidden)?;
+        // F16 as stored; other types dequantized on the host's cores, into staging memory.
+        let (file, hidden) = (&self.file, self.hidden);
+        let mut fill = |r: Range<usize>, dst: &mut [u8]| -> Result<()> {
+            if t.ty == GgmlType::F16 {
+                file.read_rows(t, r.start as u64..r.end as u64, 0..hidden as u64, dst)?;
+            } else {
+                let values =
+                    |sub: Range<usize>| Ok(file.dequantize_rows(t, sub.start as u64..sub.end as u64)?);
+                write_f16_rows(r.clone(), hidden, dst, &values)?;
+            }
+            self.count(r.len() as u64 * t.row_bytes());
+            Ok(())
+        };
+        member.upload_f16_with(self.vocab, self.hidden, &mut fill)
     }
 
     fn norm(&mut self, member: &Member, norm: Norm) -> Result<Tensor> {

@@ -15,6 +15,7 @@
 mod checkpoint;
 mod generation;
 pub mod gguf;
+mod halves;
 pub mod hf;
 mod llama;
 mod loaded;

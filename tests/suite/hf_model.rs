@@ -33,8 +33,9 @@ enum Variant {
 fn dtype_of(name: &str, variant: Variant) -> Dtype {
     if name.ends_with(".bias") {
         Dtype::F32
-    } else if variant == Variant::Qwen2 && name.contains("self_attn") {
-        // F16 q/k/v, which without biases would take the fused q/k/v+RoPE kernel.
+    } else if variant == Variant::Qwen2 && (name.contains("self_attn") || name.contains("embed_tokens")) {
+        // F16 q/k/v, which without biases would take the fused q/k/v+RoPE kernel; an F16
+        // embedding table (uploaded as stored, and the tied output an f16 matrix).
         Dtype::F16
     } else if name.contains("self_attn") || name.contains("embed_tokens") {
         Dtype::BF16

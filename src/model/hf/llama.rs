@@ -18,6 +18,7 @@ use super::config::HfConfig;
 use super::file::{SafetensorsFile, StDtype, StTensor};
 use crate::error::{Error, FormatError, Result};
 use crate::group::Member;
+use crate::model::halves::write_f16_rows;
 use crate::model::Tokenizer;
 use crate::ops::QuantFormat;
 use crate::tensor::{DType, Tensor};
@@ -451,11 +452,26 @@ impl WeightSource for LlamaSafetensors {
     }
 
     fn embedding(&mut self, member: &Member) -> Result<Tensor> {
-        member.upload(
-            &self.embedding_values()?,
-            &[self.config.vocab_size, self.config.hidden_size],
-            DType::F16,
-        )
+        let (vocab, hidden) = (self.config.vocab_size, self.config.hidden_size);
+        let name = "model.embed_tokens.weight";
+        let (file, _, dtype) = self.checked(name, vocab, hidden)?;
+        // F16 as stored; BF16 and F32 converted on the host's cores, into staging memory.
+        let mut fill = |r: Range<usize>, dst: &mut [u8]| -> Result<()> {
+            let rows = r.start as u64..r.end as u64;
+            if dtype == StDtype::F16 {
+                file.read_rows(name, rows, 0..hidden as u64, dst)?;
+            } else {
+                let values = |sub: Range<usize>| -> Result<Vec<f32>> {
+                    let mut raw = vec![0u8; sub.len() * hidden * dtype.bytes() as usize];
+                    file.read_rows(name, sub.start as u64..sub.end as u64, 0..hidden as u64, &mut raw)?;
+                    Ok(dtype.to_f32(&raw))
+                };
+                write_f16_rows(r.clone(), hidden, dst, &values)?;
+            }
+            self.count(r.len() as u64 * hidden as u64 * dtype.bytes());
+            Ok(())
+        };
+        member.upload_f16_with(vocab, hidden, &mut fill)
     }
 
     fn norm(&mut self, member: &Member, norm: Norm) -> Result<Tensor> {
