@@ -11,6 +11,7 @@ use vk_native::{
 
 use super::binds;
 use super::options::GroupId;
+use super::uploads::{FillRows, UploadRing, UploadStream};
 
 use crate::error::{Error, Result};
 use crate::kernels::{Entry, ImmediateWords, Kernel, Pipelines};
@@ -33,7 +34,7 @@ pub(crate) struct MemberShared {
     /// with an explicit position (`ops::Position::fixed`). Made at first use.
     pub(super) zero_position: std::sync::OnceLock<Buffer>,
     /// The staging buffers large uploads go through ([`MemberShared::upload_rows`]).
-    pub(super) uploads: Mutex<super::uploads::UploadRing>,
+    pub(super) uploads: Mutex<UploadRing>,
 }
 
 /// What a communicator's transport asks of the streams of its members: to hear of every
@@ -49,7 +50,54 @@ pub(crate) trait StreamHook: Send + Sync {
     fn waited(&self, index: usize) -> Result<()>;
 }
 
+impl UploadStream for MemberShared {
+    fn device(&self) -> &Device {
+        &self.device
+    }
+
+    fn capturing(&self) -> bool {
+        self.stream().rec.capturing()
+    }
+
+    fn copy(&self, src: &StagingBuffer, dst: &dyn GpuBuffer, dst_offset: u64, bytes: u64) -> Result<()> {
+        self.record_copy(src, 0, dst, dst_offset, bytes)
+    }
+
+    fn submit(&self) -> Result<u64> {
+        self.flush()
+    }
+
+    fn wait(&self, value: u64) -> Result<()> {
+        let mut s = self.stream();
+        self.wait_value(&mut s, value, "an upload's staging copy")
+    }
+
+    fn native(&self, e: vk_native::NativeError) -> Error {
+        self.err(e)
+    }
+}
+
 impl MemberShared {
+    /// Uploads `rows` rows of `row_bytes` bytes each, then `pad` zero bytes, into `dst` through
+    /// the member's staging ring ([`UploadRing::upload_rows`]); `fill` writes each run of rows.
+    pub(crate) fn upload_rows(
+        &self,
+        dst: &dyn GpuBuffer,
+        rows: usize,
+        row_bytes: usize,
+        pad: usize,
+        fill: &mut FillRows<'_>,
+    ) -> Result<()> {
+        let mut ring = self.uploads.lock().unwrap_or_else(|p| p.into_inner());
+        ring.upload_rows(self, dst, (rows, row_bytes, pad), fill)
+    }
+
+    /// Frees the staging ring's buffers (after a load: they hold pinned host memory). Copies
+    /// still running keep theirs alive until they complete.
+    pub(crate) fn release_uploads(&self) {
+        *self.uploads.lock().unwrap_or_else(|p| p.into_inner()) = UploadRing::default();
+    }
+
     pub(crate) fn err(&self, e: vk_native::NativeError) -> Error {
         Error::native(&self.label, e)
     }

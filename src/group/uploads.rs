@@ -10,9 +10,8 @@
 
 use std::ops::Range;
 
-use vk_native::{GpuBuffer, StagingBuffer};
+use vk_native::{Device, GpuBuffer, StagingBuffer};
 
-use super::shared::MemberShared;
 use crate::error::{Error, Result};
 
 /// Bytes a staging buffer holds (more where one row is larger).
@@ -23,6 +22,22 @@ const SLOTS: usize = 3;
 /// Writes rows into a buffer slice of a caller's: `fill(rows, bytes)` writes rows `rows` (of
 /// the upload, counted from 0), `bytes.len() == rows.len() · row_bytes`.
 pub(crate) type FillRows<'a> = dyn FnMut(Range<usize>, &mut [u8]) -> Result<()> + 'a;
+
+/// What an upload needs of the member's stream (the member implements it).
+pub(crate) trait UploadStream {
+    /// The member's device, where staging buffers are made.
+    fn device(&self) -> &Device;
+    /// Whether a recording for replay is in progress.
+    fn capturing(&self) -> bool;
+    /// Records a copy of `bytes` bytes from `src` to `dst` at `dst_offset`.
+    fn copy(&self, src: &StagingBuffer, dst: &dyn GpuBuffer, dst_offset: u64, bytes: u64) -> Result<()>;
+    /// Submits what is recorded; returns the progress value that marks its completion.
+    fn submit(&self) -> Result<u64>;
+    /// Waits until the progress value `value` is reached.
+    fn wait(&self, value: u64) -> Result<()>;
+    /// The error of a native failure on this member.
+    fn native(&self, e: vk_native::NativeError) -> Error;
+}
 
 #[derive(Default)]
 pub(crate) struct UploadRing {
@@ -46,15 +61,14 @@ enum SlotState {
     Submitted(u64),
 }
 
-impl MemberShared {
+impl UploadRing {
     /// Uploads `rows` rows of `row_bytes` bytes each, then `pad` zero bytes, into `dst` from
     /// its byte 0, in runs of rows that fit a staging buffer; `fill` writes each run.
     pub(crate) fn upload_rows(
-        &self,
+        &mut self,
+        stream: &dyn UploadStream,
         dst: &dyn GpuBuffer,
-        rows: usize,
-        row_bytes: usize,
-        pad: usize,
+        (rows, row_bytes, pad): (usize, usize, usize),
         fill: &mut FillRows<'_>,
     ) -> Result<()> {
         let total = rows.checked_mul(row_bytes).and_then(|b| b.checked_add(pad));
@@ -71,26 +85,25 @@ impl MemberShared {
         if total == 0 {
             return Ok(());
         }
-        if self.stream().rec.capturing() {
+        if stream.capturing() {
             return Err(Error::InvalidArgument(
                 "an upload inside a recording for replay (upload before recording)".into(),
             ));
         }
         let per_chunk = (CHUNK_BYTES / row_bytes.max(1)).max(1);
-        let mut ring = self.uploads.lock().unwrap_or_else(|p| p.into_inner());
         let mut r = 0;
         loop {
             let end = (r + per_chunk).min(rows);
             let data = (end - r) * row_bytes;
             let bytes = data + if end == rows { pad } else { 0 };
-            let slot = self.free_slot(&mut ring, bytes)?;
+            let slot = self.free_slot(stream, bytes)?;
             let filled = slot.staging.write_with(0, bytes, |buf| {
                 let (rows_part, pad_part) = buf.split_at_mut(data);
                 pad_part.fill(0);
                 fill(r..end, rows_part)
             });
-            filled.map_err(|e| self.err(e))??;
-            self.record_copy(&slot.staging, 0, dst, (r * row_bytes) as u64, bytes as u64)?;
+            filled.map_err(|e| stream.native(e))??;
+            stream.copy(&slot.staging, dst, (r * row_bytes) as u64, bytes as u64)?;
             slot.state = SlotState::Recorded;
             if end == rows {
                 return Ok(());
@@ -100,42 +113,34 @@ impl MemberShared {
     }
 
     /// The next slot, free to write `bytes`: a new one while there are fewer than `SLOTS`, else
-    /// the oldest, once its copy has completed (flushed first if it was only recorded).
-    fn free_slot<'r>(&self, ring: &'r mut UploadRing, bytes: usize) -> Result<&'r mut Slot> {
+    /// the oldest, once its copy has completed (submitted first if it was only recorded).
+    fn free_slot(&mut self, stream: &dyn UploadStream, bytes: usize) -> Result<&mut Slot> {
         let size = bytes.max(CHUNK_BYTES) as u64;
         let new = || -> Result<Slot> {
-            let staging = StagingBuffer::new(&self.device, size, true).map_err(|e| self.err(e))?;
+            let staging = StagingBuffer::new(stream.device(), size, true).map_err(|e| stream.native(e))?;
             Ok(Slot { staging, state: SlotState::Idle })
         };
-        if ring.slots.len() < SLOTS {
-            ring.slots.push(new()?);
-            return Ok(ring.slots.last_mut().expect("pushed"));
+        if self.slots.len() < SLOTS {
+            self.slots.push(new()?);
+            return Ok(self.slots.last_mut().expect("pushed"));
         }
-        let i = ring.next;
-        ring.next = (i + 1) % SLOTS;
-        if ring.slots[i].state == SlotState::Recorded {
+        let i = self.next;
+        self.next = (i + 1) % SLOTS;
+        if self.slots[i].state == SlotState::Recorded {
             // Submits every recorded copy, this slot's among them.
-            let v = self.flush()?;
-            for s in ring.slots.iter_mut().filter(|s| s.state == SlotState::Recorded) {
+            let v = stream.submit()?;
+            for s in self.slots.iter_mut().filter(|s| s.state == SlotState::Recorded) {
                 s.state = SlotState::Submitted(v);
             }
         }
-        if let SlotState::Submitted(v) = ring.slots[i].state {
-            let mut s = self.stream();
-            self.wait_value(&mut s, v, "an upload's staging copy")?;
+        if let SlotState::Submitted(v) = self.slots[i].state {
+            stream.wait(v)?;
         }
-        ring.slots[i].state = SlotState::Idle;
-        if ring.slots[i].staging.size() < bytes as u64 {
+        self.slots[i].state = SlotState::Idle;
+        if self.slots[i].staging.size() < bytes as u64 {
             // Dropped here; a copy still holding it keeps its memory alive until it completes.
-            ring.slots[i] = new()?;
+            self.slots[i] = new()?;
         }
-        Ok(&mut ring.slots[i])
-    }
-
-    /// Frees the staging buffers (after a load: they hold pinned host memory). Copies still
-    /// running keep theirs alive until they complete.
-    pub(crate) fn release_uploads(&self) {
-        let mut ring = self.uploads.lock().unwrap_or_else(|p| p.into_inner());
-        *ring = UploadRing::default();
+        Ok(&mut self.slots[i])
     }
 }

@@ -19,7 +19,7 @@ use super::file::{SafetensorsFile, StDtype, StTensor};
 use crate::error::{Error, FormatError, Result};
 use crate::group::Member;
 use crate::model::halves::write_f16_rows;
-use crate::model::Tokenizer;
+use crate::model::tokenizer::Tokenizer;
 use crate::ops::QuantFormat;
 use crate::tensor::{DType, Tensor};
 use crate::tp::{DecoderConfig, Matrix, Norm, Weight, WeightSource};
