@@ -53,9 +53,11 @@ impl<'a> Generation<'a> {
                 decoder.cfg.max_seq
             )));
         }
+        // Two steps in flight at most: each wait covers at most two steps' work.
+        let mut previous = None;
         for &t in prompt {
             decoder.set_token(t)?;
-            decoder.step()?;
+            decoder.step_in_flight(&mut previous)?;
         }
         Ok(Self {
             decoder,

@@ -168,6 +168,24 @@ impl Decoder {
         Ok(())
     }
 
+    /// One step, submitted, after which the host waits for the step before it (`previous`
+    /// holds its marks): at most two steps in flight, so command buffers do not pile up and no
+    /// single wait covers more than two steps' work (a long prompt on a slow device would
+    /// otherwise be one wait past `CROSSGPU_TIMEOUT_MS`). True when a previous step was waited.
+    pub(crate) fn step_in_flight(&mut self, previous: &mut Option<Vec<u64>>) -> Result<bool> {
+        self.step()?;
+        let marks = self.members.iter().map(|m| m.flush().map(|()| m.mark())).collect::<Result<Vec<_>>>()?;
+        match previous.replace(marks) {
+            Some(prev) => {
+                for (m, v) in self.members.iter().zip(prev) {
+                    m.wait_mark(v, "the previous decode step")?;
+                }
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
     /// Sets the token the next step embeds (the prompt's last token).
     pub fn set_token(&mut self, token: u32) -> Result<()> {
         if token as usize >= self.cfg.vocab {
@@ -191,15 +209,7 @@ impl Decoder {
         let start = self.pos;
         let mut previous: Option<Vec<u64>> = None;
         for k in 0..steps {
-            self.step()?;
-            // Flush so the step starts on the GPU, then wait for the step before it: at most
-            // two steps in flight, so command buffers do not pile up.
-            let marks =
-                self.members.iter().map(|m| m.flush().map(|()| m.mark())).collect::<Result<Vec<_>>>()?;
-            if let Some(prev) = previous.replace(marks) {
-                for (m, v) in self.members.iter().zip(prev) {
-                    m.wait_mark(v, "the previous decode step")?;
-                }
+            if self.step_in_flight(&mut previous)? {
                 on_step(k - 1);
             }
         }
