@@ -140,7 +140,14 @@ impl LlamaGguf {
                 self.context
             )));
         }
-        let cfg = DecoderConfig {
+        let cfg = DecoderConfig { max_seq, ..self.dims() };
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// The model's shape from the metadata (a KV cache of one token; unchecked).
+    fn dims(&self) -> DecoderConfig {
+        DecoderConfig {
             hidden: self.hidden,
             ffn: self.ffn,
             layers: self.layers,
@@ -148,13 +155,11 @@ impl LlamaGguf {
             kv_heads: self.kv_heads,
             head_dim: self.head_dim,
             vocab: self.vocab,
-            max_seq,
+            max_seq: 1,
             seed: 0,
             rope_base: self.rope_base,
             eps: self.eps,
-        };
-        cfg.validate()?;
-        Ok(cfg)
+        }
     }
 
     /// The tensor behind `weight`, and its `[out, in]` shape.
@@ -182,15 +187,7 @@ impl LlamaGguf {
 
     /// `[out, in]` of `weight` by the metadata.
     fn matrix_shape(&self, weight: Weight) -> (usize, usize) {
-        let (h, q, kv) = (self.hidden, self.q_heads * self.head_dim, self.kv_heads * self.head_dim);
-        match weight {
-            Weight::Q(_) => (q, h),
-            Weight::K(_) | Weight::V(_) => (kv, h),
-            Weight::O(_) => (h, q),
-            Weight::Gate(_) | Weight::Up(_) => (self.ffn, h),
-            Weight::Down(_) => (h, self.ffn),
-            Weight::Output => (self.vocab, h),
-        }
+        weight.shape(&self.dims())
     }
 
     /// The tensor `name`, checked to be of a supported type and `[rows, cols]` (GGUF order:

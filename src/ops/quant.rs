@@ -247,28 +247,18 @@ impl Member {
         cols: usize,
         bytes: &[u8],
     ) -> Result<QuantMatrix> {
-        let row_bytes = format.row_bytes(cols).ok_or_else(|| {
-            Error::InvalidArgument(format!(
-                "upload_quant: {cols} columns are not a whole number of {format} blocks of {} elements",
-                format.block_elems()
-            ))
-        })?;
-        if rows > MAX_ELEMENTS || cols > MAX_ELEMENTS {
-            return Err(Error::Unsupported(format!(
-                "upload_quant: a [{rows}, {cols}] matrix: rows and columns are at most {MAX_ELEMENTS} (kernels index with 32-bit integers)"
-            )));
-        }
-        let need = rows.checked_mul(row_bytes).ok_or_else(|| {
-            Error::InvalidArgument(format!("upload_quant: {rows} rows of {row_bytes} bytes overflow"))
-        })?;
-        if bytes.len() != need {
-            return Err(Error::LengthMismatch {
-                what: format!(
-                    "upload_quant bytes of a [{rows}, {cols}] {format} matrix ({row_bytes} per row)"
-                ),
-                expected: need,
-                got: bytes.len(),
-            });
+        // The shape itself is checked by `upload_quant_with`, before `fill` runs.
+        let row_bytes = format.row_bytes(cols).unwrap_or(0);
+        if let Some(need) = format.row_bytes(cols).and_then(|b| rows.checked_mul(b)) {
+            if bytes.len() != need {
+                return Err(Error::LengthMismatch {
+                    what: format!(
+                        "upload_quant bytes of a [{rows}, {cols}] {format} matrix ({row_bytes} per row)"
+                    ),
+                    expected: need,
+                    got: bytes.len(),
+                });
+            }
         }
         self.upload_quant_with(format, rows, cols, &mut |r, dst| {
             dst.copy_from_slice(&bytes[r.start * row_bytes..r.end * row_bytes]);

@@ -34,6 +34,21 @@ pub enum Weight {
     Output,
 }
 
+impl Weight {
+    /// `[out, in]` of this matrix in a model of `cfg`'s shape.
+    pub fn shape(self, cfg: &DecoderConfig) -> (usize, usize) {
+        let (h, q, kv) = (cfg.hidden, cfg.q_heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim);
+        match self {
+            Weight::Q(_) => (q, h),
+            Weight::K(_) | Weight::V(_) => (kv, h),
+            Weight::O(_) => (h, q),
+            Weight::Gate(_) | Weight::Up(_) => (cfg.ffn, h),
+            Weight::Down(_) => (h, cfg.ffn),
+            Weight::Output => (cfg.vocab, h),
+        }
+    }
+}
+
 /// A norm's weight, `[hidden]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Norm {

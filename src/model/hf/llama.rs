@@ -192,7 +192,15 @@ impl LlamaSafetensors {
                 self.dir.display()
             )));
         }
-        let cfg = DecoderConfig {
+        let cfg = DecoderConfig { max_seq, ..self.dims() };
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// The model's shape from config.json (a KV cache of one token; unchecked).
+    fn dims(&self) -> DecoderConfig {
+        let c = &self.config;
+        DecoderConfig {
             hidden: c.hidden_size,
             ffn: c.intermediate_size,
             layers: c.num_hidden_layers,
@@ -200,13 +208,11 @@ impl LlamaSafetensors {
             kv_heads: self.kv_heads,
             head_dim: self.head_dim,
             vocab: c.vocab_size,
-            max_seq,
+            max_seq: 1,
             seed: 0,
             rope_base: c.rope_theta,
             eps: c.rms_norm_eps,
-        };
-        cfg.validate()?;
-        Ok(cfg)
+        }
     }
 
     fn matrix_name(&self, weight: Weight) -> String {
@@ -233,17 +239,7 @@ impl LlamaSafetensors {
 
     /// `[out, in]` of `weight` by the config.
     fn matrix_shape(&self, weight: Weight) -> (usize, usize) {
-        let c = &self.config;
-        let (h, q, kv) =
-            (c.hidden_size, c.num_attention_heads * self.head_dim, self.kv_heads * self.head_dim);
-        match weight {
-            Weight::Q(_) => (q, h),
-            Weight::K(_) | Weight::V(_) => (kv, h),
-            Weight::O(_) => (h, q),
-            Weight::Gate(_) | Weight::Up(_) => (c.intermediate_size, h),
-            Weight::Down(_) => (h, c.intermediate_size),
-            Weight::Output => (c.vocab_size, h),
-        }
+        weight.shape(&self.dims())
     }
 
     /// The tensor `name` and its file, checked to be `[rows, cols]` (a vector `[cols]` where
