@@ -212,28 +212,13 @@ impl LlamaGguf {
 
     fn check_tensors(&self) -> Result<()> {
         self.checked("token_embd.weight", self.vocab, self.hidden)?;
-        self.checked(&Self::norm_name(Norm::Final), 1, self.hidden)?;
-        let mut weights = vec![Weight::Output];
-        for l in 0..self.layers {
-            weights.extend([
-                Weight::Q(l),
-                Weight::K(l),
-                Weight::V(l),
-                Weight::O(l),
-                Weight::Gate(l),
-                Weight::Up(l),
-                Weight::Down(l),
-            ]);
-            for n in [Norm::Attention(l), Norm::Mlp(l)] {
-                self.checked(&Self::norm_name(n), 1, self.hidden)?;
-            }
+        for n in Norm::every(self.layers) {
+            self.checked(&Self::norm_name(n), 1, self.hidden)?;
         }
-        for w in weights {
+        for w in Weight::every(self.layers) {
             let (rows, cols) = self.matrix_shape(w);
             self.checked(&self.matrix_name(w), rows, cols)?;
         }
-        // Tensors the decoder does not compute with (biases: qwen2's q/k/v) would be silently
-        // ignored: refuse them.
         // The q/k/v biases are computed; any other bias would be silently ignored: refuse it.
         let biases = (0..self.layers)
             .flat_map(|l| [Weight::Q(l), Weight::K(l), Weight::V(l)].map(|w| self.bias_name(w)));

@@ -35,6 +35,14 @@ pub enum Weight {
 }
 
 impl Weight {
+    /// Every matrix of a model of `layers` layers: the vocabulary projection, then each layer's
+    /// q, k, v, o, gate, up and down.
+    pub fn every(layers: usize) -> impl Iterator<Item = Weight> {
+        use Weight::*;
+        std::iter::once(Output)
+            .chain((0..layers).flat_map(|l| [Q(l), K(l), V(l), O(l), Gate(l), Up(l), Down(l)]))
+    }
+
     /// `[out, in]` of this matrix in a model of `cfg`'s shape.
     pub fn shape(self, cfg: &DecoderConfig) -> (usize, usize) {
         let (h, q, kv) = (cfg.hidden, cfg.q_heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim);
@@ -58,6 +66,13 @@ pub enum Norm {
     Mlp(usize),
     /// After the last layer.
     Final,
+}
+
+impl Norm {
+    /// Every norm of a model of `layers` layers: the final one, then each layer's two.
+    pub fn every(layers: usize) -> impl Iterator<Item = Norm> {
+        std::iter::once(Norm::Final).chain((0..layers).flat_map(|l| [Norm::Attention(l), Norm::Mlp(l)]))
+    }
 }
 
 /// Makes a model's tensors on the members, each member's share only.

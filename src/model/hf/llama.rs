@@ -278,23 +278,10 @@ impl LlamaSafetensors {
     fn check_tensors(&self) -> Result<()> {
         let (h, v) = (self.config.hidden_size, self.config.vocab_size);
         self.checked("model.embed_tokens.weight", v, h)?;
-        self.checked(&Self::norm_name(Norm::Final), 1, h)?;
-        let mut weights = vec![Weight::Output];
-        for l in 0..self.config.num_hidden_layers {
-            weights.extend([
-                Weight::Q(l),
-                Weight::K(l),
-                Weight::V(l),
-                Weight::O(l),
-                Weight::Gate(l),
-                Weight::Up(l),
-                Weight::Down(l),
-            ]);
-            for n in [Norm::Attention(l), Norm::Mlp(l)] {
-                self.checked(&Self::norm_name(n), 1, h)?;
-            }
+        for n in Norm::every(self.config.num_hidden_layers) {
+            self.checked(&Self::norm_name(n), 1, h)?;
         }
-        for w in weights {
+        for w in Weight::every(self.config.num_hidden_layers) {
             let (rows, cols) = self.matrix_shape(w);
             self.checked(&self.matrix_name(w), rows, cols)?;
         }
