@@ -19,8 +19,10 @@ pub struct Generation<'a> {
 }
 
 impl<'a> Generation<'a> {
-    /// Runs `prompt` through `decoder` (one step per token, from the decoder's current
-    /// position) and returns the tokens that follow. Checked first: a prompt of at least one
+    /// Runs `prompt` through `decoder` from its current position — all but the last token as
+    /// a batch ([`Decoder::prefill`]; one step per token where the decoder cannot take one,
+    /// [`Decoder::prefill_unsupported`]), then the last token's step — and returns the tokens
+    /// that follow. Checked first: a prompt of at least one
     /// token, each in the vocabulary, the sampling settings, and room in the KV cache for the
     /// prompt and `max_tokens`.
     pub fn new(
@@ -53,12 +55,20 @@ impl<'a> Generation<'a> {
                 decoder.cfg.max_seq
             )));
         }
-        // Two steps in flight at most: each wait covers at most two steps' work.
-        let mut previous = None;
-        for &t in prompt {
-            decoder.set_token(t)?;
-            decoder.step_in_flight(&mut previous)?;
+        let (last, rest) = prompt.split_last().expect("checked not empty");
+        if decoder.prefill_unsupported().is_none() {
+            // All but the last token as a batch; the last one's step gives the logits.
+            decoder.prefill(rest)?;
+        } else {
+            // Two steps in flight at most: each wait covers at most two steps' work.
+            let mut previous = None;
+            for &t in rest {
+                decoder.set_token(t)?;
+                decoder.step_in_flight(&mut previous)?;
+            }
         }
+        decoder.set_token(*last)?;
+        decoder.step()?;
         Ok(Self {
             decoder,
             sampler,

@@ -1,7 +1,9 @@
 //! The kernels as operations on a member's tensors: each checks its inputs (member, dtype,
 //! length) and returns an error before recording anything, then records one dispatch into the
-//! member's stream. `quant.rs` holds the products over ggml-quantized weights ([`QuantMatrix`]).
+//! member's stream. `quant.rs` holds the products over ggml-quantized weights ([`QuantMatrix`]),
+//! `matmul.rs` the prompt's products over many positions at once (every storage).
 
+mod matmul;
 mod quant;
 
 pub use quant::{QuantFormat, QuantMatrix};

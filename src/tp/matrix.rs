@@ -88,6 +88,15 @@ impl Matrix {
         }
     }
 
+    /// `y[t] = W x[t]` for `positions` rows on `m` (f32 `x` `[positions, cols]`, f32 `y`
+    /// `[positions, rows]`): the prompt's product.
+    pub fn matmul(&self, m: &Member, x: &Tensor, y: &Tensor, positions: usize) -> Result<()> {
+        match self {
+            Matrix::F16(t) => m.matmul(t, x, y, positions),
+            Matrix::Quant(q) => m.matmul_quant(q, x, y, positions),
+        }
+    }
+
     /// `matvec` into words `at..` of `out` (a DevicePoll slot region).
     pub(crate) fn matvec_into(&self, m: &Member, x: &Tensor, out: BindRange<'_>, at: u64) -> Result<()> {
         match self {

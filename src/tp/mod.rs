@@ -40,10 +40,10 @@ pub mod split;
 mod weights;
 
 pub use config::DecoderConfig;
-pub use decoder::{DecodeStats, Decoder};
+pub use decoder::{DecodeStats, Decoder, PROMPT_CHUNK};
 pub use linear::{ColumnParallelLinear, RowParallelLinear};
 pub use matrix::Matrix;
-pub use ops::{AttentionShape, TransformerOps};
+pub use ops::{AttentionShape, PromptShape, TransformerOps, PROMPT_MAX_HEAD_DIM};
 pub use plan::{check_fits, check_fits_with, Footprint, Plan};
 pub use reduce::Reducer;
 pub use sharded::Sharded;

@@ -14,6 +14,8 @@ use crossgpu::tp::{AttentionShape, Decoder, DecoderConfig, Norm, SplitSpec, Weig
 
 /// Tokens decoded and checked, from the model's BOS token.
 const STEPS: usize = 4;
+/// Then a prompt's tokens, all but the last through `Decoder::prefill`.
+const PROMPT: usize = 6;
 const LAMBDA: f64 = 10.0;
 const VS_EXACT: ErrorModel = ErrorModel::StdDev { r: 1.0, trig: true, extra: 2 };
 
@@ -174,7 +176,8 @@ pub(crate) enum Held {
 
 /// SmolLM2's shape, its f64 reference's greedy tokens from `bos` over `STEPS` steps, and the
 /// decoder on one member and on two (2 and 1 KV heads: an uneven split) fed the same tokens,
-/// every logit within the reference's tolerance; the bytes the members hold as `held` says and
+/// every logit within the reference's tolerance, then `PROMPT` more of the reference's tokens
+/// as a prompt (a batch from position `STEPS`, then a step) and the logits after it; the bytes the members hold as `held` says and
 /// as the plan said.
 pub(crate) fn check_against_reference(model: &mut Checkpoint, bos: u32, held: Held) {
     let cfg = model.config(16).unwrap();
@@ -191,6 +194,15 @@ pub(crate) fn check_against_reference(model: &mut Checkpoint, bos: u32, held: He
         inputs.push(reference::argmax(&logits.v).unwrap() as u32);
         want.push(logits);
     }
+    // Then a prompt of PROMPT tokens from position STEPS (the reference's next greedy tokens):
+    // the decoder takes all but the last as a batch (`prefill`), the last as a step.
+    let mut after_prompt = None;
+    for _ in 0..PROMPT {
+        let logits = reference.step(*inputs.last().unwrap());
+        inputs.push(reference::argmax(&logits.v).unwrap() as u32);
+        after_prompt = Some(logits);
+    }
+    let after_prompt = after_prompt.unwrap();
     // One member, and two holding 2 and 1 KV heads (an uneven split).
     for n in [1, 2] {
         let group = common::logical(n);
@@ -246,10 +258,45 @@ pub(crate) fn check_against_reference(model: &mut Checkpoint, bos: u32, held: He
                 );
             }
         }
+        d.prefill(&inputs[STEPS..STEPS + PROMPT - 1]).unwrap();
+        d.set_token(inputs[STEPS + PROMPT - 1]).unwrap();
+        d.step().unwrap();
+        let got = d.logits().unwrap();
+        let (mut worst_prompt, mut largest) = (0.0f64, 0.0f64);
+        for (i, (&g, (&w, &tol))) in got.iter().zip(after_prompt.v.iter().zip(&after_prompt.e)).enumerate() {
+            let err = (g as f64 - w).abs();
+            assert!(
+                err <= tol,
+                "{n} member(s), after a prompt of {PROMPT} tokens as a batch: logit {i} is {g}, the reference's {w} (error {err:e} > tolerance {tol:e})"
+            );
+            worst_prompt = worst_prompt.max(err / tol);
+            largest = largest.max(err);
+        }
+        // The reference's tolerance has grown wide by now (RoPE's sin and cos are only bound to
+        // 2^-11 at each position): the same prompt step by step on the same members (rewound to
+        // STEPS) must give the batch's logits to a few ULP of their scale.
+        d.rewind(STEPS).unwrap();
+        for &t in &inputs[STEPS..STEPS + PROMPT] {
+            d.set_token(t).unwrap();
+            d.step().unwrap();
+        }
+        let stepped = d.logits().unwrap();
+        let scale = stepped.iter().fold(0.0f32, |m, v| m.max(v.abs())) as f64;
+        let mut apart = 0.0f64;
+        for (i, (&a, &b)) in got.iter().zip(&stepped).enumerate() {
+            let diff = (a as f64 - b as f64).abs();
+            assert!(
+                diff <= 1e-4 * scale,
+                "{n} member(s): logit {i} after the prompt is {a} as a batch, {b} step by step (scale {scale})"
+            );
+            apart = apart.max(diff / scale);
+        }
         common::assert_no_validation_errors();
         eprintln!(
-            "{n} member(s), KV heads {:?}: {STEPS} steps within the tolerance (largest error {worst:.2e} of it)",
-            d.plan.kv_heads
+            "{n} member(s), KV heads {:?}: {STEPS} steps within the tolerance (largest error {worst:.2e} of it); after {PROMPT} prompt tokens as a batch {worst_prompt:.2e} (largest error {largest:.2e}, tolerance {:.2e} to {:.2e}), {apart:.1e} of the logits' scale from the steps'",
+            d.plan.kv_heads,
+            after_prompt.e.iter().cloned().fold(f64::INFINITY, f64::min),
+            after_prompt.e.iter().cloned().fold(0.0, f64::max),
         );
     }
     eprintln!("the reference's tokens from BOS: {:?}", &inputs[1..]);

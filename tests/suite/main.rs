@@ -19,6 +19,7 @@ mod groups;
 mod hf_model;
 mod kernels;
 mod poll;
+mod prompt;
 mod properties;
 mod quant_matvec;
 mod replay;

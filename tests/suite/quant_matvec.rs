@@ -40,7 +40,7 @@ use rand::Rng;
 const ROWS: [usize; 6] = [1, 3, 7, 97, 577, 1000];
 
 /// Columns: one block, three, model widths, and an odd number of blocks past 4096.
-fn cols(format: QuantFormat) -> [usize; 5] {
+pub(crate) fn cols(format: QuantFormat) -> [usize; 5] {
     match format.block_elems() {
         8 => [8, 24, 576, 1544, 4128],
         32 => [32, 96, 576, 1536, 4128],
@@ -54,7 +54,7 @@ fn ggml(format: QuantFormat) -> GgmlType {
 }
 
 /// A random finite, normal f16 of random sign, magnitude in 2^-8 .. 2^5 (mixed binades).
-fn random_f16(rng: &mut impl Rng) -> [u8; 2] {
+pub(crate) fn random_f16(rng: &mut impl Rng) -> [u8; 2] {
     let sign: u16 = rng.random_range(0..2);
     let exp: u16 = rng.random_range(15 - 8..15 + 5);
     let mant: u16 = rng.random_range(0..1024);
@@ -72,7 +72,7 @@ fn random_bf16(rng: &mut impl Rng) -> [u8; 2] {
 /// `rows` rows of `cols` elements of random blocks: random bytes (every quant, sub-block scale
 /// and min value), the f16 fields (scales, mins) random finite normals; bf16 elements random
 /// finite normals.
-fn random_blocks(rng: &mut impl Rng, format: QuantFormat, rows: usize, cols: usize) -> Vec<u8> {
+pub(crate) fn random_blocks(rng: &mut impl Rng, format: QuantFormat, rows: usize, cols: usize) -> Vec<u8> {
     let halves: &[usize] = match format {
         QuantFormat::Q8_0 | QuantFormat::Q4_0 => &[0],
         QuantFormat::Q4_1 | QuantFormat::Q4_K => &[0, 2],
@@ -92,7 +92,7 @@ fn random_blocks(rng: &mut impl Rng, format: QuantFormat, rows: usize, cols: usi
 }
 
 /// The exact f32 weights as ggml dequantizes them, widened to f64.
-fn dequantized(format: QuantFormat, bytes: &[u8], elems: usize) -> Vec<f64> {
+pub(crate) fn dequantized(format: QuantFormat, bytes: &[u8], elems: usize) -> Vec<f64> {
     let mut w = vec![0.0f32; elems];
     dequantize(ggml(format), bytes, &mut w).unwrap();
     assert!(w.iter().all(|v| v.is_finite()), "{format}: non-finite weight");

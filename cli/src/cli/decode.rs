@@ -43,6 +43,11 @@ pub struct DecodeArgs {
     /// Also decode on member 0 alone and compare the tokens.
     #[arg(long)]
     pub check: bool,
+    /// Before decoding, take a prompt of this many tokens (ids from --first on) through the
+    /// model as a batch (`Decoder::prefill`): once to warm up, then again from position 0,
+    /// timed, and print the prompt's tokens/s.
+    #[arg(long, default_value_t = 0)]
+    pub prompt: usize,
     /// Decode this many tokens first, untimed.
     #[arg(long, default_value_t = 2)]
     pub warmup: usize,
@@ -190,7 +195,24 @@ pub fn run_decode(
             }
         );
     }
-    let warm = args.warmup.min(cfg.max_seq.saturating_sub(args.tokens));
+    if args.prompt > 0 {
+        let prompt: Vec<u32> =
+            (0..args.prompt).map(|i| ((args.first as usize + i) % cfg.vocab) as u32).collect();
+        dec.prefill(&prompt)?;
+        dec.rewind(0)?;
+        let t = Instant::now();
+        dec.prefill(&prompt)?;
+        let secs = t.elapsed().as_secs_f64();
+        if show {
+            println!(
+                "prompt: {} tokens as a batch in {:.3} s: {:.1} prompt tokens/s (the second of two runs)",
+                args.prompt,
+                secs,
+                args.prompt as f64 / secs
+            );
+        }
+    }
+    let warm = args.warmup.min(cfg.max_seq.saturating_sub(args.tokens + args.prompt));
     let mut tokens = Vec::new();
     if warm > 0 {
         tokens.extend(dec.generate(args.first, warm, |_| {})?);
@@ -401,7 +423,7 @@ pub fn decode(args: &DecodeArgs) -> CliResult {
                     "--layers and --seed set a preset's model; --model's shape and weights are the file's",
                 ));
             }
-            Checkpoint::open(path)?.config(args.tokens + args.warmup + args.profile)?
+            Checkpoint::open(path)?.config(args.prompt + args.tokens + args.warmup + args.profile)?
         }
         None => DecoderConfig::preset(&args.preset)?,
     };
@@ -422,8 +444,9 @@ pub fn decode(args: &DecodeArgs) -> CliResult {
     if let Some(s) = args.seed {
         cfg.seed = s;
     }
-    if args.tokens + args.warmup + args.profile > cfg.max_seq {
-        cfg.max_seq = args.tokens + args.warmup + args.profile;
+    let positions = args.prompt + args.tokens + args.warmup + args.profile;
+    if positions > cfg.max_seq {
+        cfg.max_seq = positions;
     }
     let split = match &args.split {
         Some(s) => SplitSpec::parse(s).map_err(|e| e.for_setting("--split"))?,
@@ -432,6 +455,9 @@ pub fn decode(args: &DecodeArgs) -> CliResult {
     if args.ranks {
         if args.model.is_some() {
             return Err(fail("decode --ranks decodes the seeded presets; --model runs in one process"));
+        }
+        if args.prompt > 0 {
+            return Err(fail("decode --ranks times the decode only; --prompt runs in one process"));
         }
         return decode_across_ranks(args, &cfg, &split);
     }

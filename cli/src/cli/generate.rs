@@ -1,7 +1,7 @@
 //! `crossgpu generate`: a checkpoint's text from a prompt (a GGUF file or a Hugging Face
 //! safetensors directory), the model split across the group. The prompt goes through the
-//! model's tokenizer (and, with `--chat`, its chat template), each prompt token is one decoder
-//! step, then the sampled tokens are printed as they come until a stop token or `--tokens`.
+//! model's tokenizer (and, with `--chat`, its chat template), all but its last token go
+//! through the model as a batch (`Decoder::prefill`) and the last one as a decode step, then the sampled tokens are printed as they come until a stop token or `--tokens`.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -104,6 +104,10 @@ pub fn generate(args: &GenerateArgs) -> CliResult {
         model.decoder.plan.kv_heads,
         prompt.len()
     );
+    let prompt_path = match model.decoder.prefill_unsupported() {
+        None => "as a batch".to_string(),
+        Some(why) => format!("one step each: {why}"),
+    };
     let t = Instant::now();
     // The prompt's steps are submitted by `generate` and finish by the first token's read-back:
     // the prompt's time is the time to the first token; the decode rate is over the tokens after it.
@@ -125,7 +129,7 @@ pub fn generate(args: &GenerateArgs) -> CliResult {
         t => format!("temperature {t}, top-k {}, top-p {}, seed {}", args.top_k, args.top_p, args.seed),
     };
     println!(
-        "prompt: {} tokens, the first token after {prefill:.2} s ({:.1} prompt tokens/s, one step each); generated: {} tokens, {:.1} tokens/s after the first ({secs:.2} s); {how}",
+        "prompt: {} tokens, the first token after {prefill:.2} s ({:.1} prompt tokens/s, {prompt_path}); generated: {} tokens, {:.1} tokens/s after the first ({secs:.2} s); {how}",
         prompt.len(),
         prompt.len() as f64 / prefill.max(1e-9),
         generated,

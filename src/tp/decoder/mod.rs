@@ -14,9 +14,12 @@
 //! - `state.rs`: the decoder's state and its read-outs.
 //! - `load.rs`: loading it from a weight source.
 //! - `run.rs`: decode steps, recorded or replayed.
+//! - `prompt.rs`: a prompt as a batch (chunks of positions through every layer at once).
 
 mod load;
+mod prompt;
 mod run;
 mod state;
 
+pub use prompt::PROMPT_CHUNK;
 pub use state::{DecodeStats, Decoder};

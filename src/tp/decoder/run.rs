@@ -103,7 +103,7 @@ impl Decoder {
     /// Marks the decoder unusable after `e` left its members out of step with each other (a
     /// partly submitted step, or rounds counted that never run), poisoning its communicator;
     /// returns `e`.
-    fn broken(&mut self, e: Error) -> Error {
+    pub(super) fn broken(&mut self, e: Error) -> Error {
         if let Some(c) = self.comm.as_mut() {
             c.abandon(&e);
         }
@@ -174,11 +174,18 @@ impl Decoder {
     /// otherwise be one wait past `CROSSGPU_TIMEOUT_MS`). True when a previous step was waited.
     pub(crate) fn step_in_flight(&mut self, previous: &mut Option<Vec<u64>>) -> Result<bool> {
         self.step()?;
+        self.wait_previous(previous, "the previous decode step")
+    }
+
+    /// Flushes what was recorded since `previous` was marked, marks it, and waits for the
+    /// work `previous` marked (if any): what keeps at most two steps or prompt chunks in
+    /// flight. True when there was something to wait for.
+    pub(super) fn wait_previous(&self, previous: &mut Option<Vec<u64>>, what: &str) -> Result<bool> {
         let marks = self.members.iter().map(|m| m.flush().map(|()| m.mark())).collect::<Result<Vec<_>>>()?;
         match previous.replace(marks) {
             Some(prev) => {
                 for (m, v) in self.members.iter().zip(prev) {
-                    m.wait_mark(v, "the previous decode step")?;
+                    m.wait_mark(v, what)?;
                 }
                 Ok(true)
             }

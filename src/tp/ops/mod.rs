@@ -7,15 +7,18 @@
 //! - `transformer.rs`: [`TransformerOps`] and what its kernels share (checked parameters, the
 //!   decode position).
 //! - `norm.rs`, `attention.rs`, `mlp.rs`, `token.rs`: the kernels of each part of a layer.
+//! - `prompt.rs`: the same work over many rows of a prompt at once.
 //! - `init_weights.rs`: weights generated on the device.
 
 mod attention;
 mod init_weights;
 mod mlp;
 mod norm;
+mod prompt;
 mod token;
 mod transformer;
 
 pub use attention::AttentionShape;
+pub use prompt::{PromptShape, PROMPT_MAX_HEAD_DIM};
 pub(crate) use transformer::Position;
 pub use transformer::TransformerOps;

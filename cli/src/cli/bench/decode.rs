@@ -18,6 +18,7 @@ pub fn bench_decode(run: &mut Run) -> CliResult {
     let mut cfg = DecoderConfig::preset(&run.s.preset).map_err(|e| e.for_setting("--preset"))?;
     cfg.max_seq = cfg.max_seq.max(c.tokens + 4);
     let args = DecodeArgs {
+        prompt: 0,
         preset: run.s.preset.clone(),
         model: None,
         layers: None,

@@ -1,0 +1,236 @@
+//! A prompt through a [`Decoder`] as a batch: every layer runs over a chunk of the prompt's
+//! positions at once — tiled products that read each weight once per chunk
+//! ([`crate::tp::Matrix::matmul`]), causal attention, one all-reduce of the whole chunk per
+//! half-layer — instead of one decode step per token. It fills the KV caches; the prompt's
+//! last token then goes through an ordinary step, whose logits choose the first new token.
+
+use super::state::{reducer, Decoder};
+use crate::comm::{AllReduceOptions, Precision};
+use crate::error::{Error, Result};
+use crate::group::Member;
+use crate::tensor::DType;
+use crate::tp::ops::{PromptShape, PROMPT_MAX_HEAD_DIM};
+use crate::tp::sharded::Sharded;
+
+/// Prompt positions one pass through the layers takes: the weights are read once per chunk
+/// (from memory; the products' workgroups each take 32 positions of it); the activations of a
+/// chunk are `128 × (hidden, q/k/v, MLP features)` f32 per member.
+pub const PROMPT_CHUNK: usize = 128;
+
+/// The activations of a chunk of `positions` prompt rows, each across the members.
+struct Rows {
+    positions: usize,
+    /// Token ids (u32).
+    ids: Sharded,
+    /// The residual stream and the normed input of the next half (replicated), and the
+    /// row-parallel products' partials, all-reduced in place.
+    x: Sharded,
+    h: Sharded,
+    partial: Sharded,
+    q: Sharded,
+    k: Sharded,
+    v: Sharded,
+    attn: Sharded,
+    g: Sharded,
+    u: Sharded,
+    a: Sharded,
+}
+
+impl Rows {
+    fn new(d: &Decoder, positions: usize) -> Result<Self> {
+        let members = &d.members;
+        let first = &d.layers[0];
+        let (att, mlp) = (&first.attention, &first.mlp);
+        let rows = |len: &dyn Fn(usize) -> usize| Sharded::full(members, |i| positions * len(i), 0.0);
+        let hidden = d.cfg.hidden;
+        let ids = members.iter().map(|m| m.empty(&[positions], DType::U32)).collect::<Result<Vec<_>>>()?;
+        Ok(Self {
+            positions,
+            ids: Sharded::new(ids),
+            x: rows(&|_| hidden)?,
+            h: rows(&|_| hidden)?,
+            partial: rows(&|_| hidden)?,
+            q: rows(&|i| att.q.ranges[i].len())?,
+            k: rows(&|i| att.k.ranges[i].len())?,
+            v: rows(&|i| att.v.ranges[i].len())?,
+            attn: rows(&|i| att.q.ranges[i].len())?,
+            g: rows(&|i| mlp.gate.ranges[i].len())?,
+            u: rows(&|i| mlp.up.ranges[i].len())?,
+            a: rows(&|i| mlp.gate.ranges[i].len())?,
+        })
+    }
+}
+
+impl Decoder {
+    /// Why the decoder cannot take a prompt as a batch ([`Decoder::prefill`]), if it cannot:
+    /// heads longer than the prompt's attention takes, or no layers.
+    pub fn prefill_unsupported(&self) -> Option<String> {
+        if self.cfg.head_dim > PROMPT_MAX_HEAD_DIM {
+            return Some(format!(
+                "heads of {} elements (the prompt's attention takes at most {PROMPT_MAX_HEAD_DIM})",
+                self.cfg.head_dim
+            ));
+        }
+        if self.layers.is_empty() {
+            return Some("a model of no layers".into());
+        }
+        None
+    }
+
+    /// Runs `tokens` through every layer at positions `position() ..`, [`PROMPT_CHUNK`] at a
+    /// time, filling the KV caches, and advances the position past them (on the host and the
+    /// devices). It computes no logits: the caller then sets the prompt's last token
+    /// ([`Decoder::set_token`]) and [steps](Decoder::step). The ids and the room in the cache
+    /// are checked first; an error after work was recorded breaks the decoder, as a failed
+    /// step does. At most two chunks are in flight; the call returns when the last one has
+    /// finished.
+    pub fn prefill(&mut self, tokens: &[u32]) -> Result<()> {
+        if let Some(why) = &self.broken {
+            return Err(Error::Poisoned("the decoder".into(), why.clone()));
+        }
+        if let Some(&t) = tokens.iter().find(|&&t| t as usize >= self.cfg.vocab) {
+            return Err(Error::IndexOutOfRange {
+                what: "prompt token",
+                index: t as usize,
+                len: self.cfg.vocab,
+                of: "tokens in the vocabulary",
+            });
+        }
+        let room = self.cfg.max_seq - self.pos;
+        if tokens.len() > room {
+            return Err(Error::InvalidArgument(format!(
+                "{} prompt tokens from position {}: the KV cache holds {}",
+                tokens.len(),
+                self.pos,
+                self.cfg.max_seq
+            )));
+        }
+        if let Some(why) = self.prefill_unsupported() {
+            return Err(Error::Unsupported(format!("a prompt as a batch on {why}")));
+        }
+        if tokens.is_empty() {
+            return Ok(());
+        }
+        // Every chunk's activations, made before any work is recorded (at most two sizes).
+        let mut sizes: Vec<usize> = vec![tokens.len().min(PROMPT_CHUNK)];
+        if tokens.len() > PROMPT_CHUNK && !tokens.len().is_multiple_of(PROMPT_CHUNK) {
+            sizes.push(tokens.len() % PROMPT_CHUNK);
+        }
+        let scratch = sizes.iter().map(|&n| Rows::new(self, n)).collect::<Result<Vec<_>>>()?;
+        let t0 = std::time::Instant::now();
+        let r = self.prefill_chunks(tokens, &scratch).map_err(|e| self.broken(e));
+        self.step_host_time += t0.elapsed();
+        r
+    }
+
+    /// Moves the position back to `position` (at most the current one): the next step or
+    /// prompt writes the KV caches from there, as if what came after it had never been decoded
+    /// (a conversation cut back, a benchmark run again).
+    pub fn rewind(&mut self, position: usize) -> Result<()> {
+        if let Some(why) = &self.broken {
+            return Err(Error::Poisoned("the decoder".into(), why.clone()));
+        }
+        if position > self.pos {
+            return Err(Error::InvalidArgument(format!(
+                "rewind to position {position}: the decoder is at {}",
+                self.pos
+            )));
+        }
+        for (m, counter) in self.members.iter().zip(self.act.position.parts()) {
+            m.write_u32(counter, &[position as u32])?;
+        }
+        self.pos = position;
+        Ok(())
+    }
+
+    fn prefill_chunks(&mut self, tokens: &[u32], scratch: &[Rows]) -> Result<()> {
+        let mut previous = None;
+        for (c, chunk) in tokens.chunks(PROMPT_CHUNK).enumerate() {
+            let rows =
+                scratch.iter().find(|r| r.positions == chunk.len()).expect("made for every chunk size");
+            self.prefill_chunk(chunk, self.pos + c * PROMPT_CHUNK, rows)?;
+            self.wait_previous(&mut previous, "the previous prompt chunk")?;
+        }
+        let end = self.pos + tokens.len();
+        for (m, counter) in self.members.iter().zip(self.act.position.parts()) {
+            m.write_u32(counter, &[end as u32])?;
+        }
+        for m in &self.members {
+            m.synchronize()?;
+        }
+        self.pos = end;
+        Ok(())
+    }
+
+    fn prefill_chunk(&mut self, tokens: &[u32], first: usize, s: &Rows) -> Result<()> {
+        let (cfg, members) = (&self.cfg, &self.members);
+        let n = tokens.len();
+        let shape = PromptShape { positions: n, first, max_seq: cfg.max_seq };
+        let (d, group, eps) = (cfg.head_dim, cfg.q_heads / cfg.kv_heads, cfg.eps);
+        for (i, m) in members.iter().enumerate() {
+            let ops = m.transformer();
+            ops.embed_rows(&self.embed[i], tokens, s.ids.part(i)?, s.x.part(i)?)?;
+            let norm = self.layers[0].attention_norm.part(i)?;
+            ops.rmsnorm_rows(s.x.part(i)?, None, norm, s.h.part(i)?, n, eps)?;
+        }
+        let sum = AllReduceOptions { precision: Precision::F32, ..Default::default() };
+        for (l, layer) in self.layers.iter().enumerate() {
+            let att = &layer.attention;
+            for (i, m) in members.iter().enumerate() {
+                let ops = m.transformer();
+                let (h, q, k, v) = (s.h.part(i)?, s.q.part(i)?, s.k.part(i)?, s.v.part(i)?);
+                att.q.matrix(i)?.matmul(m, h, q, n)?;
+                att.k.matrix(i)?.matmul(m, h, k, n)?;
+                att.v.matrix(i)?.matmul(m, h, v, n)?;
+                for (bias, y) in [(&att.bias.q, q), (&att.bias.k, k), (&att.bias.v, v)] {
+                    if let Some(b) = bias {
+                        ops.add_rows(y, b.part(i)?, n)?;
+                    }
+                }
+                let kv_heads = att.k.ranges[i].len() / d;
+                let caches = (att.k_cache.part(i)?, att.v_cache.part(i)?);
+                ops.rope_rows(q, kv_heads * group, d, shape, cfg.rope_base)?;
+                ops.rope_rows(k, kv_heads, d, shape, cfg.rope_base)?;
+                ops.kv_store_rows((k, v), caches, kv_heads, d, shape)?;
+                ops.attention_prompt(q, caches, s.attn.part(i)?, kv_heads * group, group, d, shape)?;
+                att.o.matrix(i)?.matmul(m, s.attn.part(i)?, s.partial.part(i)?, n)?;
+            }
+            let next = reducer(&mut self.comm, &mut self.remote);
+            add_norm(members, next, s, &layer.mlp_norm, eps, &sum)?;
+            // The last layer's MLP feeds only the logits, which the prompt's last token gets
+            // from its own step.
+            let Some(next_layer) = self.layers.get(l + 1) else { break };
+            let mlp = &layer.mlp;
+            for (i, m) in members.iter().enumerate() {
+                let (h, g, u, a) = (s.h.part(i)?, s.g.part(i)?, s.u.part(i)?, s.a.part(i)?);
+                mlp.gate.matrix(i)?.matmul(m, h, g, n)?;
+                mlp.up.matrix(i)?.matmul(m, h, u, n)?;
+                m.transformer().silu_mul(g, u, a)?;
+                mlp.down.matrix(i)?.matmul(m, a, s.partial.part(i)?, n)?;
+            }
+            let next = reducer(&mut self.comm, &mut self.remote);
+            add_norm(members, next, s, &next_layer.attention_norm, eps, &sum)?;
+        }
+        Ok(())
+    }
+}
+
+/// Sums the members' partials (f32 on the wire: a chunk's are past the f16 threshold, which
+/// a decode step's never are), adds them to the residual stream and norms it into `h`.
+fn add_norm(
+    members: &[Member],
+    reducer: Option<&mut dyn crate::tp::Reducer>,
+    s: &Rows,
+    weight: &Sharded,
+    eps: f32,
+    sum: &AllReduceOptions,
+) -> Result<()> {
+    if let Some(r) = reducer {
+        r.all_reduce(&mut s.partial.refs(), sum)?;
+    }
+    for (i, m) in members.iter().enumerate() {
+        let (x, p, h) = (s.x.part(i)?, s.partial.part(i)?, s.h.part(i)?);
+        m.transformer().rmsnorm_rows(x, Some(p), weight.part(i)?, h, s.positions, eps)?;
+    }
+    Ok(())
+}
