@@ -85,7 +85,7 @@ fn matmul_every_storage_against_f64() {
     // f16 at any width (odd ones read element by element).
     let mut worst = 0.0f64;
     for rows in ROWS {
-        for cols in [1, 37, 576] {
+        for cols in [1, 37, 38, 576] {
             let w32 = common::random(&mut rng, rows * cols);
             let w: Vec<f64> = w32.iter().map(|&v| common::f16(v)).collect();
             let wt = m.upload(&w32, &[rows, cols], DType::F16).unwrap();
