@@ -1,4 +1,5 @@
-//! A decoder-only transformer split across a group for one-token-at-a-time greedy decoding.
+//! A decoder-only transformer split across a group: one token at a time (greedy on the devices,
+//! or logits for a sampler), and a prompt as a batch of positions (`prompt.rs`).
 //!
 //! Per layer: RMSNorm → Q, K, V (column-parallel, whole KV-head groups per member) → RoPE →
 //! KV cache append (each member caches only its heads) → attention → output projection
