@@ -36,15 +36,7 @@ impl<'a> Generation<'a> {
         if prompt.is_empty() {
             return Err(Error::InvalidArgument("the prompt has no tokens".into()));
         }
-        let vocab = decoder.cfg.vocab;
-        if let Some(&t) = prompt.iter().find(|&&t| t as usize >= vocab) {
-            return Err(Error::IndexOutOfRange {
-                what: "prompt token",
-                index: t as usize,
-                len: vocab,
-                of: "tokens in the vocabulary",
-            });
-        }
+        decoder.check_tokens("prompt token", prompt)?;
         // Steps: the prompt's, then one per generated token but the last.
         let steps = prompt.len() + max_tokens.saturating_sub(1);
         let room = decoder.cfg.max_seq.saturating_sub(decoder.position());

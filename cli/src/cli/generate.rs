@@ -1,7 +1,8 @@
 //! `crossgpu generate`: a checkpoint's text from a prompt (a GGUF file or a Hugging Face
 //! safetensors directory), the model split across the group. The prompt goes through the
 //! model's tokenizer (and, with `--chat`, its chat template), all but its last token go
-//! through the model as a batch (`Decoder::prefill`) and the last one as a decode step, then the sampled tokens are printed as they come until a stop token or `--tokens`.
+//! through the model as a batch (`Decoder::prefill`) and the last one as a decode step, then
+//! the sampled tokens are printed as they come until a stop token or `--tokens`.
 
 use std::io::Write;
 use std::path::PathBuf;

@@ -85,17 +85,8 @@ impl Decoder {
     /// step does. At most two chunks are in flight; the call returns when the last one has
     /// finished.
     pub fn prefill(&mut self, tokens: &[u32]) -> Result<()> {
-        if let Some(why) = &self.broken {
-            return Err(Error::Poisoned("the decoder".into(), why.clone()));
-        }
-        if let Some(&t) = tokens.iter().find(|&&t| t as usize >= self.cfg.vocab) {
-            return Err(Error::IndexOutOfRange {
-                what: "prompt token",
-                index: t as usize,
-                len: self.cfg.vocab,
-                of: "tokens in the vocabulary",
-            });
-        }
+        self.check_usable()?;
+        self.check_tokens("prompt token", tokens)?;
         let room = self.cfg.max_seq - self.pos;
         if tokens.len() > room {
             return Err(Error::InvalidArgument(format!(
@@ -127,18 +118,14 @@ impl Decoder {
     /// prompt writes the KV caches from there, as if what came after it had never been decoded
     /// (a conversation cut back, a benchmark run again).
     pub fn rewind(&mut self, position: usize) -> Result<()> {
-        if let Some(why) = &self.broken {
-            return Err(Error::Poisoned("the decoder".into(), why.clone()));
-        }
+        self.check_usable()?;
         if position > self.pos {
             return Err(Error::InvalidArgument(format!(
                 "rewind to position {position}: the decoder is at {}",
                 self.pos
             )));
         }
-        for (m, counter) in self.members.iter().zip(self.act.position.parts()) {
-            m.write_u32(counter, &[position as u32])?;
-        }
+        self.write_position(position)?;
         self.pos = position;
         Ok(())
     }
@@ -152,9 +139,7 @@ impl Decoder {
             self.wait_previous(&mut previous, "the previous prompt chunk")?;
         }
         let end = self.pos + tokens.len();
-        for (m, counter) in self.members.iter().zip(self.act.position.parts()) {
-            m.write_u32(counter, &[end as u32])?;
-        }
+        self.write_position(end)?;
         for m in &self.members {
             m.synchronize()?;
         }

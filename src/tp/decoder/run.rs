@@ -38,9 +38,7 @@ impl Decoder {
     /// step records the step once and submits it; every later step submits that recording.
     pub fn step(&mut self) -> Result<()> {
         let t0 = std::time::Instant::now();
-        if let Some(why) = &self.broken {
-            return Err(Error::Poisoned("the decoder".into(), why.clone()));
-        }
+        self.check_usable()?;
         let r = if self.pos >= self.cfg.max_seq {
             Err(Error::InvalidArgument(format!(
                 "the KV cache holds {} positions; decode fewer tokens or raise max_seq",
@@ -103,6 +101,37 @@ impl Decoder {
     /// Marks the decoder unusable after `e` left its members out of step with each other (a
     /// partly submitted step, or rounds counted that never run), poisoning its communicator;
     /// returns `e`.
+    /// An error once a failure left the members out of step ([`Decoder::broken`]).
+    pub(super) fn check_usable(&self) -> Result<()> {
+        match &self.broken {
+            Some(why) => Err(Error::Poisoned("the decoder".into(), why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Checks that every one of `tokens` is in the vocabulary (an error naming the first that
+    /// is not as `what`).
+    pub(crate) fn check_tokens(&self, what: &'static str, tokens: &[u32]) -> Result<()> {
+        match tokens.iter().find(|&&t| t as usize >= self.cfg.vocab) {
+            Some(&t) => Err(Error::IndexOutOfRange {
+                what,
+                index: t as usize,
+                len: self.cfg.vocab,
+                of: "tokens in the vocabulary",
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Writes `position` into every member's position counter (in stream order), where the
+    /// next step or prompt chunk starts; the host's count is the caller's to set.
+    pub(super) fn write_position(&self, position: usize) -> Result<()> {
+        for (m, counter) in self.members.iter().zip(self.act.position.parts()) {
+            m.write_u32(counter, &[position as u32])?;
+        }
+        Ok(())
+    }
+
     pub(super) fn broken(&mut self, e: Error) -> Error {
         if let Some(c) = self.comm.as_mut() {
             c.abandon(&e);
@@ -195,14 +224,7 @@ impl Decoder {
 
     /// Sets the token the next step embeds (the prompt's last token).
     pub fn set_token(&mut self, token: u32) -> Result<()> {
-        if token as usize >= self.cfg.vocab {
-            return Err(Error::IndexOutOfRange {
-                what: "token id",
-                index: token as usize,
-                len: self.cfg.vocab,
-                of: "tokens in the vocabulary",
-            });
-        }
+        self.check_tokens("token id", &[token])?;
         for (m, t) in self.members.iter().zip(self.act.token.parts()) {
             m.write(t, &[token as f32])?;
         }
