@@ -14,7 +14,10 @@ const ROWS: u32 = 2u;
 const UNIT: u32 = 32u;
 const UNIT_X: u32 = 8u;
 
+const WG: u32 = 64u;
+
 // #include "matvec_quant.wgsl"
+// #include "matvec_quant_blocks.wgsl"
 
 fn load_x(u: u32, xs: ptr<function, array<vec4<f32>, UNIT_X>>) {
     load_x_run(u, xs);

@@ -34,18 +34,27 @@
 //! for a block end at most 2 bytes past it, in the next block or in that padding.
 //!
 //! # Kernels
-//! `wgsl/matvec_q8_0.wgsl`, `matvec_q4_0.wgsl`, `matvec_q4_1.wgsl`, `matvec_q4_k.wgsl`,
-//! `matvec_q6_k.wgsl`, `matvec_bf16.wgsl`, around `wgsl/include/matvec_quant.wgsl`: a workgroup
-//! of 64 invocations computes two rows; each invocation takes whole units (a 32-element block,
-//! or a 64-element piece of a k-quant super-block: units `i, i + 64, …` of both rows, so neighbours read
-//! neighbouring bytes), loads the unit's x once as `vec4<f32>`s and uses them for both rows,
-//! dequantizes from word loads in registers and accumulates in f32; each row's 64 partial sums
-//! meet in a tree in workgroup memory. Rows past 65535 workgroups spill into the grid's y, as
-//! for the f16 kernels. Each product `w·x` is of the weight exactly as ggml's `dequantize`
-//! gives it (scales factored out of a block only where that is exact), so the result is within
-//! the usual dot-product bound `γ_cols · Σ_k |w_k x_k|` of the exact product. Not yet measured
-//! on a GPU (`crossgpu bench matvec` times them); a row of fewer than 64 units (576 columns are
-//! 18 Q8_0 blocks) leaves most of a workgroup idle, where more rows per workgroup would not.
+//! Q8_0, Q4_0 and Q4_1 (`wgsl/matvec_q8_0_wide.wgsl`, `matvec_q4_0_wide.wgsl`,
+//! `matvec_q4_1_wide.wgsl`, around `wgsl/include/matvec_quant_wide.wgsl`) are laid out as the
+//! f16 kernels are: a workgroup of 256 invocations computes 4 rows, 64 invocations a row; an
+//! invocation takes quarter blocks (8 elements: one or two words of quants and the block's
+//! scale) `i, i + 64, …` of its row, two a trip so that both units' loads are in flight before
+//! either is used, and accumulates in f32; each row's 64 partial sums meet in a tree in
+//! workgroup memory. The others (`matvec_q4_k.wgsl`, `matvec_q6_k.wgsl`, `matvec_bf16.wgsl`,
+//! and the whole-block Q8_0/Q4_0/Q4_1 kernels kept beside the new ones for the benchmark), around
+//! `wgsl/include/matvec_quant.wgsl`: a workgroup of 64 invocations computes 2 or 4 rows, each
+//! invocation whole units of all of them, loading a unit's x once for those rows. Rows past
+//! 65535 workgroups spill into the grid's y, as for the f16 kernels. Each product `w·x` is of
+//! the weight exactly as ggml's `dequantize` gives it (scales factored out of a block only where
+//! that is exact), so the result is within the usual dot-product bound `γ_cols · Σ_k |w_k x_k|`
+//! of the exact product.
+//!
+//! On one H200 (2026-12-03, docs/BENCHMARKS.md "Quantized weights as stored"), the 27B-class
+//! shape cut to 16 layers decodes from Q8_0, Q4_0 and Q4_1 files at 263, 292 and 290 tokens/s
+//! with these kernels (201, 205 and 212 with the 64-invocation ones before them; the F16 preset
+//! 249): far from the bytes' bound — a step before, Q8_0 and Q4_1 products took the same time
+//! (33 µs on average) though Q8_0 reads 1.7 times the bytes, so the work per element, not
+//! memory, limits them.
 //!
 //! What it must never do: read a byte outside the matrix's buffer, or accept bytes whose
 //! length does not match the shape (the kernels index by block, so a short buffer would
@@ -57,26 +66,24 @@ use crate::error::{Error, Result};
 use crate::group::{FillRows, Member};
 use crate::kernels::{
     elementwise_groups, row_groups, Entry, FillParams, MatvecParams, FILL_U32, MATVEC_BF16, MATVEC_Q4_0,
-    MATVEC_Q4_0_R4, MATVEC_Q4_0_R8, MATVEC_Q4_1, MATVEC_Q4_1_R4, MATVEC_Q4_1_R8, MATVEC_Q4_K, MATVEC_Q6_K,
-    MATVEC_Q8_0, MATVEC_Q8_0_R4, MATVEC_Q8_0_R8,
+    MATVEC_Q4_0_WIDE, MATVEC_Q4_1, MATVEC_Q4_1_WIDE, MATVEC_Q4_K, MATVEC_Q6_K, MATVEC_Q8_0, MATVEC_Q8_0_WIDE,
 };
 
 /// Every quantized kernel: its format, entry point and rows per workgroup (`ROWS` in its
 /// WGSL). The first of a format is the one [`Member::matvec_quant`] uses; the others are
-/// measured beside it (`crossgpu bench matvec`) and checked like it.
-/// The quarter-block kernels at 4 rows lead: on one H200 (2026-12-02, `bench matvec`) they are
-/// the fastest at every decode shape measured but Q4_1 at 17408 x 5120 (there 216 GB/s against
-/// the block kernel's 240); Q4_1 at 8192 x 8192: 817 GB/s against 438 and 8 rows' 629.
-const KERNELS: [(QuantFormat, Entry<MatvecParams>, usize); 12] = [
-    (QuantFormat::Q8_0, MATVEC_Q8_0_R4, 4),
+/// measured beside it (`crossgpu bench matvec`) and checked like it. For Q8_0, Q4_0 and Q4_1 the
+/// 256-invocation kernels (`_wide`) lead: in the decode of the 27B-class shape on one H200
+/// (2026-12-03) they took Q8_0 from 201 to 263 tokens/s, Q4_0 from 205 to 292 and Q4_1 from 212
+/// to 290 against the quarter-block kernels of 64 invocations at 4 rows (the default before);
+/// 32 invocations a row, two rows an invocation, whole blocks an invocation, and conversions by
+/// exponent bits instead of conversion instructions were each slower there.
+const KERNELS: [(QuantFormat, Entry<MatvecParams>, usize); 9] = [
+    (QuantFormat::Q8_0, MATVEC_Q8_0_WIDE, 4),
     (QuantFormat::Q8_0, MATVEC_Q8_0, 2),
-    (QuantFormat::Q8_0, MATVEC_Q8_0_R8, 8),
-    (QuantFormat::Q4_0, MATVEC_Q4_0_R4, 4),
+    (QuantFormat::Q4_0, MATVEC_Q4_0_WIDE, 4),
     (QuantFormat::Q4_0, MATVEC_Q4_0, 2),
-    (QuantFormat::Q4_0, MATVEC_Q4_0_R8, 8),
-    (QuantFormat::Q4_1, MATVEC_Q4_1_R4, 4),
+    (QuantFormat::Q4_1, MATVEC_Q4_1_WIDE, 4),
     (QuantFormat::Q4_1, MATVEC_Q4_1, 2),
-    (QuantFormat::Q4_1, MATVEC_Q4_1_R8, 8),
     (QuantFormat::Q4_K, MATVEC_Q4_K, 2),
     (QuantFormat::Q6_K, MATVEC_Q6_K, 2),
     (QuantFormat::BF16, MATVEC_BF16, 4),

@@ -229,8 +229,8 @@ fn rows_past_65535_workgroups_spill_into_the_grid() {
     let m = g.member(0).unwrap();
     let mut rng = common::rng(6);
     for format in QuantFormat::ALL {
-        // Past 65535 workgroups for every kernel of the format: 524_291 rows are 65_537
-        // workgroups of 8 rows (and more of 4 or 2); the k-quants' kernels take 2 rows, so
+        // Past 65535 workgroups for every kernel of the format: 524_291 rows are 131_073
+        // workgroups of 4 rows (and more of 2); the k-quants' kernels take 2 rows, so
         // 131_075 rows (65_538 workgroups) spill theirs.
         let rows = if format.block_elems() <= 32 { 524_291 } else { 131_075 };
         let cols = format.block_elems();

@@ -1,14 +1,16 @@
-// matvec_q4_0_r4: y = W x for W in ggml's Q4_0, by quarter blocks, 4 rows per workgroup (see
-// wgsl/include/matvec_quant.wgsl for the structure and matvec_q4_0.wgsl for the layout). A unit
-// is a quarter of a block: qs bytes 4k .. 4k + 4 (the block's bytes 2 + 4k .. 6 + 4k, funnelled
-// out of two words where the 18-byte block starts at a word's byte 2), low nibbles elements
-// 4k .. 4k + 4, high nibbles 16 + 4k .. 20 + 4k, values (q - 8) · d; each unit's x serves 4 rows.
+// matvec_q4_0_wide: y = W x for W in ggml's Q4_0 (layout and bound: matvec_q4_0.wgsl), by
+// quarter blocks, 64 invocations a row in a workgroup of 256 (4 rows; see
+// wgsl/include/matvec_quant_wide.wgsl). A unit is a quarter of a block: qs bytes 4k .. 4k + 4
+// (the block's bytes 2 + 4k .. 6 + 4k, funnelled out of two words where the 18-byte block starts
+// at a word's byte 2), low nibbles elements 4k .. 4k + 4, high nibbles 16 + 4k .. 20 + 4k,
+// values (q - 8) · d.
 
-const ROWS: u32 = 4u;
+const LANES: u32 = 64u;
 const UNIT: u32 = 8u;
 const UNIT_X: u32 = 2u;
 
-// #include "matvec_quant.wgsl"
+// #include "matvec_quant_wide.wgsl"
+// #include "matvec_quant_blocks.wgsl"
 
 fn load_x(u: u32, xs: ptr<function, array<vec4<f32>, UNIT_X>>) {
     let b = u >> 2u;
@@ -28,10 +30,10 @@ fn unit_dot(row: u32, u: u32, xs: ptr<function, array<vec4<f32>, UNIT_X>>) -> f3
 }
 
 @compute @workgroup_size(WG)
-fn matvec_q4_0_r4(
+fn matvec_q4_0_wide(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    matvec_quant(wid, nwg, lid);
+    matvec_wide(wid, nwg, lid);
 }

@@ -1,14 +1,15 @@
-// matvec_q8_0_r4: y = W x for W in ggml's Q8_0, by quarter blocks, 4 rows per workgroup (see
-// wgsl/include/matvec_quant.wgsl for the structure and matvec_q8_0.wgsl for the layout). A unit
-// is a quarter of a block: qs bytes 8k .. 8k + 8 (the block's bytes 2 + 8k .. 10 + 8k, funnelled
-// out of three words where the 34-byte block starts at a word's byte 2), elements 8k .. 8k + 8
-// (two contiguous vec4 of x), values q · d; each unit's x serves 4 rows.
+// matvec_q8_0_wide: y = W x for W in ggml's Q8_0 (layout and bound: matvec_q8_0.wgsl), by
+// quarter blocks, 64 invocations a row in a workgroup of 256 (4 rows; see
+// wgsl/include/matvec_quant_wide.wgsl). A unit is a quarter of a block: qs bytes 8k .. 8k + 8
+// (the block's bytes 2 + 8k .. 10 + 8k, funnelled out of three words where the 34-byte block
+// starts at a word's byte 2), elements 8k .. 8k + 8 (two contiguous vec4 of x), values q · d.
 
-const ROWS: u32 = 4u;
+const LANES: u32 = 64u;
 const UNIT: u32 = 8u;
 const UNIT_X: u32 = 2u;
 
-// #include "matvec_quant.wgsl"
+// #include "matvec_quant_wide.wgsl"
+// #include "matvec_quant_blocks.wgsl"
 
 fn load_x(u: u32, xs: ptr<function, array<vec4<f32>, UNIT_X>>) {
     (*xs)[0] = x[2u * u];
@@ -28,10 +29,10 @@ fn unit_dot(row: u32, u: u32, xs: ptr<function, array<vec4<f32>, UNIT_X>>) -> f3
 }
 
 @compute @workgroup_size(WG)
-fn matvec_q8_0_r4(
+fn matvec_q8_0_wide(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    matvec_quant(wid, nwg, lid);
+    matvec_wide(wid, nwg, lid);
 }
