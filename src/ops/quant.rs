@@ -176,7 +176,7 @@ impl QuantFormat {
         KERNELS.iter().filter(|k| k.0 == self).map(|k| k.1.name()).collect()
     }
 
-    /// The kernel's entry point name (`"matvec_q4_1"`), for benchmarks and profiles.
+    /// The kernel's entry point name (`"matvec_q4_1_wide"`), for benchmarks and profiles.
     pub fn kernel_name(self) -> &'static str {
         self.kernel().0.name()
     }
