@@ -19,6 +19,7 @@ struct NormParams {
 var<immediate> p: NormParams;
 
 // #include "norm_tail.wgsl"
+// #include "norm_scale.wgsl"
 // #include "keep_x.wgsl"
 
 // x + r for the eight elements from base (0 past n).

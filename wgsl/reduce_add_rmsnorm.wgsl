@@ -24,6 +24,7 @@ struct ReduceNormParams {
 var<immediate> p: ReduceNormParams;
 
 // #include "norm_tail.wgsl"
+// #include "norm_scale.wgsl"
 // #include "keep_x.wgsl"
 // #include "reduce_add_rmsnorm_body.wgsl"
 

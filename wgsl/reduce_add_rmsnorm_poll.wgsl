@@ -29,6 +29,7 @@ struct ReduceNormPollParams {
 var<immediate> p: ReduceNormPollParams;
 
 // #include "norm_tail.wgsl"
+// #include "norm_scale.wgsl"
 // #include "keep_x.wgsl"
 // #include "poll_round.wgsl"
 // #include "fused_wait.wgsl"

@@ -17,6 +17,7 @@ struct NormParams {
 var<immediate> p: NormParams;
 
 // #include "norm_tail.wgsl"
+// #include "norm_scale.wgsl"
 
 // acc plus the squares of v, added in element order.
 fn squares(acc: f32, v: Eight) -> f32 {

@@ -1,7 +1,8 @@
 // rmsnorm_rows: for each of `positions` rows of n f32, optionally x += r first (`add` = 1: the
 // residual add), then y = x / sqrt(mean(x^2) + eps) * w — the prompt's norms, one workgroup per
 // row. A thread squares elements lid, lid + 256, … in that order and the sums meet in rmsnorm's
-// fixed-order tree, so a row gets the bits the decode step's norm gives the same x.
+// fixed-order tree (norm_scale.wgsl), so a row gets the bits the decode step's norm gives the
+// same x.
 
 struct RowsNormParams {
     n: u32,
@@ -16,7 +17,7 @@ struct RowsNormParams {
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 var<immediate> p: RowsNormParams;
 
-var<workgroup> partial: array<f32, 256>;
+// #include "norm_scale.wgsl"
 
 @compute @workgroup_size(256)
 fn rmsnorm_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -33,15 +34,7 @@ fn rmsnorm_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
         }
         acc += v * v;
     }
-    partial[lid] = acc;
-    workgroupBarrier();
-    for (var s = 128u; s > 0u; s >>= 1u) {
-        if (lid < s) {
-            partial[lid] += partial[lid + s];
-        }
-        workgroupBarrier();
-    }
-    let scale = inverseSqrt(partial[0] / f32(p.n) + p.eps);
+    let scale = norm_scale(lid, acc);
     for (var i = lid; live && i < p.n; i += 256u) {
         y[base + i] = x[base + i] * scale * w[i];
     }

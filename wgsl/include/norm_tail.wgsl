@@ -1,7 +1,8 @@
 // The end of every rmsnorm kernel (included by rmsnorm, add_rmsnorm, reduce_add_rmsnorm and
 // reduce_add_rmsnorm_poll, so they give the same bits for the same x): the sum of squares of
-// each thread's `acc` in a fixed-order tree, then y = x / sqrt(mean(x^2) + eps) * w. The
-// includer declares `p` (n, eps) and the bindings `x`, `w` and `y` (y writable).
+// each thread's `acc` in a fixed-order tree (norm_scale.wgsl, included beside it), then
+// y = x / sqrt(mean(x^2) + eps) * w. The includer declares `p` (n, eps) and the bindings `x`,
+// `w` and `y` (y writable).
 //
 // A thread handles elements lid, lid + 256, lid + 512, ... in that order, eight at a time (an
 // `Eight`, elements base, base + 256, ..., base + 1792) with every load of a batch issued before
@@ -11,8 +12,6 @@
 // then loads only w, and w's loads are issued before the tree: the kernel waits for memory
 // about twice instead of once per batch and pass (docs/BENCHMARKS.md, "The norms"). Elements
 // past n contribute +0.0 to the sum of squares, which leaves its bits as they are.
-
-var<workgroup> partial: array<f32, 256>;
 
 // The longest vector held in registers between the passes: four batches per thread.
 const HELD: u32 = 8192u;
@@ -80,18 +79,6 @@ fn put8(base: u32, v: Eight, wv: Eight, scale: f32) {
     put_y(base + 1792u, v.e7 * scale * wv.e7);
 }
 
-// 1 / sqrt(mean(x^2) + eps) from every thread's sum of squares, in a fixed-order tree.
-fn norm_scale(lid: u32, acc: f32) -> f32 {
-    partial[lid] = acc;
-    workgroupBarrier();
-    for (var s = 128u; s > 0u; s >>= 1u) {
-        if (lid < s) {
-            partial[lid] += partial[lid + s];
-        }
-        workgroupBarrier();
-    }
-    return inverseSqrt(partial[0] / f32(p.n) + p.eps);
-}
 
 // The second pass reading x back (any n).
 fn norm_tail(lid: u32, acc: f32) {
