@@ -65,10 +65,17 @@ fn main() {
                 continue;
             }
         };
-        let mut validator = naga::valid::Validator::new(
-            naga::valid::ValidationFlags::all(),
-            naga::valid::Capabilities::IMMEDIATES | naga::valid::Capabilities::SHADER_FLOAT16_IN_FLOAT32,
-        );
+        // A kernel on the matrix units (`enable wgpu_cooperative_matrix;`) is compiled with
+        // cooperative matrices, subgroups and f16 allowed, and runs only on devices with them.
+        let cooperative = src.lines().any(|l| l.trim() == "enable wgpu_cooperative_matrix;");
+        let mut caps =
+            naga::valid::Capabilities::IMMEDIATES | naga::valid::Capabilities::SHADER_FLOAT16_IN_FLOAT32;
+        if cooperative {
+            caps |= naga::valid::Capabilities::COOPERATIVE_MATRIX
+                | naga::valid::Capabilities::SUBGROUP
+                | naga::valid::Capabilities::SHADER_FLOAT16;
+        }
+        let mut validator = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps);
         let info = match validator.validate(&module) {
             Ok(info) => info,
             Err(e) => {
@@ -78,7 +85,7 @@ fn main() {
             }
         };
         let options = naga::back::spv::Options {
-            lang_version: (1, 3),
+            lang_version: if cooperative { (1, 5) } else { (1, 3) },
             flags: naga::back::spv::WriterFlags::empty(),
             ..Default::default()
         };
@@ -150,12 +157,13 @@ fn main() {
             }
             writeln!(
                 specs,
-                "    KernelSpec {{ entry: {:?}, file: {:?}, source: SOURCE_{i}, read_only: &[{}], immediate_bytes: {}, workgroup_size: {:?} }},",
+                "    KernelSpec {{ entry: {:?}, file: {:?}, source: SOURCE_{i}, read_only: &[{}], immediate_bytes: {}, workgroup_size: {:?}, cooperative_matrix: {} }},",
                 ep.name,
                 shown,
                 read_only.join(", "),
                 immediate_bytes,
-                ep.workgroup_size
+                ep.workgroup_size,
+                cooperative
             )
             .unwrap();
             if i >= product {

@@ -41,7 +41,8 @@ commands:
             crossgpu/mpi,crossgpu-cli/mpi ARGS; e.g. ./dev.sh test -- --nocapture), the burn
             integration and the MPI ranks' test included, a brief `bench ranks` and
             `decode --ranks` under mpirun, the burn data-parallel example, then the
-            transports' tests again on Mesa 26's lavapipe (scripts/newer-lavapipe.sh)
+            transports' and the prompt's tests again on Mesa 26's lavapipe
+            (scripts/newer-lavapipe.sh: SYNC_FD, cooperative matrices)
   devices   list the Vulkan adapters and the capabilities crossgpu uses
             (cargo run -p crossgpu-cli -- devices)
 
@@ -211,19 +212,22 @@ case "$cmd" in
         run "$bin/examples/data_parallel" --devices llvmpipe --members 2 --steps 20
         # A second lavapipe generation (Mesa 26 from trixie-backports, unpacked into the
         # git-ignored .newer-lavapipe/; the system is not touched): its SYNC_FD semaphores run
-        # the SyncFd mode, which Debian 12's lavapipe lacks. There the tests whose behaviour
-        # depends on the driver's semaphores, memory import and polling run again (the
-        # transports, the replayed and mixed-mode decoders); the kernels' arithmetic is the
-        # same SPIR-V on either lavapipe and is not repeated. CROSSGPU_NEWER_LAVAPIPE=0 skips
+        # the SyncFd mode, which Debian 12's lavapipe lacks, and its cooperative matrices (8 × 8
+        # × 8) the prompt's products on matrix units. There the tests whose behaviour depends
+        # on the driver's semaphores, memory import and polling run again (the transports, the
+        # replayed and mixed-mode decoders), and the prompt's (with trixie's validation layer,
+        # which knows VK_KHR_cooperative_matrix); the other kernels' arithmetic is the same
+        # SPIR-V on either lavapipe and is not repeated. CROSSGPU_NEWER_LAVAPIPE=0 skips
         # this; in CI (CI=true) it cannot be skipped or fail to fetch.
         if [ "${CROSSGPU_NEWER_LAVAPIPE:-1}" = 0 ] && [ "${CI:-}" != true ]; then
             say "SKIPPED: the tests on Mesa 26's lavapipe (CROSSGPU_NEWER_LAVAPIPE=0)"
         elif scripts/newer-lavapipe.sh fetch; then
             say "the transports' tests again on Mesa 26's lavapipe (scripts/newer-lavapipe.sh)"
-            newer=(env "CROSSGPU_TEST_REQUIRE=$CROSSGPU_TEST_REQUIRE,sync_fd"
+            newer=(env "CROSSGPU_TEST_REQUIRE=$CROSSGPU_TEST_REQUIRE,sync_fd,cooperative_matrix"
                 "CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER=$PWD/scripts/newer-lavapipe.sh run")
             run "${newer[@]}" cargo test --workspace "${features[@]}" --test suite -- \
-                sync_fd:: allreduce:: two_comms:: poll:: replay:: decode_modes:: drop_orders::
+                sync_fd:: allreduce:: two_comms:: poll:: replay:: decode_modes:: drop_orders:: prompt:: \
+                user_kernels::a_users_cooperative_matrix_kernel
             run "${newer[@]}" cargo test --workspace "${features[@]}" --test reliability
         elif [ "${CI:-}" = true ]; then
             die "Mesa 26's lavapipe could not be fetched (above): CI must run the SyncFd mode"

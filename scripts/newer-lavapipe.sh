@@ -20,12 +20,15 @@ DIR=$PWD/.newer-lavapipe
 MESA=26.1.6-1~bpo13+1
 ROOT=$DIR/root
 LIB=$ROOT/usr/lib/x86_64-linux-gnu
+# trixie's validation layer (1.4): Debian 12's (1.3.239) predates VK_KHR_cooperative_matrix and
+# reports every use of it as an error.
+LAYERS=$ROOT/usr/share/vulkan/explicit_layer.d
 apt_opts=(-o "Dir::Etc::SourceList=$DIR/sources.list" -o Dir::Etc::SourceParts=/dev/null
     -o "Dir::State::Lists=$DIR/lists" -o "Dir::Cache=$DIR/cache" -o Dir::State::Status=/dev/null
     -o APT::Architecture=amd64 -o APT::Get::List-Cleanup=0)
 
 fetch() {
-    if [ -e "$DIR/lvp_icd.json" ]; then
+    if [ -e "$DIR/lvp_icd.json" ] && [ -e "$LAYERS/VkLayer_khronos_validation.json" ]; then
         return 0
     fi
     [ "$(dpkg --print-architecture 2>/dev/null)" = amd64 ] || { echo "newer lavapipe: not an amd64 Debian/Ubuntu system" >&2; exit 1; }
@@ -37,7 +40,7 @@ fetch() {
     # where it has a version, else trixie.
     local pkgs
     pkgs=$(apt-cache "${apt_opts[@]}" depends --recurse --no-recommends --no-suggests --no-conflicts \
-        --no-breaks --no-replaces --no-enhances "mesa-vulkan-drivers=$MESA" libvulkan1 |
+        --no-breaks --no-replaces --no-enhances "mesa-vulkan-drivers=$MESA" libvulkan1 vulkan-validationlayers |
         grep -v '^[ <]' | sort -u | grep -vx mesa-vulkan-drivers)
     # shellcheck disable=SC2086
     (cd "$DIR/debs" && apt-get "${apt_opts[@]}" -t trixie-backports download -qq $pkgs "mesa-vulkan-drivers=$MESA") ||
@@ -57,7 +60,7 @@ case "${1:-}" in
         [ -e "$DIR/lvp_icd.json" ] || { echo "newer lavapipe: not fetched (scripts/newer-lavapipe.sh fetch)" >&2; exit 3; }
         # CROSSGPU_TEST_WRAPPER: how a test starts a child of itself under this driver.
         export VK_DRIVER_FILES=$DIR/lvp_icd.json VK_ICD_FILENAMES=$DIR/lvp_icd.json \
-            CROSSGPU_TEST_WRAPPER=$PWD/scripts/newer-lavapipe.sh
+            VK_LAYER_PATH=$LAYERS CROSSGPU_TEST_WRAPPER=$PWD/scripts/newer-lavapipe.sh
         exec "$LIB/ld-linux-x86-64.so.2" --library-path "$LIB:$ROOT/lib/x86_64-linux-gnu:/usr/lib/x86_64-linux-gnu:/lib/x86_64-linux-gnu" "$@"
         ;;
     *) sed -n '2,8p' "$0" >&2; exit 2 ;;

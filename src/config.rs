@@ -12,6 +12,8 @@
 //! | `CROSSGPU_F16_WIRE_BYTES` | payload size from which the wire is f16 | 1048576 |
 //! | `CROSSGPU_PHASE_A_KERNEL_BYTES` | wire bytes per member up to which phase A writes the host slot from a kernel instead of the copy engine | 65536 |
 //! | `CROSSGPU_MAX_IN_FLIGHT` | submits a member's stream keeps in flight before the host waits for the oldest; each holds a command pool | 128 |
+//! | `CROSSGPU_MATRIX_UNITS` | `1`: a prompt's products over f16 weights run on a member's matrix units (cooperative matrices) where its device has them, x rounded to f16; `0`: on the tiled kernel everywhere | `1` |
+//! | `CROSSGPU_PROMPT_CHUNK` | prompt positions one pass through the layers takes (activations grow with it; the weights are read once per pass) | 512 where every member runs the prompt on matrix units, else 128 |
 //! | `CROSSGPU_SPLIT` | tensor-parallel split: `even`, `auto` (weights from each member's matvec throughput measured at load) or weights such as `2:1` | `even` |
 //!
 //! README.md shows the same table (a unit test below keeps the two equal).
@@ -106,6 +108,16 @@ pub(crate) fn f16_wire_bytes_from_env() -> Result<u64> {
 /// `CROSSGPU_PHASE_A_KERNEL_BYTES`.
 pub(crate) fn phase_a_kernel_bytes_from_env() -> Result<u64> {
     u64_var("CROSSGPU_PHASE_A_KERNEL_BYTES", 65536, 0, u64::MAX)
+}
+
+/// `CROSSGPU_MATRIX_UNITS`.
+pub(crate) fn matrix_units() -> Result<bool> {
+    bool_var("CROSSGPU_MATRIX_UNITS", true)
+}
+
+/// `CROSSGPU_PROMPT_CHUNK`, if set.
+pub(crate) fn prompt_chunk() -> Result<Option<u64>> {
+    opt_u64_var("CROSSGPU_PROMPT_CHUNK", 1, 65_536)
 }
 
 /// `CROSSGPU_JOINT_SUBMIT`.

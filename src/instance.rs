@@ -82,6 +82,12 @@ pub fn adapter_table(adapters: &[AdapterInfo]) -> String {
             yes(c.shader_float16),
             yes(c.storage_buffer_16bit)
         );
+        let sides: Vec<String> = c.cooperative_matrix_sides.iter().map(|s| format!("{s}×{s}×{s}")).collect();
+        let _ = writeln!(
+            s,
+            "    matrix units       {} (VK_KHR_cooperative_matrix, f16 into f32, with subgroups: the prompt's f16 products)",
+            if sides.is_empty() { "no".to_string() } else { sides.join(", ") }
+        );
         let _ = writeln!(
             s,
             "    compute queues     {} (family 0), timestamp period {} ns",

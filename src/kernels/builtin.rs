@@ -29,6 +29,9 @@ pub struct KernelSpec {
     pub immediate_bytes: u32,
     /// `@workgroup_size` of the entry point, in invocations per dimension.
     pub workgroup_size: [u32; 3],
+    /// Whether it runs on the matrix units (`enable wgpu_cooperative_matrix;`): compiled with
+    /// cooperative matrices, subgroups and f16 allowed, for devices that have them.
+    pub cooperative_matrix: bool,
 }
 
 /// The library's kernels as [`Kernel`]s, compiled at first use, by index in [`KERNELS`].
@@ -65,7 +68,11 @@ impl KernelSpec {
         Shader::compile(
             self.entry,
             self.source,
-            &CompileOptions { entry: self.entry.to_string(), ..Default::default() },
+            &CompileOptions {
+                entry: self.entry.to_string(),
+                cooperative_matrix: self.cooperative_matrix,
+                ..Default::default()
+            },
         )
     }
 }

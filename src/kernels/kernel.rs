@@ -162,6 +162,18 @@ impl KernelBuilder {
         self
     }
 
+    /// Allows `enable wgpu_cooperative_matrix;` (square f16 tiles multiplied into f32 by a
+    /// subgroup: `coopLoad`, `coopMultiplyAdd`, `coopStore`) and the subgroup built-ins; the
+    /// kernel then runs only on members whose device offers tiles of the sides it uses
+    /// (`Capabilities::cooperative_matrix_sides`: 16 on NVIDIA, 8 on lavapipe), f16 inputs
+    /// summed into f32 — anything else is refused before it is dispatched. The WGSL must keep
+    /// each cooperative load's and store's index and stride in a `let` of its own (naga 30's
+    /// SPIR-V writer fails otherwise, reported as an [`Error::Shader`]).
+    pub fn cooperative_matrix(mut self, allowed: bool) -> Self {
+        self.options.cooperative_matrix = allowed;
+        self
+    }
+
     /// Compiles it. Bad WGSL, a missing override value, or an interface crossgpu cannot bind
     /// is an [`Error::Shader`] with naga's message and the line and column it points at.
     pub fn build(self) -> Result<Kernel> {

@@ -97,6 +97,23 @@ impl Matrix {
         }
     }
 
+    /// [`Matrix::matmul`] with `x_half`, x rounded to f16, where the member runs the prompt on
+    /// its matrix units: an f16 slice's whole tiles then go through
+    /// [`Member::matmul_cooperative`]; a quantized slice, or `None`, is [`Matrix::matmul`].
+    pub fn matmul_prompt(
+        &self,
+        m: &Member,
+        x: &Tensor,
+        x_half: Option<&Tensor>,
+        y: &Tensor,
+        positions: usize,
+    ) -> Result<()> {
+        match (self, x_half) {
+            (Matrix::F16(t), Some(h)) => m.matmul_cooperative(t, x, h, y, positions),
+            _ => self.matmul(m, x, y, positions),
+        }
+    }
+
     /// `matvec` into words `at..` of `out` (a DevicePoll slot region).
     pub(crate) fn matvec_into(&self, m: &Member, x: &Tensor, out: BindRange<'_>, at: u64) -> Result<()> {
         match self {

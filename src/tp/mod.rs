@@ -40,7 +40,7 @@ pub mod split;
 mod weights;
 
 pub use config::DecoderConfig;
-pub use decoder::{DecodeStats, Decoder, PROMPT_CHUNK};
+pub use decoder::{DecodeStats, Decoder, PROMPT_CHUNK, PROMPT_CHUNK_ON_UNITS};
 pub use linear::{ColumnParallelLinear, RowParallelLinear};
 pub use matrix::Matrix;
 pub use ops::{AttentionShape, PromptShape, TransformerOps, PROMPT_MAX_HEAD_DIM};

@@ -25,11 +25,12 @@ pub fn serial() -> MutexGuard<'static, ()> {
 /// What this run must exercise, from `CROSSGPU_TEST_REQUIRE` (comma-separated; `.ci/run` sets
 /// it): `validation` (the Khronos layer is installed and on), `poll` (DevicePoll runs wherever
 /// a test asks for it), `sync_fd` (SyncFd runs: Mesa 26's lavapipe or a GPU), `smollm2` (the real
-/// model's file is there: `CROSSGPU_SMOLLM2_GGUF`, which dev.sh sets). A test that would
+/// model's file is there: `CROSSGPU_SMOLLM2_GGUF`, which dev.sh sets), `cooperative_matrix`
+/// (the products on matrix units run: Mesa 26's lavapipe or a GPU). A test that would
 /// skip something required fails instead, so CI cannot go green on a skip. An unknown name is
 /// a failure too (a typo would otherwise require nothing).
 pub fn required(what: &str) -> bool {
-    const KNOWN: [&str; 4] = ["validation", "poll", "sync_fd", "smollm2"];
+    const KNOWN: [&str; 5] = ["validation", "poll", "sync_fd", "smollm2", "cooperative_matrix"];
     let list = std::env::var("CROSSGPU_TEST_REQUIRE").unwrap_or_default();
     let items: Vec<&str> = list.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
     if let Some(bad) = items.iter().find(|i| !KNOWN.contains(i)) {

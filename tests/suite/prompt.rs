@@ -17,7 +17,7 @@
 use crate::common::reference::{self, ErrorModel, Ev};
 use crate::common::{self, assert_bits, assert_within_ev, serial};
 use crate::quant_matvec::{cols, dequantized, random_blocks};
-use crossgpu::tp::{AttentionShape, Decoder, DecoderConfig, PromptShape, SplitSpec, PROMPT_CHUNK};
+use crossgpu::tp::{AttentionShape, Decoder, DecoderConfig, PromptShape, SplitSpec, PROMPT_CHUNK_ON_UNITS};
 use crossgpu::{Comm, CommOptions, DType, Error, Member, Mode, ModeRequest, QuantFormat, Tensor};
 use rand::Rng;
 
@@ -96,6 +96,112 @@ fn matmul_every_storage_against_f64() {
         }
     }
     eprintln!("matmul f16: largest error / bound {worst:.3e}");
+    common::assert_no_validation_errors();
+}
+
+/// `Member::matmul_cooperative` on a device with cooperative matrices (Mesa 26's lavapipe in
+/// CI, tiles of 8; NVIDIA's tiles of 16): the whole tiles against the f64 product with x as the device
+/// rounded it to f16 (itself within 2⁻¹¹ |x| of x), within twice the usual bound (the device
+/// orders, and may truncate, the matrix unit's additions); the strips past them, and widths
+/// that are no multiple of 16, against the product with x itself, as `Member::matmul`. Shapes
+/// with tiles partly covering a workgroup's 64 × 64, a quarter's second tile missing, and strips
+/// of rows, of positions and of both.
+#[test]
+fn matmul_cooperative_against_f64() {
+    let _s = serial();
+    let g = common::logical(1);
+    let m = g.member(0).unwrap();
+    if !m.cooperative_matrix() {
+        common::skip(
+            Some("cooperative_matrix"),
+            &format!("{} has no cooperative matrices of f16 into f32", m.adapter().name),
+        );
+        return;
+    }
+    let mut rng = common::rng(307);
+    let mut worst = 0.0f64;
+    for (rows, cols, positions) in [
+        (16, 16, 16),
+        (64, 48, 64),
+        (80, 576, 48),
+        (130, 64, 67),
+        (192, 32, 130),
+        (65, 37, 20),
+        (17, 16, 15),
+        (8, 8, 8),
+        (24, 40, 9),
+    ] {
+        let w32 = common::random(&mut rng, rows * cols);
+        let w: Vec<f64> = w32.iter().map(|&v| common::f16(v)).collect();
+        let wt = m.upload(&w32, &[rows, cols], DType::F16).unwrap();
+        let x = common::random(&mut rng, positions * cols);
+        let xt = m.upload_f32(&x).unwrap();
+        let xh = m.empty(&[positions * cols], DType::F16).unwrap();
+        m.convert_f32_to_f16(&xt, &xh).unwrap();
+        let yt = m.upload_f32(&common::random(&mut rng, positions * rows)).unwrap();
+        m.matmul_cooperative(&wt, &xt, &xh, &yt, positions).unwrap();
+        let (got, x_hat) = (yt.read().unwrap(), xh.read().unwrap());
+        for (i, (&a, &b)) in x.iter().zip(&x_hat).enumerate() {
+            let err = (f64::from(a) - f64::from(b)).abs();
+            assert!(
+                err <= f64::from(a).abs() / 2048.0 + 2f64.powi(-25),
+                "x[{i}] = {a} rounded to f16 as {b}"
+            );
+        }
+        let unit = m.adapter().caps.cooperative_matrix_sides[0] as usize;
+        let whole = cols % unit == 0;
+        let (tile_rows, tile_positions) = (rows / unit * unit, positions / unit * unit);
+        for t in 0..positions {
+            let row = |v: &[f32]| Ev::from_f32(&v[t * cols..(t + 1) * cols]);
+            let exact = reference::matvec(&w, rows, &row(&x), ErrorModel::Bound { extra: 1 });
+            let rounded = reference::matvec(&w, rows, &row(&x_hat), ErrorModel::Bound { extra: 1 });
+            let mut want = exact.clone();
+            for r in 0..rows {
+                if whole && t < tile_positions && r < tile_rows {
+                    want.v[r] = rounded.v[r];
+                    want.e[r] = 2.0 * rounded.e[r];
+                }
+            }
+            let at = format!("matmul_cooperative [{rows}, {cols}] × {positions} positions, position {t}");
+            worst = worst.max(assert_within_ev(&at, &got[t * rows..(t + 1) * rows], &want));
+        }
+    }
+    eprintln!("matmul_cooperative: largest error / bound {worst:.3e}");
+    // Misuse: x_half of another length, or in f32.
+    let w = m.upload(&[0.5; 64], &[4, 16], DType::F16).unwrap();
+    let x = m.upload_f32(&[1.0; 32]).unwrap();
+    let y = m.upload_f32(&[2.0; 8]).unwrap();
+    let before = m.stats().dispatches;
+    let short = m.empty(&[16], DType::F16).unwrap();
+    assert!(matches!(m.matmul_cooperative(&w, &x, &short, &y, 2), Err(Error::LengthMismatch { .. })));
+    assert!(matches!(m.matmul_cooperative(&w, &x, &x, &y, 2), Err(Error::DtypeMismatch { .. })));
+    assert_eq!(m.stats().dispatches, before, "a refused product records nothing");
+    common::assert_no_validation_errors();
+}
+
+/// Without cooperative matrices, `matmul_cooperative` is refused by name before any work.
+#[test]
+fn matmul_cooperative_refused_without_matrix_units() {
+    let _s = serial();
+    let g = common::logical(1);
+    let m = g.member(0).unwrap();
+    if m.cooperative_matrix() {
+        eprintln!(
+            "SKIPPED: {} has cooperative matrices (the refusal is tested on Mesa 22.3's lavapipe)",
+            m.adapter().name
+        );
+        return;
+    }
+    let w = m.upload(&[0.5; 64], &[4, 16], DType::F16).unwrap();
+    let x = m.upload_f32(&[1.0; 32]).unwrap();
+    let xh = m.empty(&[32], DType::F16).unwrap();
+    let y = m.upload_f32(&[2.0; 8]).unwrap();
+    let before = m.stats().dispatches;
+    match m.matmul_cooperative(&w, &x, &xh, &y, 2) {
+        Err(Error::Unsupported(why)) => assert!(why.contains("cooperative matrices"), "{why}"),
+        other => panic!("matmul_cooperative without matrix units: {other:?}"),
+    }
+    assert_eq!(m.stats().dispatches, before, "a refused product records nothing");
     common::assert_no_validation_errors();
 }
 
@@ -265,7 +371,7 @@ fn config() -> DecoderConfig {
         kv_heads: 2,
         head_dim: 16,
         vocab: 300,
-        max_seq: PROMPT_CHUNK + 40,
+        max_seq: PROMPT_CHUNK_ON_UNITS + 40,
         ..DecoderConfig::small()
     }
 }
@@ -317,12 +423,16 @@ fn prompt_both_ways(
     }
     let (a, b) = (batch.logits().unwrap(), steps.logits().unwrap());
     // Two f32 runs of the same model that add in different orders: the logits agree to a few
-    // ULP of their scale per layer.
+    // ULP of their scale per layer. Where the prompt's products run on matrix units, their
+    // inputs are rounded to f16 first (2⁻¹¹ relative each): twice that, of the scale.
     let scale = b.iter().fold(0.0f32, |s, v| s.max(v.abs())) as f64;
+    let units = std::env::var("CROSSGPU_MATRIX_UNITS").as_deref() != Ok("0")
+        && (0..n).any(|i| g.member(i).unwrap().cooperative_matrix());
+    let tolerance = if units { 2.0 / 2048.0 } else { 1e-4 };
     let what = format!("{n} member(s), {mode:?}, {split:?}, {} prompt tokens from {from}", prompt.len());
     for (i, (&x, &y)) in a.iter().zip(&b).enumerate() {
         assert!(
-            ((x - y) as f64).abs() <= 1e-4 * scale,
+            ((x - y) as f64).abs() <= tolerance * scale,
             "{what}: logit {i}: {x} as a batch, {y} step by step (scale {scale})"
         );
     }
@@ -342,8 +452,13 @@ fn prefill_gives_the_steps_logits_and_tokens() {
     let _s = serial();
     let mut rng = common::rng(304);
     let cfg = config();
-    // Across a chunk boundary (PROMPT_CHUNK + 9 tokens), and a short prompt after 5 steps.
-    let long: Vec<u32> = (0..PROMPT_CHUNK + 10).map(|_| rng.random_range(0..cfg.vocab as u32)).collect();
+    // Across a chunk boundary (a chunk and 9 tokens: 128 on the tiled kernels, 512 on matrix
+    // units), and a short prompt after 5 steps.
+    let chunk = {
+        let g = common::logical(1);
+        Decoder::new(&g, cfg.clone(), &SplitSpec::Even).unwrap().prompt_plan().unwrap().1
+    };
+    let long: Vec<u32> = (0..chunk + 10).map(|_| rng.random_range(0..cfg.vocab as u32)).collect();
     let short: Vec<u32> = (0..12).map(|_| rng.random_range(0..cfg.vocab as u32)).collect();
     let mut all = Vec::new();
     for (prompt, from) in [(&long, 0), (&short, 5)] {

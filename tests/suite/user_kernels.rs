@@ -506,3 +506,122 @@ fn between_the_fused_rounds_of_a_replayed_decoder() {
     assert_eq!(tokens, want, "the decoder's tokens beside the user's kernel");
     common::assert_no_validation_errors();
 }
+
+/// `c = a · b` over f16 matrices on the device's matrix units, a user's kernel: one subgroup
+/// per workgroup-sized tile of the output; the side comes from the device (`SIDE`).
+fn tile_product(side: u32) -> String {
+    format!(
+        "enable f16;
+enable wgpu_cooperative_matrix;
+struct Dims {{ n: u32, k: u32 }}
+@group(0) @binding(0) var<storage, read> a: array<f16>;
+@group(0) @binding(1) var<storage, read> b: array<f16>;
+@group(0) @binding(2) var<storage, read_write> c: array<f32>;
+var<immediate> d: Dims;
+@compute @workgroup_size(64)
+fn tile_product(
+    @builtin(workgroup_id) wg: vec3<u32>,
+    @builtin(subgroup_id) sg: u32,
+    @builtin(num_subgroups) sgs: u32,
+) {{
+    // The first subgroup takes the tile (a loop rather than a return: cooperative operations
+    // need control flow that naga can see is uniform).
+    for (var t = sg; t < 1u; t += sgs) {{
+        let row = wg.y * {side}u;
+        let col = wg.x * {side}u;
+        let k = d.k;
+        let n = d.n;
+        var acc = coop_mat{side}x{side}<f32, C>();
+        for (var p = 0u; p < k; p += {side}u) {{
+            let ia = row * k + p;
+            let ib = p * n + col;
+            let x = coopLoadT<coop_mat{side}x{side}<f16, A>>(&a[ia], k);
+            let y = coopLoadT<coop_mat{side}x{side}<f16, B>>(&b[ib], n);
+            acc = coopMultiplyAdd(x, y, acc);
+        }}
+        let ic = row * n + col;
+        coopStoreT(acc, &c[ic], n);
+    }}
+}}"
+    )
+}
+
+/// A user's kernel on the matrix units (`KernelBuilder::cooperative_matrix`) against the f64
+/// product of its f16 inputs, within `2 γ_(k+1) Σ|a b|` (the device orders the additions); a
+/// kernel of a side the device lacks, or one compiled without the option, is refused.
+#[test]
+fn a_users_cooperative_matrix_kernel() {
+    let _s = serial();
+    let group = common::logical(1);
+    let m = group.member(0).unwrap();
+    let Some(&side) = m.adapter().caps.cooperative_matrix_sides.first() else {
+        common::skip(
+            Some("cooperative_matrix"),
+            &format!("{} has no cooperative matrices", m.adapter().name),
+        );
+        return;
+    };
+    assert!(
+        Kernel::from_wgsl("tile_product.wgsl", &tile_product(side)).is_err(),
+        "refused without the option"
+    );
+    let k =
+        Kernel::builder("tile_product.wgsl", &tile_product(side)).cooperative_matrix(true).build().unwrap();
+    let mut rng = common::rng(86);
+    let s = side as usize;
+    for (rows, n, depth) in [(s, s, s), (2 * s, 3 * s, 5 * s), (4 * s, s, 12 * s)] {
+        let a32 = common::random(&mut rng, rows * depth);
+        let b32 = common::random(&mut rng, depth * n);
+        let (a, b) = (
+            m.upload(&a32, &[a32.len()], DType::F16).unwrap(),
+            m.upload(&b32, &[b32.len()], DType::F16).unwrap(),
+        );
+        let c = m.empty(&[rows * n], DType::F32).unwrap();
+        let imm = Immediates::new().set("n", n as u32).set("k", depth as u32);
+        m.dispatch(
+            &k,
+            &[Arg::read(&a), Arg::read(&b), Arg::write(&c)],
+            &imm,
+            [(n / s) as u32, (rows / s) as u32, 1],
+        )
+        .unwrap();
+        let got = c.read().unwrap();
+        let (ah, bh): (Vec<f64>, Vec<f64>) =
+            (a32.iter().map(|&v| common::f16(v)).collect(), b32.iter().map(|&v| common::f16(v)).collect());
+        let (mut want, mut bound) = (vec![0.0; rows * n], vec![0.0; rows * n]);
+        for i in 0..rows {
+            for j in 0..n {
+                let (sum, abs) = (0..depth).fold((0.0, 0.0), |(s, t), p| {
+                    let v = ah[i * depth + p] * bh[p * n + j];
+                    (s + v, t + v.abs())
+                });
+                want[i * n + j] = sum;
+                bound[i * n + j] = 2.0 * common::reference::gamma(depth + 1) * abs;
+            }
+        }
+        common::assert_within(&format!("tile_product {rows}x{depth} · {depth}x{n}"), &got, &want, &bound);
+    }
+    // A side the device does not offer: refused before any work, naming the configuration.
+    if let Some(other) =
+        [16u32, 8].into_iter().find(|o| !m.adapter().caps.cooperative_matrix_sides.contains(o))
+    {
+        let k = Kernel::builder("tile_product.wgsl", &tile_product(other))
+            .cooperative_matrix(true)
+            .build()
+            .unwrap();
+        let (a, b, c) = (
+            m.empty(&[256], DType::F16).unwrap(),
+            m.empty(&[256], DType::F16).unwrap(),
+            m.empty(&[256], DType::F32).unwrap(),
+        );
+        let imm = Immediates::new().set("n", other).set("k", other);
+        match m.dispatch(&k, &[Arg::read(&a), Arg::read(&b), Arg::write(&c)], &imm, [1, 1, 1]) {
+            Err(e) => assert!(e.to_string().contains("cooperative matrix"), "{e}"),
+            Ok(()) => panic!(
+                "a {other}×{other} cooperative matrix ran on a device offering {:?}",
+                m.adapter().caps.cooperative_matrix_sides
+            ),
+        }
+    }
+    common::assert_no_validation_errors();
+}

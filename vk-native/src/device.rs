@@ -27,6 +27,7 @@ pub(crate) struct DeviceShared {
     pub(crate) id: DeviceId,
     pub(crate) lost: AtomicBool,
     pub(crate) f16_enabled: bool,
+    pub(crate) cooperative_matrix_enabled: bool,
     _instance: Instance,
 }
 
@@ -82,6 +83,9 @@ impl Device {
                 want |= f;
             }
         }
+        if !info.caps.cooperative_matrix_sides.is_empty() {
+            want |= wgpu_types::Features::EXPERIMENTAL_COOPERATIVE_MATRIX | wgpu_types::Features::SUBGROUP;
+        }
         let host_ext = info.caps.external_memory_host;
         let fd_ext = info.caps.external_semaphore_fd;
         static PRIORITIES: [f32; 64] = [1.0; 64];
@@ -123,6 +127,8 @@ impl Device {
                 id: DeviceId(NEXT_DEVICE.fetch_add(1, Ordering::Relaxed)),
                 lost: AtomicBool::new(false),
                 f16_enabled: want.contains(wgpu_types::Features::SHADER_F16),
+                cooperative_matrix_enabled: want
+                    .contains(wgpu_types::Features::EXPERIMENTAL_COOPERATIVE_MATRIX),
                 _instance: instance.clone(),
             }),
         })
@@ -158,6 +164,11 @@ impl Device {
     /// Whether shaderFloat16 and 16-bit storage were enabled.
     pub fn f16_enabled(&self) -> bool {
         self.shared.f16_enabled
+    }
+
+    /// Whether cooperative matrices (f16 inputs, f32 sums, `Capabilities::cooperative_matrix_sides`) and subgroup operations were enabled.
+    pub fn cooperative_matrix_enabled(&self) -> bool {
+        self.shared.cooperative_matrix_enabled
     }
 
     /// Whether a call on this device has reported VK_ERROR_DEVICE_LOST.

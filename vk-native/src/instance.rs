@@ -68,6 +68,11 @@ pub struct Capabilities {
     pub shader_float16: bool,
     /// `storageBuffer16BitAccess`.
     pub storage_buffer_16bit: bool,
+    /// The sides of the square cooperative matrices of f16 inputs summed into f32 that the
+    /// device offers (VK_KHR_cooperative_matrix, largest first: 16 on NVIDIA's tensor cores, 8
+    /// on Mesa's lavapipe), with subgroup operations beside them: kernels with `enable
+    /// wgpu_cooperative_matrix;` over those run here. Empty: none.
+    pub cooperative_matrix_sides: Vec<u32>,
     /// robustBufferAccess2 (VK_EXT_robustness2): a buffer access past the bound range reads
     /// zeros and drops writes. wgpu-hal enables it on every device it opens where it is
     /// supported, so this is also whether a device opened here has it on.
@@ -224,6 +229,24 @@ impl Instance {
     }
 }
 
+/// The sides (16, 8) of the square configurations of f16 inputs and an f32 accumulator that
+/// wgpu-hal offers on this adapter with cooperative matrices, subgroups and f16, largest first.
+fn cooperative_matrix_sides(exposed: &wgpu_hal::ExposedAdapter<VkApi>) -> Vec<u32> {
+    use wgpu_types::{CooperativeScalarType, Features};
+    let needs = Features::EXPERIMENTAL_COOPERATIVE_MATRIX | Features::SUBGROUP | Features::SHADER_F16;
+    if !exposed.features.contains(needs) {
+        return Vec::new();
+    }
+    let offers = |unit: u32| {
+        exposed.capabilities.cooperative_matrix_properties.iter().any(|c| {
+            (c.m_size, c.n_size, c.k_size) == (unit, unit, unit)
+                && c.ab_type == CooperativeScalarType::F16
+                && c.cr_type == CooperativeScalarType::F32
+        })
+    };
+    [16, 8].into_iter().filter(|&u| offers(u)).collect()
+}
+
 fn driver_id_name(id: vk::DriverId) -> String {
     let s = format!("{id:?}");
     if s.starts_with("DriverId(") {
@@ -352,6 +375,7 @@ unsafe fn query_adapter(
             opaque_fd,
             shader_float16: f12.shader_float16 == vk::TRUE,
             storage_buffer_16bit: f16bit.storage_buffer16_bit_access == vk::TRUE,
+            cooperative_matrix_sides: cooperative_matrix_sides(exposed),
             robust_buffer_access2: robustness2_ext && robustness2.robust_buffer_access2 == vk::TRUE,
             queue_count: if fam0.queue_flags.contains(vk::QueueFlags::COMPUTE) {
                 fam0.queue_count

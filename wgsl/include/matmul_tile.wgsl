@@ -20,11 +20,17 @@
 // (lavapipe) turns a kernel with barriers into a coroutine, and LLVM's frame building for a
 // workgroup-memory tiled version took minutes per kernel on a cold shader cache.
 
+// Rows `row_from .. rows` of positions `position_from .. positions` (0 and 0: all of Y; more
+// where matmul_f16_coop took the whole tiles before them).
 struct MatmulParams {
     rows: u32,
     cols: u32,
     positions: u32,
+    row_from: u32,
+    position_from: u32,
     _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 @group(0) @binding(0) var<storage, read> w: array<u32>;
@@ -92,8 +98,8 @@ fn dot8(w: W8, v: W8) -> f32 {
 }
 
 fn matmul_tile(wid: vec3<u32>, lid: u32) {
-    let r = wid.x * ROWS_PER_GROUP + 4u * (lid / 8u);
-    let t = wid.y * POSITIONS_PER_GROUP + 4u * (lid % 8u);
+    let r = p.row_from + wid.x * ROWS_PER_GROUP + 4u * (lid / 8u);
+    let t = p.position_from + wid.y * POSITIONS_PER_GROUP + 4u * (lid % 8u);
     if (r >= p.rows || t >= p.positions) {
         return;
     }

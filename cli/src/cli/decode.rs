@@ -312,9 +312,45 @@ pub fn run_decode(
         println!("tokens: {:?}", report.tokens);
     }
     if args.profile > 0 {
+        if args.prompt > 0 {
+            let prompt: Vec<u32> =
+                (0..args.prompt).map(|i| ((args.first as usize + i) % cfg.vocab) as u32).collect();
+            profile_prompt(group, &mut dec, &prompt)?;
+        }
         profile(group, &mut dec, args.profile)?;
     }
     Ok(report)
+}
+
+/// Takes the prompt once more from position 0 with a timestamp after every command and prints,
+/// per member, its GPU time by kernel; the decoder is left where it was.
+fn profile_prompt(group: &DeviceGroup, dec: &mut Decoder, prompt: &[u32]) -> CliResult {
+    let members = group.members();
+    let len = prompt.len();
+    let back = dec.position();
+    group.synchronize()?;
+    for m in members {
+        m.start_profile(65_536)?;
+    }
+    dec.rewind(0)?;
+    let t = Instant::now();
+    dec.prefill(prompt)?;
+    let wall = t.elapsed().as_secs_f64() * 1e6;
+    let mut by_kernel: Vec<std::collections::BTreeMap<String, (usize, f64)>> =
+        vec![Default::default(); members.len()];
+    for (m, map) in members.iter().zip(&mut by_kernel) {
+        for (name, ns) in m.take_profile()? {
+            let e = map.entry(name.to_string()).or_default();
+            e.0 += 1;
+            e.1 += ns;
+        }
+    }
+    dec.rewind(back.min(len))?;
+    println!(
+        "GPU profile of the {len}-token prompt (timestamps after every command; a command's time includes the barrier and any wait before it); host wall time {wall:.0} us"
+    );
+    print_profile(members, &by_kernel, 1.0, "prompt");
+    Ok(())
 }
 
 /// Decodes `tokens` more tokens one at a time with a timestamp after every command and prints,
@@ -353,14 +389,25 @@ fn profile(group: &DeviceGroup, dec: &mut Decoder, tokens: usize) -> CliResult {
         plural(tokens, "token", "tokens"),
         walls.iter().sum::<f64>() / n
     );
-    for (m, map) in members.iter().zip(&by_kernel) {
+    print_profile(members, &by_kernel, n, "token");
+    Ok(())
+}
+
+/// Per member, the GPU time by kernel over `n` units (tokens, or one prompt), largest first.
+fn print_profile(
+    members: &[crossgpu::Member],
+    by_kernel: &[std::collections::BTreeMap<String, (usize, f64)>],
+    n: f64,
+    unit: &str,
+) {
+    for (m, map) in members.iter().zip(by_kernel) {
         let total: f64 = map.values().map(|v| v.1).sum();
-        println!("  {}: {:.0} us of GPU timeline per token", m.label(), total / 1e3 / n);
+        println!("  {}: {:.0} us of GPU timeline per {unit}", m.label(), total / 1e3 / n);
         let mut rows: Vec<_> = map.iter().collect();
         rows.sort_by(|a, b| b.1 .1.total_cmp(&a.1 .1));
         for (name, (count, ns)) in rows {
             println!(
-                "    {name:<28} {:>6.1} per token {:>9.1} us per token {:>7.2} us each {:>5.1}%",
+                "    {name:<28} {:>6.1} per {unit} {:>9.1} us per {unit} {:>7.2} us each {:>5.1}%",
                 *count as f64 / n,
                 ns / 1e3 / n,
                 ns / 1e3 / *count as f64,
@@ -368,7 +415,6 @@ fn profile(group: &DeviceGroup, dec: &mut Decoder, tokens: usize) -> CliResult {
             );
         }
     }
-    Ok(())
 }
 
 /// Bytes with a decimal unit and three significant digits: `42.6 GB`, `2.35 TB`, `811 kB`.

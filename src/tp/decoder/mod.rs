@@ -22,5 +22,5 @@ mod prompt;
 mod run;
 mod state;
 
-pub use prompt::PROMPT_CHUNK;
+pub use prompt::{PROMPT_CHUNK, PROMPT_CHUNK_ON_UNITS};
 pub use state::{DecodeStats, Decoder};

@@ -44,5 +44,22 @@ pub(super) fn check_limits(device: &Device, shader: &Shader) -> Result<()> {
     if i.uses_f16 && !device.f16_enabled() {
         return refuse("it uses f16 arithmetic (enable f16), which this device was not opened with (shaderFloat16 and 16-bit storage)".into());
     }
+    if i.uses_cooperative_matrix && !device.cooperative_matrix_enabled() {
+        return refuse(format!(
+            "it uses cooperative matrices and subgroups, which {} does not offer (f16 products into f32: VK_KHR_cooperative_matrix)",
+            device.info().name
+        ));
+    }
+    // The configurations crossgpu checks for: square, f16 inputs, f32 sums, of a side offered.
+    for &(side, role, scalar) in &i.cooperative_matrices {
+        let scalar_ok = scalar == if role == 'C' { "f32" } else { "f16" };
+        if !scalar_ok || !caps.cooperative_matrix_sides.contains(&side) {
+            return refuse(format!(
+                "a cooperative matrix of role {role}, side {side} and {scalar} elements: {} offers f16 inputs summed into f32 on sides {:?} (square)",
+                device.info().name,
+                caps.cooperative_matrix_sides
+            ));
+        }
+    }
     Ok(())
 }

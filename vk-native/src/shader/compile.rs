@@ -30,6 +30,11 @@ pub struct CompileOptions {
     /// Allow `enable f16;` (f16 arithmetic): only for devices with `shaderFloat16` and 16-bit
     /// storage.
     pub shader_f16: bool,
+    /// Allow `enable wgpu_cooperative_matrix;` (16 × 16 f16 matrices multiplied into f32 by a
+    /// subgroup: `coopLoad`, `coopMultiplyAdd`, `coopStore`) and the subgroup built-ins
+    /// (`subgroup_id`, `num_subgroups`, …); implies `shader_f16`. The kernel then runs only on
+    /// members whose device has `Capabilities::cooperative_matrix_sides`.
+    pub cooperative_matrix: bool,
 }
 
 /// Compiles `source` (labelled `label` in messages) with `options` on a compiler thread of its
@@ -82,8 +87,11 @@ pub(super) fn run(
 /// the device has it.
 fn capabilities(options: &CompileOptions) -> Capabilities {
     let mut caps = Capabilities::IMMEDIATES | Capabilities::SHADER_FLOAT16_IN_FLOAT32;
-    if options.shader_f16 {
+    if options.shader_f16 || options.cooperative_matrix {
         caps |= Capabilities::SHADER_FLOAT16;
+    }
+    if options.cooperative_matrix {
+        caps |= Capabilities::COOPERATIVE_MATRIX | Capabilities::SUBGROUP;
     }
     caps
 }
@@ -221,7 +229,9 @@ fn compile(label: &str, src: &str, options: &CompileOptions) -> Result<(Spirv, I
     let write = |buffer: naga::proc::BoundsCheckPolicy| {
         let restrict = naga::proc::BoundsCheckPolicy::Restrict;
         let spv_options = naga::back::spv::Options {
-            lang_version: (1, 3),
+            // Cooperative matrices need the Vulkan memory model, core in SPIR-V 1.5 (Vulkan
+            // 1.2, which every device with them has).
+            lang_version: if options.cooperative_matrix { (1, 5) } else { (1, 3) },
             flags: naga::back::spv::WriterFlags::empty(),
             bounds_check_policies: naga::proc::BoundsCheckPolicies {
                 index: restrict,
@@ -247,5 +257,40 @@ fn compile(label: &str, src: &str, options: &CompileOptions) -> Result<(Spirv, I
         checked: write(naga::proc::BoundsCheckPolicy::Restrict)?,
         robust: write(naga::proc::BoundsCheckPolicy::Unchecked)?,
     };
-    Ok((words, Interface { entry, workgroup_size, bindings, immediates, workgroup_bytes, uses_f16 }))
+    let uses_cooperative_matrix = options.cooperative_matrix;
+    // Each cooperative matrix type as (side, role, scalar), for the device check.
+    let cooperative_matrices = processed
+        .types
+        .iter()
+        .filter_map(|(_, t)| match t.inner {
+            naga::TypeInner::CooperativeMatrix { columns, rows, scalar, role } => {
+                let side = if columns == rows { columns as u32 } else { 0 };
+                let role = match role {
+                    naga::CooperativeRole::A => 'A',
+                    naga::CooperativeRole::B => 'B',
+                    naga::CooperativeRole::C => 'C',
+                };
+                let scalar = match scalar {
+                    naga::Scalar::F16 => "f16",
+                    naga::Scalar::F32 => "f32",
+                    _ => "another type",
+                };
+                Some((side, role, scalar))
+            }
+            _ => None,
+        })
+        .collect();
+    Ok((
+        words,
+        Interface {
+            entry,
+            workgroup_size,
+            bindings,
+            immediates,
+            workgroup_bytes,
+            uses_f16,
+            uses_cooperative_matrix,
+            cooperative_matrices,
+        },
+    ))
 }

@@ -129,6 +129,12 @@ pub struct Interface {
     pub workgroup_bytes: u32,
     /// Whether the kernel uses f16 arithmetic (`enable f16;`).
     pub uses_f16: bool,
+    /// Whether the kernel was compiled with cooperative matrices and subgroups allowed
+    /// (`CompileOptions::cooperative_matrix`): it runs only where the device has them.
+    pub uses_cooperative_matrix: bool,
+    /// Its cooperative matrix types as (side, 0 where not square; role `A`, `B` or `C`; its
+    /// elements: `f16`, `f32` or `another type`).
+    pub cooperative_matrices: Vec<(u32, char, &'static str)>,
 }
 
 impl Interface {
