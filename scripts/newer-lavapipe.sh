@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # A second lavapipe generation for the tests: Mesa 26.1.6 from Debian trixie-backports, whose
-# lavapipe has SYNC_FD semaphores (Debian 12's 22.3 has none), so the SyncFd all-reduce runs.
+# lavapipe has SYNC_FD semaphores (Debian 12's 22.3 has none), so the SyncFd all-reduce runs,
+# and cooperative matrices (8 × 8 × 8), so the prompt's products on matrix units run; with
+# trixie's validation layer, which knows them.
 #
 #   scripts/newer-lavapipe.sh fetch          download and unpack it into .newer-lavapipe/ (once)
 #   scripts/newer-lavapipe.sh run CMD ARGS   run CMD with it as the only Vulkan driver
 #
 # Nothing on the system changes: apt-get runs with a private sources list, lists and cache
-# (the Debian mirror must be reachable), and `dpkg -x` unpacks the packages (about 61 MB, 310
+# (the Debian mirror must be reachable), and `dpkg -x` unpacks the packages (about 70 MB, 334
 # MB unpacked) into the git-ignored .newer-lavapipe/root. Its libraries need glibc 2.38, newer
 # than Debian 12's, so `run` starts CMD through trixie's own dynamic loader with trixie's
-# libraries first on the library path (the system's after them: the validation layer, the
-# Vulkan loader's manifests); CMD's children start through the system's loader and do not see
+# libraries first on the library path (the system's after them), and trixie's validation layer
+# instead of the system's (VK_LAYER_PATH); CMD's children start through the system's loader and do not see
 # this driver, unless started through this script again (the tests do so through
 # CROSSGPU_TEST_WRAPPER, which `run` sets). `fetch` exits 1 with the reason where it cannot fetch; `run` exits 3 when the
 # driver was not fetched.
