@@ -225,7 +225,11 @@ case "$cmd" in
             say "the transports' tests again on Mesa 26's lavapipe (scripts/newer-lavapipe.sh)"
             newer=(env "CROSSGPU_TEST_REQUIRE=$CROSSGPU_TEST_REQUIRE,sync_fd,cooperative_matrix"
                 "CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER=$PWD/scripts/newer-lavapipe.sh run")
-            run "${newer[@]}" cargo test --workspace "${features[@]}" --test suite -- \
+            # One test at a time: with the prompt's tests among them, this list run in parallel
+            # under Mesa 26 and trixie's validation layer ended in a double free in about half
+            # the runs (2026-12-03; not yet traced: driver, layer or ours); one at a time it
+            # passed, in the same 2 minutes.
+            run "${newer[@]}" cargo test --workspace "${features[@]}" --test suite -- --test-threads 1 \
                 sync_fd:: allreduce:: two_comms:: poll:: replay:: decode_modes:: drop_orders:: prompt:: \
                 user_kernels::a_users_cooperative_matrix_kernel
             run "${newer[@]}" cargo test --workspace "${features[@]}" --test reliability
