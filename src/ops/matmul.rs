@@ -69,8 +69,9 @@ impl Member {
     /// [`Member::matmul`] on the device's matrix units: `x_half` is `x` rounded to f16
     /// ([`Member::convert_f32_to_f16`]: beyond ±65504 saturated), and the outputs of whole
     /// tiles of the device's side s (16 on NVIDIA; the first `positions / s · s` positions of
-    /// the first `rows / s · s` rows) are the products of W and `x_half`, summed in f32 in an order the device chooses
-    /// — within `γ_(cols+1) · Σ_k |w_k x̂_k|` of the exact product with x̂ (|x̂ − x| ≤ 2⁻¹¹ |x|,
+    /// the first `rows / s · s` rows) are the products of W and `x_half`, summed in f32 in an
+    /// order the device chooses (and its matrix unit may truncate rather than round) — within
+    /// `2 γ_(cols+1) · Σ_k |w_k x̂_k|` of the exact product with x̂ (|x̂ − x| ≤ 2⁻¹¹ |x|,
     /// or 2⁻²⁵ below f16's normal range); the outputs past them are [`Member::matmul`]'s, from
     /// `x`. A width that is not a multiple of s (or fewer than s positions or rows) leaves no
     /// whole tile: all of it is [`Member::matmul`]'s. A device without cooperative matrices is
