@@ -122,6 +122,7 @@ pub mod model;
 mod ops;
 #[cfg(feature = "mpi")]
 pub mod ranks;
+mod sample;
 pub mod step;
 mod stream;
 mod tensor;

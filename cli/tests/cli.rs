@@ -144,7 +144,9 @@ fn output_reads_as_words() {
 /// `crossgpu generate` as a user runs it: SmolLM2's GGUF (`CROSSGPU_SMOLLM2_GGUF`, which
 /// `./dev.sh test` fetches) on one lavapipe member and split over three, greedy: the same text,
 /// which completes the fact, with the load, prompt and decode figures and the all-reduce mode
-/// printed. Sampling settings and a missing model are refused before any work.
+/// printed; a seeded draw repeats, the same on one member and three (drawn on the devices), and
+/// a draw the devices cannot make is drawn on the host. Sampling settings and a missing model
+/// are refused before any work.
 #[test]
 fn generate_prints_the_same_text_on_one_member_and_three() {
     refused(&["generate", "--model", "x.gguf", "--prompt", "hi", "--temperature=-1"], &[], &["temperature"]);
@@ -199,13 +201,19 @@ fn generate_prints_the_same_text_on_one_member_and_three() {
         "--seed",
         "3",
     ];
-    let runs: Vec<String> = (0..2)
-        .map(|_| {
-            let o = crossgpu(&args, &[("CROSSGPU_DEVICES", "llvmpipe")]);
-            let t = text(&o);
-            assert!(o.status.success() && t.contains("temperature 0.9, top-k 40, top-p 0.9, seed 3"), "{t}");
-            t.lines().find(|l| l.starts_with("Once upon a time")).unwrap().to_string()
-        })
-        .collect();
+    let run = |args: &[&str], devices: &str, needles: &[&str]| {
+        let o = crossgpu(args, &[("CROSSGPU_DEVICES", devices)]);
+        let t = text(&o);
+        assert!(o.status.success() && needles.iter().all(|n| t.contains(n)), "{t}");
+        t.lines().find(|l| l.starts_with("Once upon a time")).unwrap().to_string()
+    };
+    let on_devices = ["temperature 0.9, top-k 40, top-p 0.9, seed 3", "drawn on the devices"];
+    let runs = [run(&args, "llvmpipe", &on_devices), run(&args, "llvmpipe", &on_devices)];
     assert_eq!(runs[0], runs[1]);
+    // The draw is the devices' whatever the split: three members draw the same tokens.
+    assert_eq!(run(&args, "llvmpipe/3", &on_devices), runs[0], "one member and three draw alike");
+    // A nucleus without a top-k is drawn on the host, and says so.
+    let mut host = args.to_vec();
+    host[10] = "0";
+    run(&host, "llvmpipe", &["top-k 0, top-p 0.9", "drawn on the host: top-p 0.9 without a top-k"]);
 }

@@ -1,15 +1,17 @@
 //! [`Generation`]: a prompt through a loaded [`Decoder`], then tokens as an iterator, each
-//! chosen from the step's logits by a [`Sampler`] until a stop token or the budget.
+//! drawn on the devices ([`Decoder::set_sampling`]) — or, where they cannot draw as asked,
+//! by a [`Sampler`] from the step's logits read back — until a stop token or the budget.
 
-use super::sampler::{Sampler, Sampling};
 use crate::error::{Error, Result};
+use crate::sample::{Sampler, Sampling};
 use crate::tp::Decoder;
 
 /// The tokens a decoder generates after a prompt: `next()` runs one step and yields its token.
 /// Ends after a stop token (not yielded) or `max_tokens` tokens; an error ends it too.
 pub struct Generation<'a> {
     decoder: &'a mut Decoder,
-    sampler: Sampler,
+    /// The host's draw, where the devices cannot make it (and why not).
+    on_host: Option<(Sampler, String)>,
     stops: Vec<u32>,
     max_tokens: usize,
     produced: usize,
@@ -32,7 +34,7 @@ impl<'a> Generation<'a> {
         stops: &[u32],
         max_tokens: usize,
     ) -> Result<Self> {
-        let sampler = Sampler::new(sampling)?;
+        sampling.validate()?;
         if prompt.is_empty() {
             return Err(Error::InvalidArgument("the prompt has no tokens".into()));
         }
@@ -47,6 +49,22 @@ impl<'a> Generation<'a> {
                 decoder.cfg.max_seq
             )));
         }
+        // The devices draw where they can; else they choose greedily and the host draws.
+        let on_host = match decoder.device_sampling_unsupported(&sampling) {
+            None => {
+                decoder.set_sampling(sampling)?;
+                None
+            }
+            Some(why) if !decoder.holds_every_logit() => {
+                return Err(Error::Unsupported(format!(
+                    "drawing on the devices: {why}; and the host cannot draw instead, holding only this process's logits"
+                )))
+            }
+            Some(why) => {
+                decoder.set_sampling(Sampling::greedy())?;
+                Some((Sampler::new(sampling)?, why))
+            }
+        };
         let (last, rest) = prompt.split_last().expect("checked not empty");
         if decoder.prefill_unsupported().is_none() {
             // All but the last token as a batch; the last one's step gives the logits.
@@ -63,13 +81,18 @@ impl<'a> Generation<'a> {
         decoder.step()?;
         Ok(Self {
             decoder,
-            sampler,
+            on_host,
             stops: stops.to_vec(),
             max_tokens,
             produced: 0,
             pending: None,
             finished: max_tokens == 0,
         })
+    }
+
+    /// Why the tokens are drawn on the host (`None`: on the devices).
+    pub fn drawn_on_host(&self) -> Option<&str> {
+        self.on_host.as_ref().map(|(_, why)| why.as_str())
     }
 
     /// Tokens yielded so far.
@@ -79,10 +102,17 @@ impl<'a> Generation<'a> {
 
     fn advance(&mut self) -> Result<Option<u32>> {
         if let Some(t) = self.pending.take() {
-            self.decoder.set_token(t)?;
+            // The devices embed the token they drew; the host's draw is written over it.
+            if self.on_host.is_some() {
+                self.decoder.set_token(t)?;
+            }
             self.decoder.step()?;
         }
-        let token = self.sampler.sample(&self.decoder.logits()?)?;
+        // The step's logits were computed at the position before the one it advanced to.
+        let token = match &self.on_host {
+            None => self.decoder.next_token()?,
+            Some((sampler, _)) => sampler.sample_at(&self.decoder.logits()?, self.decoder.position() - 1)?,
+        };
         if self.stops.contains(&token) {
             return Ok(None);
         }

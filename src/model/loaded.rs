@@ -5,11 +5,11 @@ use std::path::Path;
 
 use super::checkpoint::Checkpoint;
 use super::generation::Generation;
-use super::sampler::Sampling;
 use super::tokenizer::{Message, Tokenizer};
 use crate::comm::Comm;
 use crate::error::Result;
 use crate::group::DeviceGroup;
+use crate::sample::Sampling;
 use crate::tp::{Decoder, SplitSpec};
 
 /// A model on a group: its tokenizer and its [`Decoder`] (each member holding its share).

@@ -5,7 +5,8 @@
 //! llama-family GGUF file as a decoder's weights (`llama`: [`LlamaGguf`]); Hugging Face
 //! checkpoint directories (`hf`: `config.json` and safetensors, [`LlamaSafetensors`]); either
 //! opened by its path ([`Checkpoint`]), with its tokenizer and chat template ([`Tokenizer`]);
-//! the choice of the next token from the logits ([`Sampler`]); and a checkpoint loaded onto a
+//! the choice of the next token ([`Sampling`], drawn on the devices by the decoder or on the
+//! host by a [`Sampler`]); and a checkpoint loaded onto a
 //! group with its tokenizer, text in and text out ([`Model`]).
 //!
 //! What it must never do: trust the file. Every count, length, offset and shape is checked
@@ -21,10 +22,10 @@ mod llama;
 mod loaded;
 pub mod quant;
 mod rect;
-mod sampler;
 mod tokenizer;
 
 pub use crate::error::FormatError;
+pub use crate::sample::{Sampler, Sampling};
 pub use checkpoint::Checkpoint;
 pub use generation::Generation;
 pub use gguf::{GgufFile, MetaArray, MetaValue, TensorInfo};
@@ -32,5 +33,4 @@ pub use hf::LlamaSafetensors;
 pub use llama::{LlamaGguf, ARCHITECTURES};
 pub use loaded::{Model, TextStream};
 pub use quant::GgmlType;
-pub use sampler::{Sampler, Sampling};
 pub use tokenizer::{Message, Tokenizer};

@@ -43,7 +43,10 @@ pub use config::DecoderConfig;
 pub use decoder::{DecodeStats, Decoder, PROMPT_CHUNK, PROMPT_CHUNK_ON_UNITS};
 pub use linear::{ColumnParallelLinear, RowParallelLinear};
 pub use matrix::Matrix;
-pub use ops::{AttentionShape, PromptShape, TransformerOps, PROMPT_MAX_HEAD_DIM};
+pub use ops::{
+    sampling_chunk_floats, AttentionShape, PromptShape, TransformerOps, PROMPT_MAX_HEAD_DIM, SAMPLING_CHUNK,
+    SAMPLING_MAX_MEMBERS, SAMPLING_SETTINGS_WORDS,
+};
 pub use plan::{check_fits, check_fits_with, Footprint, Plan};
 pub use reduce::Reducer;
 pub use sharded::Sharded;

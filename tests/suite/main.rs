@@ -23,6 +23,7 @@ mod prompt;
 mod properties;
 mod quant_matvec;
 mod replay;
+mod sampling;
 mod sync_fd;
 mod teardown;
 mod tp_decoder;

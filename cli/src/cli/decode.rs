@@ -1,11 +1,11 @@
-//! `crossgpu decode`: greedy decoding of the tensor-parallel
+//! `crossgpu decode`: decoding (greedy, or drawn with --temperature) of the tensor-parallel
 //! decoder on a group, with tokens/s, all-reduces and submits per token, and `--check` against
 //! a one-member run.
 
 use std::time::Instant;
 
 use clap::Args;
-use crossgpu::model::Checkpoint;
+use crossgpu::model::{Checkpoint, Sampling};
 use crossgpu::tp::{Decoder, DecoderConfig, SplitSpec};
 use crossgpu::{DeviceGroup, Error, GroupSpec, Instance};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -64,6 +64,25 @@ pub struct DecodeArgs {
     /// feature). Rank 0 prints; `--check` compares with one member on rank 0.
     #[arg(long)]
     pub ranks: bool,
+    /// Draw each next token on the devices at this temperature (0, the default: greedy).
+    #[arg(long, default_value_t = 0.0)]
+    pub temperature: f32,
+    /// With --temperature: draw among the k most likely tokens only (0: all).
+    #[arg(long, default_value_t = 0)]
+    pub top_k: usize,
+    /// With --temperature: draw among the most likely tokens whose probabilities reach p.
+    #[arg(long, default_value_t = 1.0)]
+    pub top_p: f32,
+    /// The draws' seed.
+    #[arg(long, default_value_t = 0)]
+    pub draw_seed: u64,
+}
+
+impl DecodeArgs {
+    /// How the next tokens are chosen.
+    pub fn sampling(&self) -> Sampling {
+        Sampling { temperature: self.temperature, top_k: self.top_k, top_p: self.top_p, seed: self.draw_seed }
+    }
 }
 
 /// What one run measured.
@@ -138,6 +157,7 @@ pub fn run_decode(
     };
     let mut dec = loaded.map_err(|e| with_hint(e, args))?;
     dec.set_replay(!args.no_replay);
+    dec.set_sampling(args.sampling()).map_err(|e| fail(format!("--temperature/--top-k/--top-p: {e}")))?;
     for m in group.members() {
         m.synchronize()?;
     }
@@ -184,6 +204,17 @@ pub fn run_decode(
             ),
         }
         println!("all-reduce mode: {mode}");
+        let s = args.sampling();
+        match s.temperature {
+            0.0 => println!("next token: greedy, on the devices"),
+            t => println!(
+                "next token: drawn on the devices at temperature {t}, top-k {}, top-p {}, seed {} ({} candidates a member at most)",
+                s.top_k,
+                s.top_p,
+                s.seed,
+                dec.sampling_room()
+            ),
+        }
         println!(
             "steps: {}",
             if dec.replays() {
@@ -459,6 +490,7 @@ fn with_hint(e: Error, args: &DecodeArgs) -> super::CliError {
 /// `crossgpu decode`.
 pub fn decode(args: &DecodeArgs) -> CliResult {
     crossgpu::check_environment()?;
+    args.sampling().validate().map_err(|e| fail(format!("--temperature/--top-k/--top-p: {e}")))?;
     if args.tokens == 0 {
         return Err(fail("--tokens must be at least 1"));
     }

@@ -109,6 +109,10 @@ pub fn generate(args: &GenerateArgs) -> CliResult {
         None => "as a batch".to_string(),
         Some(why) => format!("one step each: {why}"),
     };
+    let drawn = match model.decoder.device_sampling_unsupported(&sampling) {
+        None => "drawn on the devices".to_string(),
+        Some(why) => format!("drawn on the host: {why}"),
+    };
     let t = Instant::now();
     // The prompt's steps are submitted by `generate` and finish by the first token's read-back:
     // the prompt's time is the time to the first token; the decode rate is over the tokens after it.
@@ -130,7 +134,7 @@ pub fn generate(args: &GenerateArgs) -> CliResult {
         t => format!("temperature {t}, top-k {}, top-p {}, seed {}", args.top_k, args.top_p, args.seed),
     };
     println!(
-        "prompt: {} tokens, the first token after {prefill:.2} s ({:.1} prompt tokens/s, {prompt_path}); generated: {} tokens, {:.1} tokens/s after the first ({secs:.2} s); {how}",
+        "prompt: {} tokens, the first token after {prefill:.2} s ({:.1} prompt tokens/s, {prompt_path}); generated: {} tokens, {:.1} tokens/s after the first ({secs:.2} s); {how}, {drawn}",
         prompt.len(),
         prompt.len() as f64 / prefill.max(1e-9),
         generated,

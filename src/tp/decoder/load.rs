@@ -4,9 +4,11 @@
 use super::state::{Activations, Decoder, Layer};
 use crate::comm::Comm;
 use crate::error::{Error, Result};
+use crate::sample::{Sampling, MAX_CANDIDATES};
 use crate::tp::block::{Attention, AttentionScratch, Mlp, MlpScratch, QkvBias};
 use crate::tp::config::DecoderConfig;
 use crate::tp::linear::{ColumnParallelLinear, RowParallelLinear};
+use crate::tp::ops::{sampling_chunk_floats, SAMPLING_MAX_MEMBERS};
 use crate::tp::plan::{check_fits_with, Plan};
 use crate::tp::reduce::Reducer;
 use crate::tp::sharded::Sharded;
@@ -229,6 +231,15 @@ impl Decoder {
         let u32s = |len: usize| -> Result<Sharded> {
             Ok(Sharded::new(members.iter().map(|m| m.upload_u32(&vec![0; len])).collect::<Result<Vec<_>>>()?))
         };
+        // A member's room for candidates: 64, or fewer where the gathered candidates would
+        // outgrow a hidden-size all-reduce (the size the communicator's slots are made for).
+        if total > SAMPLING_MAX_MEMBERS {
+            return Err(Error::InvalidArgument(format!(
+                "a decoder over {total} members: the next token is drawn from at most {SAMPLING_MAX_MEMBERS} members' candidates"
+            )));
+        }
+        let room = (h / (3 * total)).clamp(1, MAX_CANDIDATES);
+        let greedy = Sampling::greedy().device_settings(cfg.vocab);
         let act = Activations {
             x: f32s(&|_| h)?,
             h: f32s(&|_| h)?,
@@ -247,7 +258,11 @@ impl Decoder {
             },
             d: f32s(&|_| h)?,
             logits: f32s(&|i| plan.vocab[i].len())?,
-            pairs: f32s(&|_| 2 * total)?,
+            settings: Sharded::new(
+                members.iter().map(|m| m.upload_u32(&greedy)).collect::<Result<Vec<_>>>()?,
+            ),
+            chunks: f32s(&|i| sampling_chunk_floats(plan.vocab[i].len(), room).max(1))?,
+            candidates: f32s(&|_| 3 * total * room)?,
             token: u32s(1)?,
             history: u32s(cfg.max_seq)?,
             position: u32s(1)?,
@@ -275,6 +290,8 @@ impl Decoder {
             recorded: None,
             rounds_per_step: 0,
             broken: None,
+            sampling: Sampling::greedy(),
+            room,
         })
     }
 }

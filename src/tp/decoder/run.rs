@@ -1,5 +1,5 @@
 //! Running a [`Decoder`]: one token's step (recorded, or replayed where it can be), the
-//! token it starts from, and greedy generation.
+//! token it starts from, and generation from a first token.
 
 use super::state::{reducer, Decoder};
 use crate::comm::{AllReduceOptions, Comm, Precision};
@@ -15,7 +15,7 @@ impl Decoder {
     /// same at every position: the devices keep and advance the position, and with DevicePoll
     /// the round numbers too (each replay's rounds run as the communicator's next ones). So
     /// this holds on one member, and across members with DevicePoll where a step's rounds (two
-    /// per layer and the greedy choice's) are fused and fit one ring of slot entries. HostBridge,
+    /// per layer and the next token's) are fused and fit one ring of slot entries. HostBridge,
     /// SyncFd and Generic need the host between a round's phases: their steps are recorded.
     pub fn replays(&self) -> bool {
         let rounds = 2 * self.cfg.layers as u64 + 1;
@@ -33,7 +33,8 @@ impl Decoder {
     }
 
     /// Runs one decode step: embeds the current token (on the devices), runs every layer,
-    /// and leaves the greedy next token in every member's token buffer and in the history.
+    /// and leaves the next token — greedy, or drawn as [`Decoder::set_sampling`] said — in
+    /// every member's token buffer and in the history.
     /// Nothing waits for the GPU. Where the decoder [replays](Decoder::replays), the first
     /// step records the step once and submits it; every later step submits that recording.
     pub fn step(&mut self) -> Result<()> {
@@ -168,26 +169,37 @@ impl Decoder {
             let r = reducer(&mut self.comm, &mut self.remote);
             layer.mlp.forward(members, r, &act.mlp, &act.d, add_norm(next_norm))?;
         }
-        // The greedy token: each member's best (value, index) of its vocabulary slice, gathered
-        // by an all-reduce of the pairs (exact: every other member contributes zeros).
+        // The next token: each member's candidates from its vocabulary slice, gathered by an
+        // all-reduce (exact: every other member contributes zeros), then drawn from them all
+        // as the settings say, alike on every member.
         self.vocab.forward(members, &act.h.refs(), &act.logits.refs())?;
+        let several = self.comm.is_some() || self.remote.is_some();
         for (i, m) in members.iter().enumerate() {
-            m.fill(act.pairs.part(i)?, 0.0)?;
-            m.transformer().argmax_pair(
+            if several {
+                m.fill(act.candidates.part(i)?, 0.0)?;
+            }
+            let at = Position { base: 0, counter: Some(act.position.part(i)?) };
+            m.transformer().sample_candidates_at(
                 act.logits.part(i)?,
+                act.settings.part(i)?,
                 self.plan.vocab[i].start,
-                act.pairs.part(i)?,
+                act.chunks.part(i)?,
+                act.candidates.part(i)?,
                 self.first + i,
+                self.room,
+                at,
             )?;
         }
         if let Some(r) = reducer(&mut self.comm, &mut self.remote) {
             let opts = AllReduceOptions { precision: Precision::F32, ..Default::default() };
-            r.all_reduce(&mut act.pairs.refs(), &opts)?;
+            r.all_reduce(&mut act.candidates.refs(), &opts)?;
         }
         for (i, m) in members.iter().enumerate() {
             let at = Position { base: 0, counter: Some(act.position.part(i)?) };
-            m.transformer().select_token_at(
-                act.pairs.part(i)?,
+            m.transformer().select_sampled_at(
+                act.candidates.part(i)?,
+                act.settings.part(i)?,
+                self.room,
                 act.token.part(i)?,
                 act.history.part(i)?,
                 at,
@@ -231,7 +243,8 @@ impl Decoder {
         Ok(())
     }
 
-    /// Decodes `steps` tokens greedily from `first`, calling `on_step(i)` after step i has
+    /// Decodes `steps` tokens from `first` (greedily unless [`Decoder::set_sampling`] said
+    /// otherwise), calling `on_step(i)` after step i has
     /// finished on the devices. Keeps at most two steps in flight.
     pub fn generate(&mut self, first: u32, steps: usize, mut on_step: impl FnMut(usize)) -> Result<Vec<u32>> {
         self.set_token(first)?;

@@ -2,6 +2,7 @@
 
 use crate::comm::Comm;
 use crate::error::Result;
+use crate::sample::Sampling;
 use crate::tp::block::{Attention, AttentionScratch, Mlp, MlpScratch};
 use crate::tp::config::DecoderConfig;
 use crate::tp::linear::ColumnParallelLinear;
@@ -35,8 +36,14 @@ pub(super) struct Activations {
     pub(super) d: Sharded,
     /// Each member's slice of the vocabulary's logits.
     pub(super) logits: Sharded,
-    /// The greedy candidates, (value, index) per member, gathered by an all-reduce.
-    pub(super) pairs: Sharded,
+    /// The draw's settings (u32, [`crate::model::Sampling::device_settings`]), read by the
+    /// step's kernels when they run.
+    pub(super) settings: Sharded,
+    /// Each member's scratch for its candidates (the best of every 2048 logits).
+    pub(super) chunks: Sharded,
+    /// Every member's candidates for the next token (3 f32 each, `room` a member), gathered
+    /// by an all-reduce (each member writes its own entries of a zeroed tensor).
+    pub(super) candidates: Sharded,
     /// The token the next step embeds, and every token chosen so far (u32).
     pub(super) token: Sharded,
     pub(super) history: Sharded,
@@ -112,6 +119,10 @@ pub struct Decoder {
     pub(super) rounds_per_step: u64,
     /// Why the decoder refuses further steps (its members were left out of step).
     pub(super) broken: Option<String>,
+    /// How the next tokens are drawn on the devices.
+    pub(super) sampling: Sampling,
+    /// Candidates each member keeps for a draw.
+    pub(super) room: usize,
 }
 
 impl Decoder {

@@ -1,5 +1,5 @@
 //! The transformer's kernels on one member's tensors: norms, RoPE, attention over the KV cache,
-//! the fused q/k/v and gate/up products, the greedy token's selection, the deterministic
+//! the fused q/k/v and gate/up products, the greedy token's selection, the drawn token, the deterministic
 //! weights. The decoder (`model`, `block`) is written in these; they are public for the
 //! tests that check each against its CPU twin and for users building other decoders. Same
 //! rules as the member's general operations: check everything, then record one dispatch.
@@ -7,6 +7,7 @@
 //! - `transformer.rs`: [`TransformerOps`] and what its kernels share (checked parameters, the
 //!   decode position).
 //! - `norm.rs`, `attention.rs`, `mlp.rs`, `token.rs`: the kernels of each part of a layer.
+//! - `sample.rs`: a drawn token (each member's candidates, then the draw from them all).
 //! - `prompt.rs`: the same work over many rows of a prompt at once.
 //! - `init_weights.rs`: weights generated on the device.
 
@@ -15,10 +16,12 @@ mod init_weights;
 mod mlp;
 mod norm;
 mod prompt;
+mod sample;
 mod token;
 mod transformer;
 
 pub use attention::AttentionShape;
 pub use prompt::{PromptShape, PROMPT_MAX_HEAD_DIM};
+pub use sample::{sampling_chunk_floats, SAMPLING_CHUNK, SAMPLING_MAX_MEMBERS, SAMPLING_SETTINGS_WORDS};
 pub(crate) use transformer::Position;
 pub use transformer::TransformerOps;

@@ -33,7 +33,7 @@ pub(super) fn need_len(what: &str, t: &Tensor, n: usize) -> Result<()> {
 
 /// Where a decoder kernel takes its position from: `base`, plus the u32 `counter[0]` on the
 /// device when there is one. The decoder keeps its position in such a counter, which
-/// [`TransformerOps::select_token`]'s decoder form advances at the end of every token, so a
+/// [`TransformerOps::select_sampled`]'s decoder form advances at the end of every token, so a
 /// token's commands are the same at every step and can be recorded once and replayed. The kernels
 /// store nothing past the cache whatever the counter holds; the decoder checks its own count.
 #[derive(Clone, Copy, Debug)]

@@ -31,6 +31,10 @@ pub fn bench_decode(run: &mut Run) -> CliResult {
         profile: 0,
         no_replay: false,
         ranks: false,
+        temperature: 0.0,
+        top_k: 0,
+        top_p: 1.0,
+        draw_seed: 0,
     };
     let mut decode_layouts: Vec<(String, usize)> = Vec::new();
     // One member per GPU unless --members asks for queue stand-ins: on one GPU they only

@@ -1,71 +1,26 @@
-//! The next token from a step's logits: greedy, or drawn from the softmax at a temperature,
-//! restricted to the `top_k` most likely tokens and to the smallest set whose probability
-//! reaches `top_p` (nucleus sampling), with a seeded random stream so that a run repeats.
-//!
-//! The draw is made on the host over the logits read back (one `[vocab]` f32 read per token).
-//! Its probabilities are computed in f64 from the largest logit down, so that no exponential
-//! overflows; a member split changes the logits by at most the decoder's rounding, which moves
-//! a draw only when it falls within that distance of a boundary between two tokens.
+//! The draw on the host: the token [`DeviceSampling`] would choose, from a whole logits vector
+//! read back, with the probabilities of a nucleus in f64 from the largest logit down (no
+//! exponential overflows) and the perturbed values `logit / T + g` in f64.
 
-use rand_chacha::rand_core::{RngCore, SeedableRng};
-use rand_chacha::ChaCha8Rng;
-
+use super::draw::{gumbel, stream_key};
+use super::sampling::{DeviceSampling, Sampling};
 use crate::error::{Error, Result};
 
-/// How the next token is chosen.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Sampling {
-    /// 0: greedy (the largest logit, the lowest id among equals); above 0, the softmax of
-    /// `logits / temperature`.
-    pub temperature: f32,
-    /// Keep only the `top_k` most likely tokens (0: all).
-    pub top_k: usize,
-    /// Keep the most likely tokens whose probabilities first sum to at least `top_p` (1: all).
-    pub top_p: f32,
-    /// The random stream's seed.
-    pub seed: u64,
-}
-
-impl Sampling {
-    /// The largest logit every time.
-    pub fn greedy() -> Self {
-        Self { temperature: 0.0, top_k: 0, top_p: 1.0, seed: 0 }
-    }
-
-    /// Checks the settings: a finite temperature ≥ 0 and `top_p` in (0, 1].
-    pub fn validate(&self) -> Result<()> {
-        if !(self.temperature.is_finite() && self.temperature >= 0.0) {
-            return Err(Error::InvalidArgument(format!(
-                "temperature {}: a finite value of 0 (greedy) or more",
-                self.temperature
-            )));
-        }
-        if !(self.top_p > 0.0 && self.top_p <= 1.0) {
-            return Err(Error::InvalidArgument(format!("top_p {}: a value in (0, 1]", self.top_p)));
-        }
-        Ok(())
-    }
-}
-
-impl Default for Sampling {
-    fn default() -> Self {
-        Self::greedy()
-    }
-}
-
-/// Chooses tokens from logits as a [`Sampling`] says; its random stream advances with each
-/// draw, so the same settings and logits give the same tokens.
+/// Chooses tokens from logits as a [`Sampling`] says. A draw at a position is a function of
+/// the logits, the settings and that position alone ([`Sampler::sample_at`]), the same the
+/// decoder's kernels make; [`Sampler::sample`] draws at positions 0, 1, 2, … in turn.
 #[derive(Debug, Clone)]
 pub struct Sampler {
     sampling: Sampling,
-    rng: ChaCha8Rng,
+    key: u32,
+    next: u32,
 }
 
 impl Sampler {
     /// A sampler of `sampling`, checked.
     pub fn new(sampling: Sampling) -> Result<Self> {
         sampling.validate()?;
-        Ok(Self { sampling, rng: ChaCha8Rng::seed_from_u64(sampling.seed) })
+        Ok(Self { sampling, key: stream_key(sampling.seed), next: 0 })
     }
 
     /// Its settings.
@@ -73,8 +28,19 @@ impl Sampler {
         &self.sampling
     }
 
-    /// The next token of `logits`; an error for an empty vector or one holding NaN or +∞.
+    /// The next token of `logits`, drawn at the next of positions 0, 1, 2, …; an error for an
+    /// empty vector or one holding NaN or +∞.
     pub fn sample(&mut self, logits: &[f32]) -> Result<u32> {
+        let t = self.sample_at(logits, self.next as usize)?;
+        self.next = self.next.wrapping_add(1);
+        Ok(t)
+    }
+
+    /// The token drawn from `logits` at `position` (for a decoder, the position of the step
+    /// that computed them): the largest `logit / T + g(seed, position, id)` among the top-k
+    /// tokens' nucleus, ties to the lowest id; greedy at temperature 0. An error for an empty
+    /// vector or one holding NaN or +∞.
+    pub fn sample_at(&self, logits: &[f32], position: usize) -> Result<u32> {
         if logits.is_empty() {
             return Err(Error::InvalidArgument("sampling from no logits".into()));
         }
@@ -87,49 +53,63 @@ impl Sampler {
         if logits.iter().all(|&x| x == f32::NEG_INFINITY) {
             return Err(Error::InvalidArgument("every logit is −∞: no token can be drawn".into()));
         }
-        let greedy = self.sampling.temperature == 0.0 || self.sampling.top_k == 1;
-        if greedy {
-            return Ok(argmax(logits));
+        let draw = DeviceSampling::of(&self.sampling, logits.len());
+        let mut ids: Vec<u32> = match draw {
+            DeviceSampling::Greedy => return Ok(argmax(logits)),
+            DeviceSampling::EveryToken => (0..logits.len() as u32).collect(),
+            DeviceSampling::TopK { k, nucleus } => {
+                // The k most likely, most likely first (ties by id).
+                let mut ids: Vec<u32> = (0..logits.len() as u32).collect();
+                let by_logit =
+                    |a: &u32, b: &u32| logits[*b as usize].total_cmp(&logits[*a as usize]).then(a.cmp(b));
+                if k < ids.len() {
+                    ids.select_nth_unstable_by(k - 1, by_logit);
+                    ids.truncate(k);
+                }
+                ids.sort_unstable_by(by_logit);
+                if nucleus {
+                    ids.truncate(self.nucleus(logits, &ids));
+                }
+                ids
+            }
+        };
+        let z = |i: u32| self.perturbed(logits[i as usize], position, i);
+        // The largest perturbed value, the lowest id among equals.
+        ids.sort_unstable();
+        let mut best = (ids[0], z(ids[0]));
+        for &i in &ids[1..] {
+            let zi = z(i);
+            if zi > best.1 {
+                best = (i, zi);
+            }
         }
-        // Candidates, most likely first (ties by id): the top_k, or every token.
-        let mut ids: Vec<u32> = (0..logits.len() as u32).collect();
-        let by_logit = |a: &u32, b: &u32| logits[*b as usize].total_cmp(&logits[*a as usize]).then(a.cmp(b));
-        let k = self.sampling.top_k;
-        if k > 0 && k < ids.len() {
-            ids.select_nth_unstable_by(k - 1, by_logit);
-            ids.truncate(k);
-        }
-        ids.sort_unstable_by(by_logit);
+        Ok(best.0)
+    }
+
+    /// The value token `id` with logit `logit` competes with in a draw at `position` (the
+    /// largest among the candidates wins): `logit / T + g`, the Gumbel noise `g` hashed from
+    /// the seed, the position and the id. The devices compute it in f32.
+    pub fn perturbed(&self, logit: f32, position: usize, id: u32) -> f64 {
+        let inv_t = f64::from(1.0 / self.sampling.temperature);
+        f64::from(logit) * inv_t + gumbel(self.key, position as u32, id)
+    }
+
+    /// How many of `ids` (most likely first) form the nucleus: the shortest prefix whose
+    /// probability, renormalised over `ids`, reaches `top_p`.
+    fn nucleus(&self, logits: &[f32], ids: &[u32]) -> usize {
         let t = f64::from(self.sampling.temperature);
         let top = f64::from(logits[ids[0] as usize]);
-        let mut p: Vec<f64> =
-            ids.iter().map(|&i| ((f64::from(logits[i as usize]) - top) / t).exp()).collect();
+        let p: Vec<f64> = ids.iter().map(|&i| ((f64::from(logits[i as usize]) - top) / t).exp()).collect();
         let total: f64 = p.iter().sum();
-        // The nucleus: the shortest prefix whose probability reaches top_p.
         let top_p = f64::from(self.sampling.top_p);
-        if top_p < 1.0 {
-            let mut sum = 0.0;
-            let mut keep = p.len();
-            for (n, q) in p.iter().enumerate() {
-                sum += q / total;
-                if sum >= top_p {
-                    keep = n + 1;
-                    break;
-                }
-            }
-            p.truncate(keep);
-        }
-        let total: f64 = p.iter().sum();
-        // A uniform draw in [0, total): 53 random bits.
-        let u = (self.rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64) * total;
-        let mut acc = 0.0;
+        let mut sum = 0.0;
         for (n, q) in p.iter().enumerate() {
-            acc += q;
-            if u < acc {
-                return Ok(ids[n]);
+            sum += q / total;
+            if sum >= top_p {
+                return n + 1;
             }
         }
-        Ok(ids[p.len() - 1])
+        p.len()
     }
 }
 
@@ -147,6 +127,8 @@ pub(crate) fn argmax(v: &[f32]) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand_chacha::rand_core::{RngCore, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
 
     fn softmax(logits: &[f32], t: f64) -> Vec<f64> {
         let m = logits.iter().fold(f64::NEG_INFINITY, |a, &b| a.max(f64::from(b)));
