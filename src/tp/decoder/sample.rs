@@ -52,7 +52,8 @@ impl Decoder {
 
     /// Draws every next token on the devices as `sampling` says, from the next step on
     /// (greedy until then). The settings are checked; where the devices cannot draw them
-    /// ([`Decoder::device_sampling_unsupported`]) this is an error and nothing changes. A
+    /// ([`Decoder::device_sampling_unsupported`]) this is an error and nothing changes; a
+    /// write that fails on a member leaves the decoder broken (its members could disagree). A
     /// draw at position `p` (the position of the step that computed the logits) is the
     /// token [`crate::model::Sampler::sample_at`] draws from those logits at `p`.
     pub fn set_sampling(&mut self, sampling: Sampling) -> Result<()> {
@@ -62,9 +63,11 @@ impl Decoder {
         }
         self.check_usable()?;
         let words = sampling.device_settings(self.cfg.vocab);
-        for (m, t) in self.members.iter().zip(self.act.settings.parts()) {
-            m.write_u32(t, &words)?;
-        }
+        let written: Result<()> =
+            self.members.iter().zip(self.act.settings.parts()).try_for_each(|(m, t)| m.write_u32(t, &words));
+        // Members left with different settings would draw different tokens: a failed write
+        // breaks the decoder.
+        written.map_err(|e| self.broken(e))?;
         self.sampling = sampling;
         Ok(())
     }
