@@ -230,7 +230,7 @@ case "$cmd" in
             # the runs (2026-12-03; not yet traced: driver, layer or ours); one at a time it
             # passed, in the same 2 minutes.
             run "${newer[@]}" cargo test --workspace "${features[@]}" --test suite -- --test-threads 1 \
-                sync_fd:: allreduce:: two_comms:: poll:: replay:: decode_modes:: drop_orders:: prompt:: \
+                sync_fd:: allreduce:: collectives:: two_comms:: poll:: replay:: decode_modes:: drop_orders:: prompt:: \
                 user_kernels::a_users_cooperative_matrix_kernel
             run "${newer[@]}" cargo test --workspace "${features[@]}" --test reliability
         elif [ "${CI:-}" = true ]; then

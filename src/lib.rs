@@ -128,7 +128,7 @@ mod stream;
 mod tensor;
 pub mod tp;
 
-pub use comm::{AllReduceOptions, BridgeStats, Comm, CommOptions, Mode, ModeRequest, Precision};
+pub use comm::{AllReduceOptions, BridgeStats, Comm, CommOptions, Mode, ModeRequest, Precision, ReduceOp};
 pub use error::{Error, Result};
 pub use group::{
     AdapterSelector, DeviceGroup, DeviceSpec, GroupId, GroupOptions, GroupSpec, Member, MemberStats,

@@ -213,6 +213,11 @@ impl Tensor {
         Ok(raw.chunks_exact(2).take(self.len).map(|c| u16::from_le_bytes([c[0], c[1]])).collect())
     }
 
+    /// Reads the tensor's storage back as 32-bit words, exactly (for the collectives' host path).
+    pub(crate) fn read_words(&self) -> Result<Vec<u32>> {
+        Ok(bytemuck::pod_collect_to_vec::<u8, u32>(&self.read_bytes()?))
+    }
+
     fn read_bytes(&self) -> Result<Vec<u8>> {
         let m = &self.member;
         let bytes = self.dtype.storage_bytes(self.len);

@@ -6,10 +6,11 @@ use std::time::Duration;
 
 use vk_native::{GpuBuffer, StagingBuffer};
 
+use super::exchange::{evaluate, Exchange};
 use super::faults::FaultHooks;
 use super::options::Mode;
 use super::slots::HostSlots;
-use super::transport::{RoundContext, Transport};
+use super::transport::{RoundContext, RoundWork, Transport};
 use crate::error::Result;
 use crate::group::Member;
 use crate::tensor::Tensor;
@@ -31,19 +32,65 @@ impl Transport for Generic {
         None
     }
 
-    /// Sums elements `0..n` of `tensors` in place: a call is one round (no slots bound it), so
-    /// `c0` is 0, and nothing waits on the devices, so the round counter stays.
-    fn run_round(
-        &mut self,
-        cx: &RoundContext<'_>,
-        _round: &mut u64,
-        tensors: &[&Tensor],
-        c0: usize,
-        n: usize,
-        f16_wire: bool,
-    ) -> Result<()> {
-        debug_assert_eq!(c0, 0, "Generic runs a call in one round");
-        let members = cx.members;
+    /// A call is one round (no slots bound it), and nothing waits on the devices, so the round
+    /// counter stays.
+    fn run_round(&mut self, cx: &RoundContext<'_>, _round: &mut u64, work: &RoundWork<'_>) -> Result<()> {
+        match *work {
+            RoundWork::Sum { tensors, c0, n, f16_wire } => {
+                debug_assert_eq!(c0, 0, "Generic runs a call in one round");
+                self.sum(cx.members, tensors, n, f16_wire)
+            }
+            RoundWork::Exchange(x) => exchange_on_host(cx.members, x),
+        }
+    }
+
+    fn regrow(&mut self, _members: &[Member], _capacity: u64, _hooks: &FaultHooks) -> Result<()> {
+        Ok(())
+    }
+
+    fn release_waiters(&mut self, _round: u64) {}
+
+    fn wind_down(&mut self, _round: u64, _healthy: bool, _timeout: Duration) {}
+
+    /// Keeps the staging buffers until the communicator drops them, after its members are idle.
+    fn retire(&mut self, _members: &[Member]) {}
+}
+
+/// A collective's round on the host: every member's sent words read back, each member's
+/// tensors read back, combined as the devices would ([`evaluate`]) and written back whole.
+fn exchange_on_host(members: &[Member], x: &Exchange<'_>) -> Result<()> {
+    let regions = members
+        .iter()
+        .enumerate()
+        .map(|(i, _)| match x.spec.sends[i] {
+            Some(s) if s.n > 0 => {
+                let (w0, words) = s.words(x.dtype);
+                Ok(x.send[i].read_words()?[w0..w0 + words].to_vec())
+            }
+            _ => Ok(Vec::new()),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let regions: Vec<&[u32]> = regions.iter().map(Vec::as_slice).collect();
+    for (i, m) in members.iter().enumerate() {
+        for dst in 0..2 {
+            let places: Vec<_> = x.spec.places[i].iter().filter(|p| p.dst == dst && p.n > 0).collect();
+            if places.is_empty() {
+                continue;
+            }
+            let t = x.dst[i][dst];
+            let mut image = t.read_words()?;
+            for p in places {
+                evaluate(x.dtype, x.scale, p, &regions, &mut image);
+            }
+            m.write_bytes(t, bytemuck::cast_slice(&image))?;
+        }
+    }
+    Ok(())
+}
+
+impl Generic {
+    /// Sums elements `0..n` of `tensors` in place.
+    fn sum(&mut self, members: &[Member], tensors: &[&Tensor], n: usize, f16_wire: bool) -> Result<()> {
         // Every member's copy is submitted first, then one wait each.
         let bytes = n as u64 * 4;
         if self.staging.iter().any(|s| s.0.size() < bytes) || self.staging.len() != members.len() {
@@ -87,15 +134,4 @@ impl Transport for Generic {
         }
         Ok(())
     }
-
-    fn regrow(&mut self, _members: &[Member], _capacity: u64, _hooks: &FaultHooks) -> Result<()> {
-        Ok(())
-    }
-
-    fn release_waiters(&mut self, _round: u64) {}
-
-    fn wind_down(&mut self, _round: u64, _healthy: bool, _timeout: Duration) {}
-
-    /// Keeps the staging buffers until the communicator drops them, after its members are idle.
-    fn retire(&mut self, _members: &[Member]) {}
 }

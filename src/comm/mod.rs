@@ -55,6 +55,8 @@
 
 pub(crate) mod bridge;
 mod choice;
+pub(crate) mod collectives;
+pub(crate) mod exchange;
 mod faults;
 pub mod fused;
 mod generic;
@@ -76,6 +78,7 @@ use crate::group::{DeviceGroup, GroupId, Member};
 use crate::tensor::{DType, Tensor};
 
 pub use bridge::BridgeStats;
+pub use collectives::ReduceOp;
 use faults::FaultHooks;
 pub use options::{
     AllReduceOptions, CommOptions, Mode, ModeRequest, Precision, SPIN_GPUS, SPIN_WITH_CPU_DEVICE,
@@ -86,7 +89,7 @@ use generic::Generic;
 pub(crate) use poll::blocker as poll_blocker;
 use poll::DevicePoll;
 use slots::HostSlots;
-use transport::{RoundContext, Transport};
+use transport::{RoundContext, RoundWork, Transport};
 use two_phase::TwoPhase;
 
 /// The all-reduces a communicator ran since its log was last taken ([`Comm::take_round_log`]).
@@ -319,12 +322,17 @@ impl Comm {
         }
     }
 
+    /// Checks an f32 sum's tensors and options (any other op is refused here: `RankComm`'s
+    /// sum paths call this).
     pub(crate) fn validate<T: Borrow<Tensor>>(
         &self,
         tensors: &[T],
         opts: &AllReduceOptions,
     ) -> Result<usize> {
         self.check_healthy()?;
+        if opts.op != ReduceOp::Sum {
+            return Err(Error::InvalidArgument(format!("this all_reduce sums only; {} was asked", opts.op)));
+        }
         if tensors.len() != self.members.len() {
             return Err(Error::LengthMismatch {
                 what: "all_reduce: one tensor per member".into(),
@@ -373,7 +381,10 @@ impl Comm {
     }
 
     /// Sums `tensors` (one f32 tensor per member, in group order, same length) in place: every
-    /// member ends with bitwise the same sum. The work is recorded into each member's stream in
+    /// member ends with bitwise the same sum. With another [`AllReduceOptions::op`] or dtype
+    /// (f16, bf16, i32, u32) it reduces as [`ReduceOp`] says, the tensors' words on the wire
+    /// (the rounds of [`Comm::all_gather`] and the others, which `Precision::F16` and
+    /// `zero_contribution` do not apply to). The work is recorded into each member's stream in
     /// order with the caller's other work; it costs one submit per member (phase A).
     ///
     /// Invalid input (count, length, dtype, owner) returns an error and modifies nothing. An
@@ -384,6 +395,10 @@ impl Comm {
         tensors: &mut [T],
         opts: &AllReduceOptions,
     ) -> Result<()> {
+        let f32_sum = tensors.first().is_none_or(|t| t.borrow().dtype() == DType::F32);
+        if opts.op != ReduceOp::Sum || !f32_sum {
+            return self.all_reduce_other(tensors, opts);
+        }
         let n = self.validate(tensors, opts)?;
         if n == 0 {
             return Ok(());
@@ -410,7 +425,8 @@ impl Comm {
         let cx =
             RoundContext { members: &self.members, submit_batches: &self.submit_batches, opts: &self.opts };
         let result = (0..n).step_by(chunk).try_for_each(|c0| {
-            self.transport.run_round(&cx, &mut self.round, &parts, c0, chunk.min(n - c0), f16_wire)
+            let work = RoundWork::Sum { tensors: &parts, c0, n: chunk.min(n - c0), f16_wire };
+            self.transport.run_round(&cx, &mut self.round, &work)
         });
         match result {
             Ok(()) => {
@@ -424,6 +440,24 @@ impl Comm {
                 Err(e)
             }
         }
+    }
+
+    /// [`Comm::all_reduce`] of another op or dtype than the f32 sum: the wire is the tensors'
+    /// own dtype (no f16 wire), and no member contributes zeros.
+    fn all_reduce_other<T: Borrow<Tensor>>(
+        &mut self,
+        tensors: &mut [T],
+        opts: &AllReduceOptions,
+    ) -> Result<()> {
+        if opts.precision == Precision::F16 || !opts.zero_contribution.is_empty() {
+            return Err(Error::InvalidArgument(format!(
+                "all_reduce with {} of {} tensors: the f16 wire and zero contributions are for the f32 sum only",
+                opts.op,
+                tensors.first().map_or(DType::F32, |t| t.borrow().dtype())
+            )));
+        }
+        let t: Vec<&Tensor> = tensors.iter().map(Borrow::borrow).collect();
+        self.collective(collectives::Collective::AllReduce(opts.op), &t, &t)
     }
 
     /// The log of the rounds since the last call, and a new log from here (for a step that

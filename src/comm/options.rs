@@ -116,8 +116,10 @@ pub struct AllReduceOptions {
     /// (`CROSSGPU_F16_WIRE_BYTES`, default 1 MiB).
     pub f16_threshold_bytes: Option<u64>,
     /// Members whose part is empty: their tensor is zeroed first, so they contribute zeros
-    /// (and receive the sum like everyone else).
+    /// (and receive the sum like everyone else). The f32 sum only.
     pub zero_contribution: Vec<usize>,
+    /// How the members' values combine (default the sum).
+    pub op: super::ReduceOp,
 }
 
 /// Options of a communicator, by default from the environment.

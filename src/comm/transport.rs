@@ -7,9 +7,13 @@
 
 use std::time::Duration;
 
+use vk_native::{Buffer, BufferId};
+
 use super::bridge::BridgeStats;
+use super::exchange::Exchange;
 use super::faults::FaultHooks;
 use super::options::{CommOptions, Mode};
+use super::phases::{record_phase_a, record_reduce};
 use super::slots::HostSlots;
 use crate::error::{Error, Result};
 use crate::group::Member;
@@ -22,6 +26,65 @@ pub(super) struct RoundContext<'a> {
     /// (`Comm::submit_batches`).
     pub(super) submit_batches: &'a [Vec<usize>],
     pub(super) opts: &'a CommOptions,
+}
+
+/// What one round carries: the all-reduce sum, or any other collective's exchange.
+pub(super) enum RoundWork<'a> {
+    /// The sum over elements `c0..c0 + n` of every tensor (one per member), in place, on the
+    /// f32 or the f16 wire.
+    Sum { tensors: &'a [&'a Tensor], c0: usize, n: usize, f16_wire: bool },
+    /// A collective's round (`exchange.rs`).
+    Exchange(&'a Exchange<'a>),
+}
+
+/// Payload from which an exchange's phase B is submitted at once (as the f16-wire sum's is).
+const AT_ONCE_BYTES: usize = 1 << 20;
+
+impl RoundWork<'_> {
+    /// Records phase A of member `i` into its region of slot entry `e`.
+    pub(super) fn phase_a(
+        &self,
+        m: &Member,
+        i: usize,
+        slots: &HostSlots,
+        e: u64,
+        scratch: &mut Option<Buffer>,
+        opts: &CommOptions,
+    ) -> Result<()> {
+        match self {
+            Self::Sum { tensors, c0, n, f16_wire } => {
+                record_phase_a(m, i, tensors[i], slots, e, scratch, opts, *c0, *n, *f16_wire)
+            }
+            Self::Exchange(x) => x.record_send(m, i, slots, e, scratch, opts),
+        }
+    }
+
+    /// Records phase B of member `i` of `nm` from slot entry `e`, after writes to `after`.
+    pub(super) fn phase_b(
+        &self,
+        m: &Member,
+        i: usize,
+        nm: usize,
+        slots: &HostSlots,
+        e: u64,
+        after: &[BufferId],
+    ) -> Result<()> {
+        match self {
+            Self::Sum { tensors, c0, n, f16_wire } => {
+                record_reduce(m, i, nm, tensors[i], slots, e, *c0, *n, *f16_wire, after)
+            }
+            Self::Exchange(x) => x.record_places(m, i, slots, e, after),
+        }
+    }
+
+    /// Whether phase B is submitted at once, so the GPUs start as soon as they are released
+    /// (large rounds), rather than riding with the caller's next submit.
+    pub(super) fn at_once(&self) -> bool {
+        match self {
+            Self::Sum { f16_wire, .. } => *f16_wire,
+            Self::Exchange(x) => x.spec.words(x.dtype) * 4 >= AT_ONCE_BYTES,
+        }
+    }
 }
 
 /// How a communicator's rounds travel.
@@ -37,18 +100,9 @@ pub(super) trait Transport: Send + Sync {
         Ok(())
     }
 
-    /// Round `*round + 1` over elements `c0..c0 + n` of every tensor (one per member, in member
-    /// order); advances `*round` once the round is out (a later failure must still release it).
-    #[allow(clippy::too_many_arguments)]
-    fn run_round(
-        &mut self,
-        cx: &RoundContext<'_>,
-        round: &mut u64,
-        tensors: &[&Tensor],
-        c0: usize,
-        n: usize,
-        f16_wire: bool,
-    ) -> Result<()>;
+    /// Round `*round + 1`, carrying `work`; advances `*round` once the round is out (a later
+    /// failure must still release it).
+    fn run_round(&mut self, cx: &RoundContext<'_>, round: &mut u64, work: &RoundWork<'_>) -> Result<()>;
 
     /// Replaces the slots (and what is bound over them) by slots of `capacity` words per member
     /// and entry. The members are idle. An error says why they could not be made.

@@ -11,13 +11,12 @@ use vk_native::{Buffer, DeviceType, TimelineSemaphore};
 use super::bridge::{BridgeConfig, BridgeStats, HostBridge};
 use super::faults::FaultHooks;
 use super::options::{CommOptions, Mode, SPIN_GPUS, SPIN_WITH_CPU_DEVICE};
-use super::phases::{forget_slots, record_phase_a, record_reduce};
+use super::phases::forget_slots;
 use super::slots::HostSlots;
 use super::sync_fd::SyncFdExchange;
-use super::transport::{RoundContext, Transport};
+use super::transport::{RoundContext, RoundWork, Transport};
 use crate::error::{Error, Result};
 use crate::group::{submit_batch, GroupId, Member};
-use crate::tensor::Tensor;
 
 /// Who releases a member's phase B once every peer's phase A is done.
 pub(super) enum Release {
@@ -114,16 +113,13 @@ impl Transport for TwoPhase {
         self.slots.as_ref()
     }
 
-    /// Round `*round + 1` over elements `c0..c0 + n` of every tensor; `*round` advances once
-    /// every phase A is submitted (a later failure must still release that round).
+    /// Round `*round + 1`; `*round` advances once every phase A is submitted (a later failure
+    /// must still release that round).
     fn run_round(
         &mut self,
         cx: &RoundContext<'_>,
         round_counter: &mut u64,
-        tensors: &[&Tensor],
-        c0: usize,
-        n: usize,
-        f16_wire: bool,
+        work: &RoundWork<'_>,
     ) -> Result<()> {
         let (members, submit_batches, opts) = (cx.members, cx.submit_batches, cx.opts);
         let round = *round_counter + 1;
@@ -132,9 +128,9 @@ impl Transport for TwoPhase {
         let nm = members.len();
 
         // Phase A on every member: its partial into its own region of this round's half.
-        for (i, (m, t)) in members.iter().zip(tensors.iter()).enumerate() {
+        for (i, m) in members.iter().enumerate() {
             let sh = &m.shared;
-            record_phase_a(m, i, t, slots, half, &mut self.scratch[i], opts, c0, n, f16_wire)?;
+            work.phase_a(m, i, slots, half, &mut self.scratch[i], opts)?;
             sh.barrier_to_host()?;
             let batch = &submit_batches[i];
             match &mut self.release {
@@ -158,15 +154,15 @@ impl Transport for TwoPhase {
         }
 
         // Phase B on every member, at the start of its next command buffer.
-        for (i, (m, t)) in members.iter().zip(tensors.iter()).enumerate() {
+        for (i, m) in members.iter().enumerate() {
             let sh = &m.shared;
             match &mut self.release {
                 Release::SyncFd(x) => x.phase_b_waits(i, m),
                 Release::Bridge(_) => sh.wait_next_submit(&self.go[i], round),
             }
             sh.barrier_from_host()?;
-            record_reduce(m, i, nm, t, slots, half, c0, n, f16_wire, &[])?;
-            if f16_wire {
+            work.phase_b(m, i, nm, slots, half, &[])?;
+            if work.at_once() {
                 // Large rounds go out at once, so the GPU starts as soon as it is released.
                 let batch = &submit_batches[i];
                 match &self.release {

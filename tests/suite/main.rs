@@ -11,6 +11,7 @@
 mod common;
 
 mod allreduce;
+mod collectives;
 mod decode_modes;
 mod drop_orders;
 mod errors;

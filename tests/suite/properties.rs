@@ -226,6 +226,7 @@ fn run_case(c: &Case) -> Result<(), TestCaseError> {
             precision: r.precision,
             f16_threshold_bytes: r.threshold,
             zero_contribution: r.zero_contribution.clone(),
+            ..Default::default()
         };
         comm.all_reduce(&mut tensors, &ar).map_err(|e| TestCaseError::fail(format!("round {k}: {e}")))?;
         let results: Vec<Vec<f32>> = tensors.iter().map(|t| t.read().unwrap()).collect();

@@ -8,12 +8,11 @@ use super::device_poll::{restart_if_submitted, DevicePoll, FUSED_WAIT_MAX_WORDS}
 use super::wait::cuts_loops;
 use crate::comm::faults::FaultHooks;
 use crate::comm::options::Mode;
-use crate::comm::phases::{forget_slots, record_phase_a, record_reduce};
+use crate::comm::phases::forget_slots;
 use crate::comm::slots::HostSlots;
-use crate::comm::transport::{DeviceRounds, RoundContext, Transport};
+use crate::comm::transport::{DeviceRounds, RoundContext, RoundWork, Transport};
 use crate::error::{Error, Result};
 use crate::group::Member;
-use crate::tensor::Tensor;
 
 impl Transport for DevicePoll {
     fn mode(&self) -> Mode {
@@ -28,16 +27,13 @@ impl Transport for DevicePoll {
         self.drain_if_replayed(members)
     }
 
-    /// Records round `*round + 1` over elements `c0..c0 + n` of every tensor on every member;
-    /// `*round` advances once every member recorded it.
+    /// Records round `*round + 1` on every member; `*round` advances once every member
+    /// recorded it.
     fn run_round(
         &mut self,
         cx: &RoundContext<'_>,
         round_counter: &mut u64,
-        tensors: &[&Tensor],
-        c0: usize,
-        n: usize,
-        f16_wire: bool,
+        work: &RoundWork<'_>,
     ) -> Result<()> {
         let (members, opts) = (cx.members, cx.opts);
         if let Some(e) = self.relay_error() {
@@ -47,17 +43,21 @@ impl Transport for DevicePoll {
         let slots = self.slots.as_ref().expect("slots exist while the transport runs");
         let e = round % slots.layout.entries;
         let nm = members.len();
-        for (i, (m, t)) in members.iter().zip(tensors.iter()).enumerate() {
+        for (i, m) in members.iter().enumerate() {
             let sh = &m.shared;
-            let t: &Tensor = t;
             restart_if_submitted(&mut self.open[i], m);
-            record_phase_a(m, i, t, slots, e, &mut self.scratch[i], opts, c0, n, f16_wire)?;
+            work.phase_a(m, i, slots, e, &mut self.scratch[i], opts)?;
             sh.barrier_to_host()?;
-            if !cuts_loops(m) && !f16_wire && n <= FUSED_WAIT_MAX_WORDS {
-                self.record_wait_and_reduce(m, i, nm, t, e, c0, n, round)?;
-            } else {
-                self.record_wait(m, i, round)?;
-                record_reduce(m, i, nm, t, slots, e, c0, n, f16_wire, &[self.words.flags[i].id()])?;
+            match *work {
+                RoundWork::Sum { tensors, c0, n, f16_wire: false }
+                    if !cuts_loops(m) && n <= FUSED_WAIT_MAX_WORDS =>
+                {
+                    self.record_wait_and_reduce(m, i, nm, tensors[i], e, c0, n, round)?;
+                }
+                _ => {
+                    self.record_wait(m, i, round)?;
+                    work.phase_b(m, i, nm, slots, e, &[self.words.flags[i].id()])?;
+                }
             }
             self.hook.recorded(i);
             self.open[i].1 += 1;
@@ -67,7 +67,7 @@ impl Transport for DevicePoll {
         self.relay.announce(round);
         // Every entry at most once per submission; large rounds go out at once, so the GPUs
         // start as soon as they are released.
-        if f16_wire {
+        if work.at_once() {
             for m in members {
                 m.flush()?;
             }
