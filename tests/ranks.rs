@@ -453,3 +453,137 @@ fn mixed_paths(dir: &std::path::Path) {
     std::fs::write(dir.join(format!("rank-{rank}.txt")), format!("RANK {rank}: refused {e}\n"))
         .expect("report");
 }
+
+/// The collectives beside the f32 sum across ranks (uneven members per rank, both paths):
+/// every rank checks its members against results computed here from every global member's
+/// inputs — exact for max, integers and copies — and reports a hash; the parent asserts that
+/// every rank reported the same ones. A root past the last global member is refused on every
+/// rank, writes nothing and leaves the communicator working.
+#[test]
+fn every_collective_across_ranks_gives_every_member_the_same_bits() {
+    if let Some(dir) = std::env::var_os(RANK_ENV) {
+        return rank_collectives(std::path::Path::new(&dir));
+    }
+    let _serial = common::serial();
+    for (ranks, path) in [(2, "shared"), (3, "gather"), (4, "shared")] {
+        std::env::set_var(PATH_ENV, path);
+        let text = mpirun(ranks, 0, "every_collective_across_ranks_gives_every_member_the_same_bits");
+        let got = reports(&text);
+        let hashes = |r: usize| -> Vec<&(usize, String, String)> {
+            got.iter().filter(|(q, k, _)| *q == r && k.starts_with("collective")).collect()
+        };
+        assert_eq!(hashes(0).len(), 6, "rank 0 reports every collective:\n{text}");
+        for r in 1..ranks {
+            let same: Vec<(&String, &String)> = hashes(r).iter().map(|(_, k, v)| (k, v)).collect();
+            let zero: Vec<(&String, &String)> = hashes(0).iter().map(|(_, k, v)| (k, v)).collect();
+            assert_eq!(same, zero, "{ranks} ranks: rank {r} holds other bits than rank 0:\n{text}");
+            assert!(got.iter().any(|(q, k, _)| *q == r && k == "done"), "rank {r} of {ranks}:\n{text}");
+        }
+        eprintln!("{ranks} ranks, {path} path: every collective bitwise equal on every member");
+    }
+}
+
+fn rank_collectives(dir: &std::path::Path) {
+    use crossgpu::ReduceOp;
+    let (_universe, world_rank, ranks) = init_mpi();
+    let mine = members_of(world_rank);
+    let first: usize = (0..world_rank).map(members_of).sum();
+    let total: usize = (0..ranks).map(members_of).sum();
+    let group = common::logical(mine);
+    let mut comm = rank_comm(&group);
+    let members = group.members();
+    let ints =
+        |g: usize, n: usize| -> Vec<i32> { input(g, 7, n).iter().map(|v| (v * 2.0e9) as i32).collect() };
+    let mut report = String::new();
+    let mut note = |what: &str, bits: &[u32]| {
+        report += &format!("RANK {world_rank}: collective-{what} {:016x}\n", hash(bits.iter().copied()));
+    };
+    let n = 1003;
+
+    // Max over f32: exact.
+    let mut ts: Vec<_> = (0..mine).map(|j| members[j].upload_f32(&input(first + j, 1, n)).unwrap()).collect();
+    comm.all_reduce(&mut ts, &AllReduceOptions { op: ReduceOp::Max, ..Default::default() }).unwrap();
+    let want: Vec<f32> =
+        (0..n).map(|k| (0..total).map(|g| input(g, 1, n)[k]).fold(f32::MIN, f32::max)).collect();
+    for t in &ts {
+        common::assert_bits(&format!("rank {world_rank} max"), &t.read().unwrap(), &want);
+    }
+    note("max", &want.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+
+    // Sum over i32, wrapping.
+    let mut ts: Vec<_> = (0..mine).map(|j| members[j].upload_i32(&ints(first + j, n)).unwrap()).collect();
+    comm.all_reduce(&mut ts, &AllReduceOptions::default()).unwrap();
+    let want: Vec<i32> =
+        (0..n).map(|k| (0..total).fold(0i32, |a, g| a.wrapping_add(ints(g, n)[k]))).collect();
+    for t in &ts {
+        assert_eq!(t.read_i32().unwrap(), want, "rank {world_rank} i32 sum");
+    }
+    note("isum", &want.iter().map(|&v| v as u32).collect::<Vec<_>>());
+
+    // All-gather of f16 shares of n + g elements.
+    let share = |g: usize| -> Vec<f32> { input(g, 2, n + g).iter().map(|&v| common::to_f16(v)).collect() };
+    let whole: Vec<f32> = (0..total).flat_map(share).collect();
+    let send: Vec<_> = (0..mine)
+        .map(|j| members[j].upload(&share(first + j), &[n + first + j], DType::F16).unwrap())
+        .collect();
+    let mut recv: Vec<_> = (0..mine).map(|j| members[j].empty(&[whole.len()], DType::F16).unwrap()).collect();
+    comm.all_gather(&send, &mut recv).unwrap();
+    for t in &recv {
+        assert_eq!(t.read().unwrap(), whole, "rank {world_rank} all_gather");
+    }
+    note("gather", &whole.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+
+    // Reduce-scatter (min, i32) into segments of 5 + g elements.
+    let seg = |g: usize| 5 + g;
+    let len: usize = (0..total).map(seg).sum();
+    let send: Vec<_> = (0..mine).map(|j| members[j].upload_i32(&ints(first + j, len)).unwrap()).collect();
+    let mut recv: Vec<_> =
+        (0..mine).map(|j| members[j].empty(&[seg(first + j)], DType::I32).unwrap()).collect();
+    comm.reduce_scatter(&send, &mut recv, ReduceOp::Min).unwrap();
+    let mins: Vec<i32> = (0..len).map(|k| (0..total).map(|g| ints(g, len)[k]).min().unwrap()).collect();
+    for (j, t) in recv.iter().enumerate() {
+        let start: usize = (0..first + j).map(seg).sum();
+        assert_eq!(
+            t.read_i32().unwrap(),
+            mins[start..start + seg(first + j)],
+            "rank {world_rank} reduce_scatter"
+        );
+    }
+    note("scatter", &mins.iter().map(|&v| v as u32).collect::<Vec<_>>());
+
+    // Broadcast (bf16) from the last global member; reduce (sum, u32) to global member 1.
+    let root = total - 1;
+    let bf = |g: usize| -> Vec<f32> {
+        input(g, 3, n).iter().map(|&v| crossgpu::bf16_rounded(v).to_f32()).collect()
+    };
+    let mut ts: Vec<_> =
+        (0..mine).map(|j| members[j].upload(&bf(first + j), &[n], DType::BF16).unwrap()).collect();
+    comm.broadcast(&mut ts, root).unwrap();
+    for t in &ts {
+        assert_eq!(t.read().unwrap(), bf(root), "rank {world_rank} broadcast");
+    }
+    note("broadcast", &bf(root).iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+    let u = |g: usize| -> Vec<u32> { ints(g, n).iter().map(|&v| v as u32).collect() };
+    let mut ts: Vec<_> = (0..mine).map(|j| members[j].upload_u32(&u(first + j)).unwrap()).collect();
+    comm.reduce(&mut ts, 1, ReduceOp::Sum).unwrap();
+    let sums: Vec<u32> = (0..n).map(|k| (0..total).fold(0u32, |a, g| a.wrapping_add(u(g)[k]))).collect();
+    for (j, t) in ts.iter().enumerate() {
+        let want = if first + j == 1 { sums.clone() } else { u(first + j) };
+        assert_eq!(t.read_u32().unwrap(), want, "rank {world_rank} reduce, global member {}", first + j);
+    }
+    note("reduce", &sums);
+
+    // A root past the last member: refused on every rank, nothing written, still usable.
+    let mut ts: Vec<_> = (0..mine).map(|j| members[j].upload_f32(&[1.0, 2.0]).unwrap()).collect();
+    let e = comm.broadcast(&mut ts, total).expect_err("no such root");
+    assert!(e.to_string().contains("root"), "{e}");
+    assert_eq!(ts[0].read().unwrap(), vec![1.0, 2.0]);
+    comm.all_reduce(&mut ts, &AllReduceOptions { op: ReduceOp::Min, ..Default::default() }).unwrap();
+    assert_eq!(ts[0].read().unwrap(), vec![1.0, 2.0]);
+
+    drop(comm);
+    drop(group);
+    common::assert_no_validation_errors();
+    report += &format!("RANK {world_rank}: done collectives\n");
+    std::fs::write(dir.join(format!("rank-{world_rank}.txt")), report).expect("the rank's report");
+}

@@ -91,6 +91,20 @@ impl Collective {
         }
     }
 
+    /// Three words that tell two calls apart (kind, op, root): what the ranks compare.
+    pub(crate) fn code(self) -> [u32; 3] {
+        let op =
+            self.op().map_or(0, |op| 1 + ReduceOp::ALL.iter().position(|&o| o == op).unwrap_or(0) as u32);
+        let kind = match self {
+            Self::AllReduce(_) => 0,
+            Self::Broadcast { .. } => 1,
+            Self::Reduce { .. } => 2,
+            Self::AllGather => 3,
+            Self::ReduceScatter(_) => 4,
+        };
+        [kind, op, self.root().unwrap_or(0) as u32]
+    }
+
     /// Whether it writes its first tensors in place (no receive tensors).
     pub(crate) fn in_place(self) -> bool {
         !matches!(self, Self::AllGather | Self::ReduceScatter(_))
@@ -307,10 +321,10 @@ impl Comm {
         self.collective(Collective::Reduce { root, op }, &t, &t)
     }
 
-    /// Checks a collective's tensors before anything is recorded: counts, owners, dtypes,
-    /// lengths, root, and that no receive tensor is its member's send tensor. Returns the dtype
-    /// and the send and receive lengths.
-    pub(crate) fn check_collective(
+    /// Checks a collective's tensors before anything is recorded: counts, owners, one dtype,
+    /// and that no receive tensor is its member's send tensor. Returns the dtype and the send
+    /// and receive lengths ([`Collective::check`] checks those).
+    pub(crate) fn check_tensors(
         &self,
         c: Collective,
         send: &[&Tensor],
@@ -337,11 +351,31 @@ impl Comm {
                 )));
             }
         }
-        let dtypes: Vec<DType> =
-            send.iter().chain(recv.iter().filter(|_| !c.in_place())).map(|t| t.dtype()).collect();
-        let send_lens: Vec<usize> = send.iter().map(|t| t.len()).collect();
-        let recv_lens: Vec<usize> = recv.iter().map(|t| t.len()).collect();
-        let dtype = c.check(&dtypes, &send_lens, &recv_lens)?;
+        let dtype = send.first().map_or(DType::F32, |t| t.dtype());
+        let tensors =
+            send.iter().map(|t| ("send tensor", t)).chain(recv.iter().map(|t| ("receive tensor", t)));
+        for (i, (what, t)) in tensors.enumerate() {
+            if t.dtype() != dtype {
+                let i = i % send.len().max(1);
+                return Err(Error::DtypeMismatch {
+                    what: format!("{name} {what} {i} (as send tensor 0)"),
+                    expected: dtype,
+                    got: t.dtype(),
+                });
+            }
+        }
+        Ok((dtype, send.iter().map(|t| t.len()).collect(), recv.iter().map(|t| t.len()).collect()))
+    }
+
+    /// [`Comm::check_tensors`], then the lengths, dtype and root ([`Collective::check`]).
+    fn check_collective(
+        &self,
+        c: Collective,
+        send: &[&Tensor],
+        recv: &[&Tensor],
+    ) -> Result<(DType, Vec<usize>, Vec<usize>)> {
+        let (dtype, send_lens, recv_lens) = self.check_tensors(c, send, recv)?;
+        c.check(&vec![dtype; send.len()], &send_lens, &recv_lens)?;
         Ok((dtype, send_lens, recv_lens))
     }
 

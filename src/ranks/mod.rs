@@ -53,6 +53,8 @@ use crate::tensor::Tensor;
 mod shared;
 use shared::{SharedPlan, SharedSlots};
 
+mod collectives;
+
 /// The least time [`RankComm::new`] waits for the other ranks.
 const STARTUP_WAIT: Duration = Duration::from_secs(60);
 
@@ -277,12 +279,18 @@ impl RankComm {
     /// length or precision gets, with every other rank, [`Error::InvalidArgument`], and nothing
     /// is written. On [`RankPath::SharedMemory`] `opts` apply as in one process (every member's
     /// partial crosses the chosen wire); on [`RankPath::Gather`] they apply to the sum inside
-    /// each rank, and the wire between ranks is f32.
+    /// each rank, and the wire between ranks is f32. With another [`AllReduceOptions::op`] or
+    /// dtype it reduces as [`crate::ReduceOp`] says, through the members' words gathered by MPI
+    /// on either path (as [`RankComm::all_gather`] and the other collectives do).
     pub fn all_reduce<T: Borrow<Tensor>>(
         &mut self,
         tensors: &mut [T],
         opts: &AllReduceOptions,
     ) -> Result<()> {
+        let f32_sum = tensors.first().is_none_or(|t| t.borrow().dtype() == crate::tensor::DType::F32);
+        if opts.op != crate::comm::ReduceOp::Sum || !f32_sum {
+            return self.all_reduce_other(tensors, opts);
+        }
         if let Some(p) = &self.poisoned {
             return Err(Error::Poisoned("the communicator across ranks".into(), p.clone()));
         }
