@@ -1,11 +1,12 @@
 //! Measurements behind `crossgpu bench`: the hardware's limits, the all-reduce in every mode
-//! beside the wgpu baseline, the matrix–vector product's bandwidth. Every figure is a
+//! beside the wgpu baseline, every collective nccl-tests style, the matrix–vector product's bandwidth. Every figure is a
 //! summary (median, p10, p90) over repetitions after warm-up; GPU work is timed from the host
 //! around a submit and a timeline-semaphore wait (each repetition long enough that the wait's
 //! own cost is small), never estimated.
 
 pub mod allreduce;
 pub mod baseline;
+pub mod collectives;
 pub mod limits;
 pub mod matvec;
 

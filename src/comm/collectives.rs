@@ -92,6 +92,7 @@ impl Collective {
     }
 
     /// Three words that tell two calls apart (kind, op, root): what the ranks compare.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
     pub(crate) fn code(self) -> [u32; 3] {
         let op =
             self.op().map_or(0, |op| 1 + ReduceOp::ALL.iter().position(|&o| o == op).unwrap_or(0) as u32);

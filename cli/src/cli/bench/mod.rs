@@ -6,10 +6,11 @@
 //! sizes picked, then the parts in order). `settings.rs` has the flags and the sizes they give,
 //! `limits.rs`, `allreduce.rs`, `matvec.rs` and `decode.rs` measure, `report.rs` is bench.json,
 //! `chart.rs` the charts, `text.rs` the printed numbers; `ranks.rs` and `ranks_mpi.rs` are
-//! `bench ranks`, `scaleout.rs` its α–β model.
+//! `bench ranks`, `scaleout.rs` its α–β model, `collectives.rs` `bench collectives`.
 
 mod allreduce;
 mod chart;
+mod collectives;
 mod decode;
 mod limits;
 mod matvec;
@@ -46,6 +47,9 @@ pub enum BenchWhat {
     Limits(Box<Common>),
     /// All-reduce latency and bandwidth against size.
     Allreduce(Box<Common>),
+    /// Every collective (all-reduce with an op, all-gather, reduce-scatter, broadcast, reduce)
+    /// against size, nccl-tests style: time, algbw and busbw per layout and mode.
+    Collectives(collectives::CollectivesArgs),
     /// Matrix–vector product bandwidth.
     Matvec(Box<Common>),
     /// 27B-class decode on 1, 2 and 4 queue stand-ins.
@@ -69,6 +73,7 @@ pub fn bench(args: &BenchArgs) -> CliResult {
     crossgpu::check_environment()?;
     let (c, which) = match &args.what {
         BenchWhat::Chart { json, out } => return chart::chart_from_file(json, out),
+        BenchWhat::Collectives(c) => return collectives::bench_collectives(c),
         #[cfg(feature = "mpi")]
         BenchWhat::Ranks(r) => return ranks_mpi::bench_ranks(r),
         #[cfg(not(feature = "mpi"))]
