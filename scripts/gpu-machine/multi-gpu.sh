@@ -16,7 +16,10 @@
 #   decode     the 27B-class decode on one GPU (HostBridge: nothing to reduce) and on every GPU
 #              with HostBridge and with DevicePoll (the fused kernels), each DevicePoll step
 #              replayed and recorded (--no-replay), alternated DECODE_REPEAT (default 3) times;
-#   soak       1,000,000 DevicePoll rounds (ROUNDS) across the first two GPUs, checked.
+#   soak       1,000,000 DevicePoll rounds (ROUNDS) across the first two GPUs, checked;
+#   collectives every collective (`crossgpu bench collectives`, HostBridge and DevicePoll, 4 KiB
+#              to 256 MiB) across the first two GPUs beside NCCL's same collective with
+#              NCCL_P2P_DISABLE=1 and with its defaults, one process per GPU (issue 32's targets).
 # Results in $OUT/results.tgz (a file per run), a summary in $OUT/summary.txt.
 set -uo pipefail
 source scripts/gpu-machine/setup.sh
@@ -32,7 +35,7 @@ LAYOUTS="$NV"; [ "$NGPU" -eq 2 ] && LAYOUTS="$NV;$THREE"
 [ "$NGPU" -ge 4 ] && LAYOUTS="$(echo "$NV" | cut -d, -f1-2);$THREE;$(echo "$NV" | cut -d, -f1-4)"
 MEMBERS=$(echo "$LAYOUTS" | tr ';' '\n' | awk -F, '{print NF}' | paste -sd, -)
 log "NVIDIA adapters: $NV ($NGPU); layouts $LAYOUTS (members $MEMBERS)"
-PARTS=" ${PARTS:-limits allreduce nccl small decode soak} "
+PARTS=" ${PARTS:-limits allreduce nccl small decode soak collectives} "
 part() { [[ "$PARTS" == *" $1 "* ]]; }
 TWO=$(echo "$NV" | cut -d, -f1-2)
 if part limits; then
@@ -76,6 +79,18 @@ if part soak; then
 CROSSGPU_ALLREDUCE=poll CROSSGPU_DEVICES="$TWO" timeout 280 crossgpu soak --rounds "${ROUNDS:-1000000}" --members 2 \
     --check-every 1000 > "$R/soak-poll.txt" 2>&1
 log "DevicePoll soak exit $?"
+fi
+if part collectives; then
+for c in all_gather reduce_scatter broadcast all_reduce; do
+    timeout 90 crossgpu bench collectives --layouts "$TWO" --modes bridge,poll --collectives "$c" \
+        --max-bytes $((256 << 20)) --json "$R/coll-cg-$c.json" > "$R/coll-cg-$c.txt" 2>&1; log "crossgpu $c exit $?"
+    for label in p2p-disabled default; do
+        p2p=0; [ "$label" = p2p-disabled ] && p2p=1
+        NCCL_P2P_DISABLE=$p2p timeout 120 python3 scripts/gpu-machine/nccl_allreduce.py --gpus 2 --label "$label" \
+            --collective "$c" --port 29520 --out "$R/coll-nccl-$label-$c.json" > "$R/coll-nccl-$label-$c.txt" 2>&1
+        log "NCCL $label $c exit $?"
+    done
+done
 fi
 # crossgpu prints payloads as KiB/MiB, nccl_allreduce.py in bytes.
 { grep -h "relay\|wake" "$R"/limits.txt; echo "32 KiB, one line per process:"

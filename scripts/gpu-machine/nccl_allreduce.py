@@ -1,5 +1,10 @@
 #!/usr/bin/env python3
-"""NCCL all-reduce through torch.distributed at crossgpu's bench sizes.
+"""NCCL's collectives through torch.distributed at crossgpu's bench sizes.
+
+`--collective` picks one: all_reduce (sum, the default), all_reduce_max, all_gather,
+reduce_scatter or broadcast, sized as nccl-tests and `crossgpu bench collectives` size them
+(the all-gather's receive tensor, the reduce-scatter's send tensor), with nccl-tests' bus
+bandwidth beside the algorithmic one.
 
 One process per GPU (torch.multiprocessing), f32 payload of 4 KiB to 256 MiB per rank, the same
 schedule as `crossgpu bench allreduce` (src/bench/allreduce.rs `schedule`): after warm-up,
@@ -10,6 +15,7 @@ Every result is checked against the sum computed on the host in f64 (ranks fill 
 non-zero values).
 
     python3 nccl_allreduce.py --gpus 2 --label default --out nccl.json
+    python3 nccl_allreduce.py --gpus 2 --collective all_gather --out nccl-gather.json
     NCCL_P2P_DISABLE=1 python3 nccl_allreduce.py --gpus 2 --label p2p-disabled --out nccl-nop2p.json
 """
 import argparse
@@ -40,7 +46,38 @@ def quantile(xs, q):
     return xs[min(len(xs) - 1, int(q * (len(xs) - 1) + 0.5))]
 
 
-def worker(rank, world, port, sizes, label, out):
+BUS_FACTOR = {"all_reduce": lambda w: 2 * (w - 1) / w, "all_reduce_max": lambda w: 2 * (w - 1) / w,
+              "all_gather": lambda w: (w - 1) / w, "reduce_scatter": lambda w: (w - 1) / w,
+              "broadcast": lambda w: 1.0}
+
+
+def prepare(collective, rank, world, n):
+    """The call to time and the check of its result: (run, check) where check() -> (ok, err)."""
+    share = n // world
+    n = share * world
+    ramp = 0.5 + (torch.arange(n, device="cuda", dtype=torch.float64) % 1024) / 1024.0
+    mine = (ramp * (rank + 1)).to(torch.float32)
+    total = world * (world + 1) / 2
+    if collective in ("all_reduce", "all_reduce_max"):
+        t = mine.clone()
+        op = dist.ReduceOp.SUM if collective == "all_reduce" else dist.ReduceOp.MAX
+        want = ramp * (total if collective == "all_reduce" else world)
+        return (lambda: dist.all_reduce(t, op=op)), t, want
+    if collective == "all_gather":
+        src, out = mine[:share].clone(), torch.empty(n, device="cuda", dtype=torch.float32)
+        want = torch.cat([ramp[:share] * (r + 1) for r in range(world)])
+        return (lambda: dist.all_gather_into_tensor(out, src)), out, want
+    if collective == "reduce_scatter":
+        out = torch.empty(share, device="cuda", dtype=torch.float32)
+        want = (ramp * total)[rank * share:(rank + 1) * share]
+        return (lambda: dist.reduce_scatter_tensor(out, mine)), out, want
+    if collective == "broadcast":
+        t = mine.clone()
+        return (lambda: dist.broadcast(t, src=0)), t, ramp
+    raise SystemExit(f"--collective {collective}: unknown")
+
+
+def worker(rank, world, port, sizes, label, out, collective):
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     torch.cuda.set_device(rank)
@@ -50,20 +87,17 @@ def worker(rank, world, port, sizes, label, out):
         dist.init_process_group("nccl", rank=rank, world_size=world)
     points = []
     for nbytes in sizes:
-        n = nbytes // 4
         # Distinct, non-zero values per rank: rank+1 scaled by a ramp in [0.5, 1.5).
-        ramp = 0.5 + (torch.arange(n, device="cuda", dtype=torch.float64) % 1024) / 1024.0
-        src = (ramp * (rank + 1)).to(torch.float32)
-        t = src.clone()
-        # Correctness: one all-reduce against the f64 sum of every rank's values.
-        dist.all_reduce(t)
-        want = ramp * (world * (world + 1) / 2)
-        err = (t.to(torch.float64) - want).abs().max().item() if n else 0.0
-        bound = world * 2.0 ** -23 * want.abs().max().item() if n else 0.0
+        call, result, want = prepare(collective, rank, world, nbytes // 4)
+        nbytes = want.numel() * 4
+        # Correctness: one call against the f64 result of every rank's values.
+        call()
+        err = (result.to(torch.float64) - want).abs().max().item() if want.numel() else 0.0
+        bound = world * 2.0 ** -23 * want.abs().max().item() if want.numel() else 0.0
         ok = err <= bound
         per_batch, batches = schedule(nbytes)
         for _ in range(max(3, per_batch // 10)):
-            dist.all_reduce(t)
+            call()
         torch.cuda.synchronize()
         times = []
         for _ in range(batches):
@@ -71,7 +105,7 @@ def worker(rank, world, port, sizes, label, out):
             torch.cuda.synchronize()
             t0 = time.perf_counter()
             for _ in range(per_batch):
-                dist.all_reduce(t)
+                call()
             torch.cuda.synchronize()
             times.append((time.perf_counter() - t0) / per_batch * 1e6)
         # The slowest rank's time is the collective's time.
@@ -81,13 +115,15 @@ def worker(rank, world, port, sizes, label, out):
             worst = [max(g[0][i] for g in gathered) for i in range(batches)]
             med = statistics.median(worst)
             p = {
-                "layout": f"{world} GPUs, NCCL {label}",
+                "layout": f"{world} GPUs, NCCL {label}, {collective}",
                 "members": world,
                 "mode": f"NCCL ({label})",
                 "bytes": nbytes,
                 "wire": "f32",
                 "us_per_round": {"median": med, "p10": quantile(worst, 0.1), "p90": quantile(worst, 0.9), "samples": batches},
+                "collective": collective,
                 "algbw_gbps": nbytes / med / 1e3,
+                "busbw_gbps": nbytes / med / 1e3 * BUS_FACTOR[collective](world),
                 "rounds_per_batch": per_batch,
                 "checked": all(g[1] for g in gathered),
                 "max_abs_error": max(g[2] for g in gathered),
@@ -110,9 +146,10 @@ def main():
     ap.add_argument("--out", default="nccl.json")
     ap.add_argument("--max-bytes", type=int, default=256 << 20)
     ap.add_argument("--port", type=int, default=29517)
+    ap.add_argument("--collective", default="all_reduce", choices=sorted(BUS_FACTOR))
     a = ap.parse_args()
     sizes = [s for s in SIZES if s <= a.max_bytes]
-    mp.spawn(worker, args=(a.gpus, a.port, sizes, a.label, a.out), nprocs=a.gpus, join=True)
+    mp.spawn(worker, args=(a.gpus, a.port, sizes, a.label, a.out, a.collective), nprocs=a.gpus, join=True)
 
 
 if __name__ == "__main__":
