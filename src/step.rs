@@ -189,7 +189,8 @@ impl<F: FnMut(Option<&mut Comm>) -> Result<()>> Step<F> {
 
     fn replay(&mut self, mut comm: Option<&mut Comm>) -> Result<()> {
         if let Some(c) = comm.as_deref_mut().filter(|_| self.rounds > 0) {
-            c.replays()?.replayed(self.rounds)?;
+            // Only all-reduces replay here (other collectives mark a step unreplayable).
+            c.replays()?.replayed(self.rounds, self.rounds)?;
         }
         self.submit(comm)
     }

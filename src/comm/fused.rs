@@ -175,8 +175,9 @@ impl Replays<'_> {
     }
 
     /// A recording of `by` rounds (ended by [`Replays::record_advance`]) was submitted again on
-    /// every member: its rounds count as the next `by` all-reduces.
-    pub(crate) fn replayed(&mut self, by: u64) -> Result<()> {
+    /// every member: its rounds are the next `by`, `all_reduces` of them all-reduce calls (the
+    /// others other collectives').
+    pub(crate) fn replayed(&mut self, by: u64, all_reduces: u64) -> Result<()> {
         self.comm.check_healthy()?;
         let c = &mut *self.comm;
         let t = c.transport.device_rounds().expect("made over DevicePoll");
@@ -184,7 +185,7 @@ impl Replays<'_> {
             c.poison(&e);
             return Err(e);
         }
-        c.all_reduces += by;
+        c.all_reduces += all_reduces;
         Ok(())
     }
 }

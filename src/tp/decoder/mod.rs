@@ -7,7 +7,7 @@
 //! features) → SiLU(gate)·up → down (row-parallel, all-reduce) → residual. The embedding and
 //! the final norm are replicated; the vocabulary projection is column-parallel, and the next
 //! token — greedy, or drawn at a temperature with top-k and top-p (`crate::sample`) — is chosen
-//! from every member's candidates gathered with one more all-reduce, so its id never leaves the
+//! from every member's candidates gathered with an all-gather, so its id never leaves the
 //! devices: the host records step after step without waiting.
 //!
 //! Weights are generated on the devices from a seed, so even the 27B-class preset loads in

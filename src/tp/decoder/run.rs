@@ -2,7 +2,7 @@
 //! token it starts from, and generation from a first token.
 
 use super::state::{reducer, Decoder};
-use crate::comm::{AllReduceOptions, Comm, Precision};
+use crate::comm::Comm;
 use crate::error::{Error, Result};
 use crate::step::{capture, submit_recorded, Capture};
 use crate::tp::block::Step;
@@ -74,11 +74,13 @@ impl Decoder {
                 return self.record_step().map_err(|e| self.broken(e));
             }
             let first_round = self.comm.as_ref().map_or(0, Comm::rounds);
+            let first_all_reduce = self.comm.as_ref().map_or(0, Comm::all_reduce_count);
             let members = self.members.clone();
             let recorded = capture(&members, || {
                 self.record_step()?;
                 if let Some(c) = self.comm.as_mut() {
                     self.rounds_per_step = c.rounds() - first_round;
+                    self.all_reduces_per_step = c.all_reduce_count() - first_all_reduce;
                     c.replays()?.record_advance(self.rounds_per_step)?;
                 }
                 Ok(())
@@ -92,7 +94,7 @@ impl Decoder {
         } else if let Some(c) = self.comm.as_mut() {
             // The recording's rounds were announced as it was recorded; each later submission
             // of it runs the next ones.
-            c.replays()?.replayed(self.rounds_per_step)?;
+            c.replays()?.replayed(self.rounds_per_step, self.all_reduces_per_step)?;
         }
         let recorded = self.recorded.as_ref().expect("recorded above");
         // On an error the members before the failed one run a step whose rounds it never joins.
@@ -169,30 +171,27 @@ impl Decoder {
             let r = reducer(&mut self.comm, &mut self.remote);
             layer.mlp.forward(members, r, &act.mlp, &act.d, add_norm(next_norm))?;
         }
-        // The next token: each member's candidates from its vocabulary slice, gathered by an
-        // all-reduce (exact: every other member contributes zeros), then drawn from them all
-        // as the settings say, alike on every member.
+        // The next token: each member's candidates from its vocabulary slice, all-gathered
+        // (one member writes them in place), then drawn from them all as the settings say,
+        // alike on every member.
         self.vocab.forward(members, &act.h.refs(), &act.logits.refs())?;
         let several = self.comm.is_some() || self.remote.is_some();
+        let own = if several { &act.sampled } else { &act.candidates };
         for (i, m) in members.iter().enumerate() {
-            if several {
-                m.fill(act.candidates.part(i)?, 0.0)?;
-            }
             let at = Position { base: 0, counter: Some(act.position.part(i)?) };
             m.transformer().sample_candidates_at(
                 act.logits.part(i)?,
                 act.settings.part(i)?,
                 self.plan.vocab[i].start,
                 act.chunks.part(i)?,
-                act.candidates.part(i)?,
-                self.first + i,
+                own.part(i)?,
+                0,
                 self.room,
                 at,
             )?;
         }
         if let Some(r) = reducer(&mut self.comm, &mut self.remote) {
-            let opts = AllReduceOptions { precision: Precision::F32, ..Default::default() };
-            r.all_reduce(&mut act.candidates.refs(), &opts)?;
+            r.all_gather(&act.sampled.refs(), &mut act.candidates.refs())?;
         }
         for (i, m) in members.iter().enumerate() {
             let at = Position { base: 0, counter: Some(act.position.part(i)?) };

@@ -41,8 +41,10 @@ pub(super) struct Activations {
     pub(super) settings: Sharded,
     /// Each member's scratch for its candidates (the best of every 2048 logits).
     pub(super) chunks: Sharded,
-    /// Every member's candidates for the next token (3 f32 each, `room` a member), gathered
-    /// by an all-reduce (each member writes its own entries of a zeroed tensor).
+    /// Each member's own candidates for the next token (3 f32 each, `room` of them).
+    pub(super) sampled: Sharded,
+    /// Every member's candidates, in global member order: `sampled` all-gathered (with one
+    /// member, its candidates written there directly).
     pub(super) candidates: Sharded,
     /// The token the next step embeds, and every token chosen so far (u32).
     pub(super) token: Sharded,
@@ -100,8 +102,6 @@ pub struct Decoder {
     /// The communicator across MPI ranks when this process holds one share of a model split
     /// over several processes (`comm` is then `None`).
     pub(super) remote: Option<Box<dyn Reducer + Send>>,
-    /// The global index of this process's first member (0 in one process).
-    pub(super) first: usize,
     pub(super) embed: Vec<Tensor>,
     pub(super) vocab: ColumnParallelLinear,
     pub(super) final_norm: Sharded,
@@ -115,8 +115,10 @@ pub struct Decoder {
     pub(super) replay: bool,
     /// Each member's recording of a step, once made.
     pub(super) recorded: Option<Vec<Replay>>,
-    /// All-reduce rounds in the recording.
+    /// Rounds in the recording (all-reduces and the all-gather).
     pub(super) rounds_per_step: u64,
+    /// How many of those rounds are all-reduces (the rest: the candidates' all-gather).
+    pub(super) all_reduces_per_step: u64,
     /// Why the decoder refuses further steps (its members were left out of step).
     pub(super) broken: Option<String>,
     /// How the next tokens are drawn on the devices.
