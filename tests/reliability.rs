@@ -684,3 +684,51 @@ fn comm_is_send_and_sync_and_all_reduces_on_another_thread() {
     drop(comm);
     common::assert_no_validation_errors();
 }
+
+/// The other collectives fail as the all-reduce does: a member the bridge never releases gives
+/// an all-gather that grows the slots a timeout naming the round and member, every later call
+/// of any collective `Error::Poisoned`, and the dropped communicator leaves the group usable.
+#[test]
+fn a_collective_whose_member_is_never_released_poisons_the_comm() {
+    let group = logical(3);
+    let opts =
+        CommOptions { timeout: Duration::from_millis(300), ..options(ModeRequest::Forced(Mode::HostBridge)) };
+    let mut comm = Comm::with_options(&group, opts).unwrap();
+    comm.withhold_release(1);
+    let parts = random_parts(31, 3, 1000);
+    let send = upload(&group, &parts);
+    let mut recv: Vec<_> =
+        group.members().iter().map(|m| m.empty(&[3000], crossgpu::DType::F32).unwrap()).collect();
+    match comm.all_gather(&send, &mut recv) {
+        Ok(()) | Err(Error::Timeout { .. }) => {}
+        Err(e) => panic!("first all-gather: unexpected {e:?}"),
+    }
+    std::thread::sleep(Duration::from_millis(600));
+    let big = upload(&group, &random_parts(32, 3, 20_000));
+    let mut big_recv: Vec<_> =
+        group.members().iter().map(|m| m.empty(&[60_000], crossgpu::DType::F32).unwrap()).collect();
+    let err = comm.all_gather(&big, &mut big_recv).unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, Error::Timeout { .. } | Error::Poisoned(..)), "{err:?}");
+    assert!(msg.contains("round 1") && msg.contains("member 1"), "names the round and member: {msg}");
+    let mut t = upload(&group, &parts);
+    match comm.broadcast(&mut t, 0) {
+        Err(Error::Poisoned(what, cause)) => {
+            assert_eq!(what, "the communicator");
+            assert!(cause.contains("member 1"), "cause: {cause}");
+        }
+        r => panic!("a poisoned Comm must refuse: {r:?}"),
+    }
+    drop(comm);
+    drop((send, recv, big, big_recv));
+    let mut comm = Comm::with_options(&group, options(ModeRequest::Forced(Mode::HostBridge))).unwrap();
+    let mut t = upload(&group, &parts);
+    comm.broadcast(&mut t, 2).unwrap();
+    for tensor in &t {
+        assert_eq!(tensor.read().unwrap(), parts[2], "after recovery, the broadcast holds member 2's");
+    }
+    drop(comm);
+    drop(t);
+    drop(group);
+    common::assert_no_validation_errors();
+}
