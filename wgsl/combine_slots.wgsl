@@ -5,6 +5,11 @@
 // min, avg). Every member runs the same operations in the same order on the same wire values,
 // so every member ends with bitwise the same result.
 //
+// A member's own values are read from its own send tensor (`own`, element `own_elem + s` for
+// element `s` of the regions; `self_index` names the member, or is past every member where it
+// sent nothing): the same bits it wrote into its region in phase A, but from device memory, so
+// each member reads only its peers' regions over the bus.
+//
 // Elements are 32-bit (f32, i32, u32) or 16-bit (f16, bf16; two per word, element 2w in the low
 // half). A thread writes one whole word of dst; a word that the range covers only in part keeps
 // its other half (two dispatches that fill neighbouring ranges run one after the other).
@@ -30,12 +35,13 @@ struct CombineSlotsParams {
     // 0 f32, 1 i32, 2 u32, 3 f16, 4 bf16.
     kind: u32,
     scale: f32,
-    _pad0: u32,
-    _pad1: u32,
+    self_index: u32,
+    own_elem: u32,
 }
 
 @group(0) @binding(0) var<storage, read> slots: array<u32>;
 @group(0) @binding(1) var<storage, read_write> dst: array<u32>;
+@group(0) @binding(2) var<storage, read> own: array<u32>;
 var<immediate> p: CombineSlotsParams;
 
 const OP_COPY: u32 = 0u;
@@ -56,6 +62,13 @@ fn is_half() -> bool {
 
 // The bits of element `s` of member `j`'s region (16-bit elements in the low half).
 fn element(j: u32, s: u32) -> u32 {
+    if (j == p.self_index) {
+        let e = p.own_elem + s;
+        if (is_half()) {
+            return (own[e / 2u] >> (16u * (e & 1u))) & 0xffffu;
+        }
+        return own[e];
+    }
     let base = p.offset + j * p.stride;
     if (is_half()) {
         return (slots[base + s / 2u] >> (16u * (s & 1u))) & 0xffffu;

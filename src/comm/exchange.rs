@@ -154,12 +154,18 @@ impl Exchange<'_> {
         after: &[BufferId],
     ) -> Result<()> {
         let (binding, at) = slots.entry(i, e);
+        // The member's own values come from its send tensor, not over the bus from its region.
+        let (self_index, own_elem) = match self.spec.sends[i] {
+            Some(s) if s.n > 0 => (i as u32, s.elem as u32),
+            _ => (u32::MAX, 0),
+        };
+        let own = BindRange::whole(&self.send[i].buffer);
         for p in self.spec.places[i].iter().filter(|p| p.n > 0) {
             let dst = self.dst[i][p.dst];
             let words = p.n.div_ceil(per_word(self.dtype)) + 1;
             m.shared.dispatch_ranges(
                 COMBINE_SLOTS,
-                &[binding, BindRange::whole(&dst.buffer)],
+                &[binding, BindRange::whole(&dst.buffer), own],
                 after,
                 &CombineSlotsParams {
                     n: p.n as u32,
@@ -172,6 +178,8 @@ impl Exchange<'_> {
                     op: p.op.code(),
                     kind: kind_code(self.dtype),
                     scale: self.scale,
+                    self_index,
+                    own_elem,
                 },
                 elementwise_groups(words),
             )?;
