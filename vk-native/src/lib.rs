@@ -55,4 +55,5 @@ pub use semaphore::{SyncFd, SyncFdSemaphore, TimelineSemaphore};
 pub use shader::{CompileOptions, Shader, ShaderError};
 pub use validation::{
     take_suppressed_validation_count, validation_messages, ValidationMessage, KNOWN_LAYER_FALSE_POSITIVES,
+    NEWER_THAN_THE_LAYER,
 };
