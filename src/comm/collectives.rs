@@ -12,7 +12,7 @@ use std::borrow::Borrow;
 
 use super::exchange::{per_word, CombineOp, Exchange, PlaceSpec, RoundSpec, SendSpec};
 use super::transport::{RoundContext, RoundWork};
-use super::Comm;
+use super::{AllReduceOptions, Comm, Precision};
 use crate::error::{Error, Result};
 use crate::tensor::{DType, Tensor};
 
@@ -269,6 +269,28 @@ impl Collective {
             }
         }
     }
+}
+
+/// Which path an all-reduce of `dtype` tensors with `opts` takes: `None` for the f32 sum (its
+/// own transports' path, f16 wire and zero contributions included), else the collective that
+/// reduces as `opts.op` says — refused (naming `caller`) where `opts` asks for the f16 wire or
+/// zero contributions, which only the f32 sum has. `Comm::all_reduce` and `RankComm::all_reduce`
+/// both decide here.
+pub(crate) fn all_reduce_beside_the_sum(
+    opts: &AllReduceOptions,
+    dtype: DType,
+    caller: &str,
+) -> Result<Option<Collective>> {
+    if opts.op == ReduceOp::Sum && dtype == DType::F32 {
+        return Ok(None);
+    }
+    if opts.precision == Precision::F16 || !opts.zero_contribution.is_empty() {
+        return Err(Error::InvalidArgument(format!(
+            "{caller} with {} of {dtype} tensors: the f16 wire and zero contributions are for the f32 sum only",
+            opts.op
+        )));
+    }
+    Ok(Some(Collective::AllReduce(opts.op)))
 }
 
 impl Comm {

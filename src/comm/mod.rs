@@ -395,9 +395,10 @@ impl Comm {
         tensors: &mut [T],
         opts: &AllReduceOptions,
     ) -> Result<()> {
-        let f32_sum = tensors.first().is_none_or(|t| t.borrow().dtype() == DType::F32);
-        if opts.op != ReduceOp::Sum || !f32_sum {
-            return self.all_reduce_other(tensors, opts);
+        let dtype = tensors.first().map_or(DType::F32, |t| t.borrow().dtype());
+        if let Some(c) = collectives::all_reduce_beside_the_sum(opts, dtype, "all_reduce")? {
+            let t: Vec<&Tensor> = tensors.iter().map(Borrow::borrow).collect();
+            return self.collective(c, &t, &t);
         }
         let n = self.validate(tensors, opts)?;
         if n == 0 {
@@ -440,24 +441,6 @@ impl Comm {
                 Err(e)
             }
         }
-    }
-
-    /// [`Comm::all_reduce`] of another op or dtype than the f32 sum: the wire is the tensors'
-    /// own dtype (no f16 wire), and no member contributes zeros.
-    fn all_reduce_other<T: Borrow<Tensor>>(
-        &mut self,
-        tensors: &mut [T],
-        opts: &AllReduceOptions,
-    ) -> Result<()> {
-        if opts.precision == Precision::F16 || !opts.zero_contribution.is_empty() {
-            return Err(Error::InvalidArgument(format!(
-                "all_reduce with {} of {} tensors: the f16 wire and zero contributions are for the f32 sum only",
-                opts.op,
-                tensors.first().map_or(DType::F32, |t| t.borrow().dtype())
-            )));
-        }
-        let t: Vec<&Tensor> = tensors.iter().map(Borrow::borrow).collect();
-        self.collective(collectives::Collective::AllReduce(opts.op), &t, &t)
     }
 
     /// The log of the rounds since the last call, and a new log from here (for a step that

@@ -11,7 +11,7 @@ use std::borrow::Borrow;
 use super::RankComm;
 use crate::comm::collectives::Collective;
 use crate::comm::exchange::{evaluate, kind_code};
-use crate::comm::{AllReduceOptions, Precision, ReduceOp};
+use crate::comm::ReduceOp;
 use crate::error::{Error, Result};
 use crate::tensor::{DType, Tensor};
 
@@ -59,23 +59,7 @@ impl RankComm {
         self.collective(Collective::Reduce { root, op }, &t, &t)
     }
 
-    /// [`RankComm::all_reduce`] of another op or dtype than the f32 sum.
-    pub(super) fn all_reduce_other<T: Borrow<Tensor>>(
-        &mut self,
-        tensors: &mut [T],
-        opts: &AllReduceOptions,
-    ) -> Result<()> {
-        if opts.precision == Precision::F16 || !opts.zero_contribution.is_empty() {
-            return Err(Error::InvalidArgument(format!(
-                "RankComm::all_reduce with {}: the f16 wire and zero contributions are for the f32 sum only",
-                opts.op
-            )));
-        }
-        let t: Vec<&Tensor> = tensors.iter().map(Borrow::borrow).collect();
-        self.collective(Collective::AllReduce(opts.op), &t, &t)
-    }
-
-    fn collective(&mut self, c: Collective, send: &[&Tensor], recv: &[&Tensor]) -> Result<()> {
+    pub(super) fn collective(&mut self, c: Collective, send: &[&Tensor], recv: &[&Tensor]) -> Result<()> {
         if let Some(p) = &self.poisoned {
             return Err(Error::Poisoned("the communicator across ranks".into(), p.clone()));
         }

@@ -44,6 +44,7 @@ use mpi::datatype::PartitionMut;
 use mpi::request::{Request, Scope};
 use mpi::traits::{Communicator, CommunicatorCollectives};
 
+use crate::comm::collectives::all_reduce_beside_the_sum;
 use crate::comm::slots::HostSlots;
 use crate::comm::{AllReduceOptions, Comm, CommOptions, Mode, ModeRequest, Precision};
 use crate::error::{Error, Result};
@@ -287,9 +288,10 @@ impl RankComm {
         tensors: &mut [T],
         opts: &AllReduceOptions,
     ) -> Result<()> {
-        let f32_sum = tensors.first().is_none_or(|t| t.borrow().dtype() == crate::tensor::DType::F32);
-        if opts.op != crate::comm::ReduceOp::Sum || !f32_sum {
-            return self.all_reduce_other(tensors, opts);
+        let dtype = tensors.first().map_or(crate::tensor::DType::F32, |t| t.borrow().dtype());
+        if let Some(c) = all_reduce_beside_the_sum(opts, dtype, "RankComm::all_reduce")? {
+            let t: Vec<&Tensor> = tensors.iter().map(Borrow::borrow).collect();
+            return self.collective(c, &t, &t);
         }
         if let Some(p) = &self.poisoned {
             return Err(Error::Poisoned("the communicator across ranks".into(), p.clone()));
