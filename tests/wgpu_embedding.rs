@@ -8,6 +8,8 @@
 //! instance), so this test installs a logger that records every error-level record from wgpu
 //! and fails on any.
 
+#[path = "wgpu_embedding/collectives.rs"]
+mod collectives;
 mod common;
 
 use std::sync::{Mutex, OnceLock};

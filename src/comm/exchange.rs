@@ -32,7 +32,7 @@ pub(crate) enum CombineOp {
 }
 
 impl CombineOp {
-    fn code(self) -> u32 {
+    pub(crate) fn code(self) -> u32 {
         match self {
             Self::Copy => 0,
             Self::Sum => 1,

@@ -1,11 +1,16 @@
 //! Embedding crossgpu in a wgpu application: open `wgpu::Device`s with the interop extensions
 //! ([`request_device`]) and all-reduce the application's own `wgpu::Buffer`s across them
 //! ([`WgpuComm`]), in the HostBridge mode (host memory imported into every device, timeline
-//! semaphores, a bridge thread). f32 wire only.
+//! semaphores, a bridge thread): the f32 sum ([`WgpuComm::all_reduce`]) and, over tensors
+//! anywhere in the application's buffers ([`WgpuTensor`]), the other collectives `Comm` has —
+//! [`WgpuComm::all_gather`], [`WgpuComm::reduce_scatter`], [`WgpuComm::broadcast`],
+//! [`WgpuComm::reduce`] and [`WgpuComm::all_reduce_op`] with any [`ReduceOp`](crate::ReduceOp)
+//! over f32, f16, bf16, i32 and u32, by the same rules and with the same kernel.
 //!
 //! # Ordering contract
 //!
-//! [`WgpuComm::all_reduce`] records its work into wgpu command encoders of each device (raw
+//! Every collective of [`WgpuComm`] (the sum, [`WgpuComm::all_reduce`], is the example here)
+//! records its work into wgpu command encoders of each device (raw
 //! Vulkan commands through `CommandEncoder::as_hal_mut`) and submits them with that device's
 //! own `wgpu::Queue::submit`, so, on each queue:
 //!
@@ -34,6 +39,8 @@
 //! the bridge is the communicator's (`crate::comm`), so the proof there that no member
 //! overwrites a slot a peer still reads holds here too.
 
+mod collectives;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -42,7 +49,9 @@ use vk_native::{EmbeddedMember, EmbeddedSlots, HostAllocation, TimelineSemaphore
 use crate::comm::bridge::{BridgeConfig, HostBridge};
 use crate::comm::slots::SlotLayout;
 use crate::error::{Error, Result};
-use crate::kernels::{ImmediateWords, ReduceSlotsParams, REDUCE_SLOTS_F32};
+use crate::kernels::{ImmediateWords, ReduceSlotsParams, COMBINE_SLOTS, REDUCE_SLOTS_F32};
+
+pub use collectives::WgpuTensor;
 
 /// Buffer usages [`WgpuComm::all_reduce`] needs on each buffer.
 pub const REQUIRED_USAGE: wgpu::BufferUsages =
@@ -108,6 +117,8 @@ pub struct WgpuComm {
     round: u64,
     bridge: HostBridge,
     poisoned: Option<String>,
+    /// Each member's index of `combine_slots.wgsl` (phase B of every collective but the sum).
+    combine_kernel: usize,
     // Last: dropped after the bridge has released every round (see Drop).
     members: Vec<EmbeddedMember>,
 }
@@ -136,11 +147,15 @@ impl WgpuComm {
             }
         }
         let shader = REDUCE_SLOTS_F32.spec().shader().map_err(Error::Shader)?;
+        let combine = COMBINE_SLOTS.spec().shader().map_err(Error::Shader)?;
         let mut members = Vec::new();
         let mut check_layouts = Vec::new();
+        let mut combine_kernel = 0;
         for (i, (d, q)) in devices.iter().enumerate() {
-            let m = EmbeddedMember::new(d, q, &shader)
+            let mut m = EmbeddedMember::new(d, q, &shader)
                 .map_err(|e| Error::native(&format!("wgpu device {i}"), e))?;
+            combine_kernel =
+                m.add_kernel(&combine).map_err(|e| Error::native(&format!("wgpu device {i}"), e))?;
             members.push(m);
             check_layouts.push(d.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
                 label: Some("crossgpu buffer check"),
@@ -186,6 +201,7 @@ impl WgpuComm {
             round: 0,
             bridge,
             poisoned: None,
+            combine_kernel,
             members,
         })
     }
@@ -289,13 +305,7 @@ impl WgpuComm {
     /// A sum whose slots would not fit the devices' `maxStorageBufferRange` goes in chunks,
     /// one round each (every range is checked before the first is submitted).
     pub fn all_reduce_ranges(&mut self, ranges: &[(&wgpu::Buffer, u64)], len_f32: usize) -> Result<()> {
-        if let Some(p) = &self.poisoned {
-            return Err(Error::Poisoned("WgpuComm".into(), p.clone()));
-        }
-        if let Some(e) = self.bridge.error() {
-            self.poisoned = Some(e.to_string());
-            return Err(Error::Poisoned("WgpuComm".into(), e.to_string()));
-        }
+        self.check_healthy()?;
         if ranges.len() != self.members.len() {
             return Err(Error::LengthMismatch {
                 what: "all_reduce buffers (one per member)".into(),
@@ -306,24 +316,7 @@ impl WgpuComm {
         if len_f32 == 0 {
             return Ok(());
         }
-        // A round's phase B binds both entries of the slots (Vulkan's `maxStorageBufferRange`)
-        // and each buffer's range (also the wgpu device's `max_storage_buffer_binding_size`):
-        // the chunk is what fits both, a multiple of the import alignment (so that chunks
-        // start at aligned offsets).
-        let align = self.members.iter().map(|m| m.min_import_alignment()).fold(4096, u64::max);
-        let max = self.members.iter().map(|m| m.max_storage_buffer_range()).min().unwrap_or(0);
-        let wgpu_max =
-            self.devices.iter().map(|d| d.limits().max_storage_buffer_binding_size).min().unwrap_or(0);
-        let align_words = align / 4;
-        let chunk = crate::comm::slots::capacity_within(max / 2, self.members.len(), align)
-            .min(wgpu_max / 4 / align_words * align_words)
-            .min(u64::from(u32::MAX) / 8 / align_words * align_words) as usize;
-        if chunk == 0 {
-            return Err(Error::Unsupported(format!(
-                "the devices bind at most {max} bytes, too few for the slots of {} members",
-                self.members.len()
-            )));
-        }
+        let chunk = self.chunk_words()?;
         let chunks: Vec<(usize, usize)> =
             (0..len_f32).step_by(chunk).map(|start| (start, chunk.min(len_f32 - start))).collect();
         for (i, &(b, offset)) in ranges.iter().enumerate() {
@@ -337,6 +330,45 @@ impl WgpuComm {
             self.submit_round(&sub, len)?;
         }
         Ok(())
+    }
+
+    /// An error if an earlier call failed (or the bridge did since).
+    fn check_healthy(&self) -> Result<()> {
+        if let Some(p) = &self.poisoned {
+            return Err(Error::Poisoned("WgpuComm".into(), p.clone()));
+        }
+        if let Some(e) = self.bridge.error() {
+            return Err(Error::Poisoned("WgpuComm".into(), e.to_string()));
+        }
+        Ok(())
+    }
+
+    /// The most 32-bit words one round carries per member. A round's phase B binds both
+    /// entries of the slots (Vulkan's `maxStorageBufferRange`) and a range of each buffer
+    /// (also the wgpu device's `max_storage_buffer_binding_size`): the chunk is what fits both,
+    /// a multiple of the import alignment (so that chunks start at aligned offsets).
+    fn chunk_words(&self) -> Result<usize> {
+        let align = self.members.iter().map(|m| m.min_import_alignment()).fold(4096, u64::max);
+        let max = self.members.iter().map(|m| m.max_storage_buffer_range()).min().unwrap_or(0);
+        let wgpu_max =
+            self.devices.iter().map(|d| d.limits().max_storage_buffer_binding_size).min().unwrap_or(0);
+        let align_words = align / 4;
+        // Less one alignment, for a range that starts up to that far into its binding.
+        let chunk = crate::comm::slots::capacity_within(max / 2, self.members.len(), align)
+            .min(wgpu_max.saturating_sub(align) / 4 / align_words * align_words)
+            .min(u64::from(u32::MAX) / 8 / align_words * align_words) as usize;
+        if chunk == 0 {
+            return Err(Error::Unsupported(format!(
+                "the devices bind at most {max} bytes, too few for the slots of {} members",
+                self.members.len()
+            )));
+        }
+        Ok(chunk)
+    }
+
+    /// Member `i`'s device's `minStorageBufferOffsetAlignment`.
+    fn storage_offset_align(&self, i: usize) -> u64 {
+        u64::from(self.devices[i].limits().min_storage_buffer_offset_alignment).max(4)
     }
 
     /// One round over checked ranges whose slots fit the devices' bindings.

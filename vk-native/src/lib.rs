@@ -44,7 +44,7 @@ pub use buffer::GpuUse;
 pub use buffer::{Buffer, BufferId, BufferUsage, GpuBuffer, StagingBuffer};
 pub use command::{Recorder, Replay, SubmitInfo, DEFAULT_MAX_PENDING};
 pub use device::{Device, DeviceId};
-pub use embed::{request_wgpu_device, EmbeddedMember, EmbeddedSlots};
+pub use embed::{request_wgpu_device, BufferRange, EmbeddedDispatch, EmbeddedMember, EmbeddedSlots};
 pub use error::{NativeError, Result};
 pub use host::{HostAllocation, ImportedBuffer};
 pub use instance::{AdapterInfo, Capabilities, DeviceType, Instance, InstanceOptions};

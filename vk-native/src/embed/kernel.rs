@@ -1,4 +1,4 @@
-//! The member's compute kernel ([`HalKernel`]): its interface checked, its wgpu-hal pipeline
+//! A member's compute kernels ([`HalKernel`]): the interface checked, the wgpu-hal pipeline
 //! objects made and destroyed on the borrowed device.
 
 use std::sync::Arc;
@@ -11,14 +11,20 @@ use crate::shader::{BindingKind, Shader};
 pub(super) struct HalKernel {
     pub(super) objects: PipelineObjects,
     pub(super) immediate_bytes: u32,
+    /// The application buffers it binds after the slots (bindings 1 ..).
+    pub(super) buffers: usize,
 }
 
 pub(super) fn make_kernel(shared: &Arc<Shared>, shader: &Shader) -> Result<HalKernel> {
     let i = shader.interface();
     let kinds: Vec<BindingKind> = i.bindings.iter().map(|b| b.kind).collect();
-    if kinds != [BindingKind::StorageRead, BindingKind::StorageReadWrite] {
+    let rest_read = kinds.iter().skip(2).all(|&k| k == BindingKind::StorageRead);
+    if kinds.len() < 2
+        || kinds[..2] != [BindingKind::StorageRead, BindingKind::StorageReadWrite]
+        || !rest_read
+    {
         return Err(NativeError::Unsupported(format!(
-            "kernel {}: an embedded member's kernel binds (storage read, storage read_write), not {kinds:?}",
+            "kernel {}: an embedded member's kernel binds (storage read, storage read_write, storage read ...), not {kinds:?}",
             shader.label()
         )));
     }
@@ -32,10 +38,10 @@ pub(super) fn make_kernel(shared: &Arc<Shared>, shader: &Shader) -> Result<HalKe
     // SAFETY: the guard only lends the wgpu-hal device for the call.
     let d = unsafe { shared.device.as_hal::<VkApi>() }
         .ok_or_else(|| NativeError::Unsupported("not a Vulkan device".into()))?;
-    // SAFETY: the shader's SPIR-V is naga's; its interface is the two bindings checked above;
+    // SAFETY: the shader's SPIR-V is naga's; its interface is the bindings checked above;
     // `destroy_kernel` destroys the objects on this device.
     let objects = unsafe { PipelineObjects::new(&d, shader)? };
-    Ok(HalKernel { objects, immediate_bytes: i.immediate_bytes() })
+    Ok(HalKernel { objects, immediate_bytes: i.immediate_bytes(), buffers: kinds.len() - 1 })
 }
 
 pub(super) fn destroy_kernel(shared: &Shared, k: &mut HalKernel) {

@@ -12,7 +12,7 @@ use wgpu_hal::Device as _;
 
 use super::kernel::destroy_kernel;
 use super::shared::VkApi;
-use super::{EmbeddedMember, Pending};
+use super::EmbeddedMember;
 use crate::error::{NativeError, Result};
 
 impl EmbeddedMember {
@@ -27,17 +27,20 @@ impl EmbeddedMember {
             .map_err(|e| NativeError::Unsupported(format!("wgpu device poll: {e}")))?;
         while self.pending.front().is_some_and(|p| p.done.load(Ordering::Acquire)) {
             let mut p = self.pending.pop_front().expect("checked");
-            self.destroy_bind_group(&mut p);
+            self.destroy_bind_groups(&mut p.bind_groups);
         }
         Ok(())
     }
 
-    /// Destroys the bind group of a submission that completed (or never was submitted).
-    fn destroy_bind_group(&self, p: &mut Pending) {
-        if let Some(bg) = p.bind_group.take() {
-            // SAFETY: as in `make_kernel`.
-            if let Some(d) = unsafe { self.shared.device.as_hal::<VkApi>() } {
-                // SAFETY: the submission that used it completed (wgpu said so).
+    /// Destroys the bind groups of a submission that completed (or never was submitted).
+    pub(super) fn destroy_bind_groups(&self, groups: &mut Vec<wgpu_hal::vulkan::BindGroup>) {
+        if groups.is_empty() {
+            return;
+        }
+        // SAFETY: as in `make_kernel`.
+        if let Some(d) = unsafe { self.shared.device.as_hal::<VkApi>() } {
+            for bg in groups.drain(..) {
+                // SAFETY: the submission that used it completed (wgpu said so), or never ran.
                 unsafe { d.destroy_bind_group(bg) };
             }
         }
@@ -81,8 +84,10 @@ impl Drop for EmbeddedMember {
         let mut pending = std::mem::take(&mut self.pending);
         for p in pending.iter_mut() {
             // The work completed (waited above) or the device is idle.
-            self.destroy_bind_group(p);
+            self.destroy_bind_groups(&mut p.bind_groups);
         }
-        destroy_kernel(&self.shared, &mut self.kernel);
+        for k in &mut self.kernels {
+            destroy_kernel(&self.shared, k);
+        }
     }
 }

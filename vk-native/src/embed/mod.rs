@@ -8,11 +8,12 @@
 //! - `shared.rs`: what a member needs from its wgpu device, read once ([`Shared`]).
 //! - `open.rs`: [`request_wgpu_device`], a wgpu device opened with the interop extensions.
 //! - `slots.rs`: host memory imported into the device ([`EmbeddedSlots`]).
-//! - `kernel.rs`: the member's compute kernel, made on the borrowed device.
+//! - `kernel.rs`: the member's compute kernels, made on the borrowed device.
 //! - `claim.rs`: the application's buffer checked by wgpu before any raw command names it.
 //! - `submit.rs`: how every command buffer is recorded, ordered and submitted.
-//! - `work.rs`: the two kinds of work, [`EmbeddedMember::submit_copy`] and
-//!   [`EmbeddedMember::submit_kernel`].
+//! - `work.rs`: the kinds of work: [`EmbeddedMember::submit_copy`], kernels
+//!   ([`EmbeddedMember::submit_kernel`], [`EmbeddedMember::submit_dispatches`]) and a bare
+//!   wait or signal ([`EmbeddedMember::submit_marker`]).
 //! - `lifetimes.rs`: what a submission keeps alive, released when wgpu reports it done.
 
 mod claim;
@@ -37,16 +38,17 @@ use kernel::{make_kernel, HalKernel};
 pub use open::request_wgpu_device;
 use shared::Shared;
 pub use slots::EmbeddedSlots;
+pub use work::{BufferRange, EmbeddedDispatch};
 
 struct Pending {
     /// wgpu's index of the submission, and whether wgpu reported it done.
     index: wgpu::SubmissionIndex,
     done: Arc<AtomicBool>,
-    bind_group: Option<wgpu_hal::vulkan::BindGroup>,
-    _buffer: wgpu::Buffer,
-    _slots: EmbeddedSlots,
-    /// The timeline the submission waits on or signals.
-    _timeline: TimelineSemaphore,
+    bind_groups: Vec<wgpu_hal::vulkan::BindGroup>,
+    _buffers: Vec<wgpu::Buffer>,
+    _slots: Option<EmbeddedSlots>,
+    /// The timelines the submission waits on or signals.
+    _timelines: Vec<TimelineSemaphore>,
 }
 
 /// One application wgpu device (and its queue), borrowed: host memory imported into it,
@@ -56,7 +58,8 @@ struct Pending {
 /// signalling the timelines it is given. What the work means (the all-reduce's phases) is
 /// `crossgpu::embed`'s.
 pub struct EmbeddedMember {
-    kernel: HalKernel,
+    /// The member's kernels: the one it was made with (0), then [`EmbeddedMember::add_kernel`]'s.
+    kernels: Vec<HalKernel>,
     pending: VecDeque<Pending>,
     shared: Arc<Shared>,
 }
@@ -78,7 +81,15 @@ impl EmbeddedMember {
     pub fn new(device: &wgpu::Device, queue: &wgpu::Queue, shader: &Shader) -> Result<Self> {
         let shared = Shared::new(device, queue)?;
         let kernel = make_kernel(&shared, shader)?;
-        Ok(Self { kernel, pending: VecDeque::new(), shared })
+        Ok(Self { kernels: vec![kernel], pending: VecDeque::new(), shared })
+    }
+
+    /// Adds another kernel, of the interface [`EmbeddedMember::new`]'s takes or with more
+    /// read-only storage buffers after it (bindings 2 ..), and returns its index for
+    /// [`EmbeddedMember::submit_dispatches`] (the kernel `new` made is 0).
+    pub fn add_kernel(&mut self, shader: &Shader) -> Result<usize> {
+        self.kernels.push(make_kernel(&self.shared, shader)?);
+        Ok(self.kernels.len() - 1)
     }
 
     /// The adapter's name.

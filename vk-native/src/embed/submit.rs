@@ -17,7 +17,7 @@ use super::shared::{Shared, VkApi};
 use crate::error::{NativeError, Result};
 use crate::semaphore::TimelineSemaphore;
 
-fn global_barrier(
+pub(super) fn global_barrier(
     raw: &ash::Device,
     cmd: vk::CommandBuffer,
     src_stage: vk::PipelineStageFlags,
@@ -33,7 +33,7 @@ fn global_barrier(
     };
 }
 
-const ALL_ACCESS: vk::AccessFlags = vk::AccessFlags::from_raw(
+pub(super) const ALL_ACCESS: vk::AccessFlags = vk::AccessFlags::from_raw(
     vk::AccessFlags::MEMORY_READ.as_raw()
         | vk::AccessFlags::MEMORY_WRITE.as_raw()
         | vk::AccessFlags::HOST_READ.as_raw()
