@@ -67,12 +67,12 @@ struct Member {
 /// ```
 pub struct Comm {
     // Before `members`: the communicator's drop waits for its GPU work on their devices.
-    wgpu: WgpuComm,
+    pub(crate) wgpu: WgpuComm,
     members: Vec<Member>,
     /// The most f32 one all-reduce of gradients carries ([`Comm::set_bucket_elements`]).
     pub(crate) bucket_elements: usize,
     /// Tensors copied before their sum because their memory was shared or strided.
-    copied: u64,
+    pub(crate) copied: u64,
 }
 
 impl std::fmt::Debug for Comm {
@@ -183,6 +183,11 @@ impl Comm {
     /// burn's device of `member`. Panics if there is no such member (an index, like a slice's).
     pub fn device(&self, member: usize) -> &Device {
         &self.members[member].burn
+    }
+
+    /// cubecl's device of `member`.
+    pub(crate) fn cube(&self, member: usize) -> &WgpuDevice {
+        &self.members[member].cube
     }
 
     /// The adapter name of each member, in member order.

@@ -30,8 +30,9 @@ pub enum Error {
         /// The number of tensors given.
         got: usize,
     },
-    /// A tensor of another dtype than f32 (the all-reduce sums f32 on the f32 wire).
-    #[error("member {member}'s tensor is {got:?}; crossgpu all-reduces f32 tensors")]
+    /// A tensor of a dtype the call does not take: [`Comm::all_reduce`](crate::Comm::all_reduce)
+    /// sums f32; the other collectives take f32, f16 or bf16, one dtype for all members.
+    #[error("member {member}'s tensor is {got:?}; all_reduce sums f32, the other collectives take f32, f16 or bf16 (member 0's dtype)")]
     DType {
         /// The member.
         member: usize,

@@ -1,5 +1,6 @@
 //! crossgpu for burn: burn tensors on several wgpu devices — GPUs of any vendor, lavapipe —
-//! summed across them by crossgpu's all-reduce, in place, in their own GPU memory.
+//! summed (and gathered, scattered, broadcast) across them by crossgpu's collectives, in their
+//! own GPU memory.
 //!
 //! burn's collectives have no Vulkan transport and cubecl's exist only on CUDA; this crate
 //! gives burn's wgpu backend a tensor all-reduce across devices:
@@ -7,6 +8,10 @@
 //! - [`Comm`] opens one device per member with the extensions crossgpu needs, hands each to
 //!   burn's wgpu runtime (cubecl-wgpu's `try_init_device`), and sums one f32 tensor per member
 //!   ([`Comm::all_reduce`]), every member ending with bitwise the same result;
+//! - the other collectives, on f32, f16 and bf16 tensors: [`Comm::all_reduce_op`] with any
+//!   [`ReduceOp`] (burn-collective's sum and mean are `Sum` and `Avg`), [`Comm::broadcast`],
+//!   [`Comm::reduce`] to a root, [`Comm::all_gather`] and [`Comm::reduce_scatter`] along the
+//!   first dimension — every member's result bitwise the same;
 //! - [`Comm::all_reduce_grads`] sums the gradients of data-parallel replicas of a model, for
 //!   burn's optimizers;
 //! - [`tp`] holds column- and row-parallel linear layers as burn modules.
@@ -35,6 +40,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod collectives;
 mod comm;
 mod data_parallel;
 mod error;
@@ -43,4 +49,5 @@ pub mod tp;
 pub use burn;
 pub use comm::Comm;
 pub use comm::BUCKET_ELEMENTS;
+pub use crossgpu::ReduceOp;
 pub use error::{Error, Result};
