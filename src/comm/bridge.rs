@@ -79,6 +79,11 @@ impl HostBridge {
         self.shared.wake.notify_all();
     }
 
+    /// The highest round [`HostBridge::submitted`] was told of.
+    pub(crate) fn last_submitted(&self) -> u64 {
+        self.shared.lock().submitted
+    }
+
     /// Why the bridge stopped releasing rounds, if it failed.
     pub(crate) fn error(&self) -> Option<Error> {
         self.shared.lock().error.clone()

@@ -41,9 +41,10 @@ impl<'a> WgpuTensor<'a> {
         Self { buffer, offset: 0, len, dtype }
     }
 
-    /// The bytes from `offset` to the end of the tensor's last word.
+    /// The bytes from `offset` to the end of the tensor's last word (saturating: a length no
+    /// buffer holds is refused by [`WgpuComm`]'s checks before it is used).
     fn word_bytes(&self) -> u64 {
-        (self.len.div_ceil(per_word(self.dtype)) * 4) as u64
+        (self.len.div_ceil(per_word(self.dtype)) as u64).saturating_mul(4)
     }
 }
 
@@ -126,6 +127,16 @@ impl WgpuComm {
                         t.offset
                     )));
                 }
+                if t.offset.checked_add(t.word_bytes()).is_none_or(|end| end > t.buffer.size()) {
+                    return Err(Error::LengthMismatch {
+                        what: format!(
+                            "{name} {what} {i} (bytes of its buffer, to the end of its last word from byte {})",
+                            t.offset
+                        ),
+                        expected: t.offset.saturating_add(t.word_bytes()) as usize,
+                        got: t.buffer.size() as usize,
+                    });
+                }
                 if t.len > 0 {
                     self.check_tensor(i, t)?;
                 }
@@ -174,6 +185,9 @@ impl WgpuComm {
         }
         let per = per_word(dtype);
         let chunk = self.chunk_words()? * per;
+        // The slots for the largest round, before anything is submitted (a failure here
+        // writes nothing and does not poison).
+        self.ensure_slots(chunk.min(extent).div_ceil(per))?;
         for c0 in (0..extent).step_by(chunk) {
             let spec = c.round(&send_lens, &recv_lens, c0, chunk.min(extent - c0));
             self.exchange_round(dtype, &spec, send, recv)
@@ -196,8 +210,8 @@ impl WgpuComm {
         let (layout, imports) = (slots.layout, slots.imports.clone());
         let round = self.round + 1;
         let half = round % 2;
-        // From here on a failure leaves a round half submitted: the caller poisons.
-        self.round = round;
+        // From here on a failure leaves a round half submitted: the caller poisons. The round
+        // counts (for `synchronize` and `Drop`) once the bridge has it.
         for (i, m) in self.members.iter_mut().enumerate() {
             let signal = (&self.done[i], round);
             let r = match spec.sends[i].filter(|s| s.n > 0) {
@@ -218,6 +232,7 @@ impl WgpuComm {
             r.map_err(|e| Error::native(&format!("member {i}"), e))?;
         }
         self.bridge.submitted(round);
+        self.round = round;
         let offset = layout.region_bytes(0, half) / 4;
         let slot_bytes = (offset + layout.members * layout.stride) * 4;
         let scale = 1.0 / self.members.len() as f32;

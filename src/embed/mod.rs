@@ -431,7 +431,11 @@ impl WgpuComm {
             // A partly submitted round cannot be completed or undone safely.
             self.poisoned = Some(e.to_string());
         }
-        self.round = round;
+        // The round counts (for `synchronize` and `Drop`) once the bridge has it: a phase A
+        // that failed part way leaves copies that wait on nothing, and no phase B.
+        if self.bridge.last_submitted() >= round {
+            self.round = round;
+        }
         r
     }
 

@@ -225,10 +225,11 @@ fn run_checked(
     }
     // The send tensor in the first 300 + n words of the pool, the receive tensor after them.
     let in_place = matches!(call, Call::AllReduce(_) | Call::Broadcast(_) | Call::Reduce(..));
-    let needed = if in_place { 300 + n } else { 600 + 2 * n + 1 };
+    let words = n.div_ceil(if half(dtype) { 2 } else { 1 });
+    let needed = if in_place { 300 + words } else { 600 + 2 * words + 1 };
     assert!(needed <= pools[0].words.len(), "the pools hold the tensors");
     let send_at: Vec<u64> = (0..m).map(|_| offset(rng, 300)).collect();
-    let recv_at: Vec<u64> = (0..m).map(|_| 4 * (300 + n as u64 + 1) + offset(rng, 300)).collect();
+    let recv_at: Vec<u64> = (0..m).map(|_| 4 * (300 + words as u64 + 1) + offset(rng, 300)).collect();
     let send_lens: Vec<usize> = match call {
         Call::AllGather => shares(rng, m, n),
         _ => vec![n; m],
@@ -335,19 +336,25 @@ fn every_collective_on_application_buffers_follows_the_rules_bit_for_bit() {
     assert_no_wgpu_errors();
 }
 
-/// A collective larger than a binding goes in rounds: a broadcast and a max of f32 past the
-/// wgpu device's `max_storage_buffer_binding_size`, at an offset, exact.
+/// A collective larger than a binding goes in rounds: a broadcast, a max and a reduce of f32
+/// past the wgpu device's `max_storage_buffer_binding_size`, and an f16 reduce-scatter and
+/// all-gather of several rounds with odd segments, at offsets, exact.
 #[test]
 fn collectives_larger_than_a_binding_go_in_rounds() {
     let probe = pools(1, 1);
     let max = probe[0].device.limits().max_storage_buffer_binding_size as usize;
     drop(probe);
     let n = max / 4 + 12_345;
-    let mut pools = pools(2, n + 300);
+    let mut pools = pools(2, n + 700);
     let mut comm = comm(&pools);
     let mut rng = common::rng(0xB16);
-    for call in [Call::Broadcast(1), Call::AllReduce(ReduceOp::Max)] {
+    for call in [Call::Broadcast(1), Call::AllReduce(ReduceOp::Max), Call::Reduce(0, ReduceOp::Sum)] {
         run_checked(&mut pools, &mut comm, &mut rng, call, DType::F32, n);
+    }
+    // Half as many bytes per tensor, send and receive in the same pool: still several rounds.
+    let halves = n / 2 * 2 + 1;
+    for call in [Call::ReduceScatter(ReduceOp::Sum), Call::AllGather] {
+        run_checked(&mut pools, &mut comm, &mut rng, call, DType::F16, halves);
     }
     drop(comm);
     assert_no_wgpu_errors();

@@ -77,6 +77,12 @@ impl Comm {
     /// allgatherv, the others must match). The inputs are not changed.
     pub fn all_gather<const D: usize>(&mut self, tensors: Vec<Tensor<D>>) -> Result<Vec<Tensor<D>>> {
         self.check_all("all_gather", &tensors, false)?;
+        if D == 0 {
+            return Err(crossgpu::Error::InvalidArgument(
+                "all_gather of scalars: gather tensors of rank 1 or more".into(),
+            )
+            .into());
+        }
         let mut shape = tensors[0].dims();
         shape[0] = tensors.iter().map(|t| t.dims()[0]).sum();
         let send = self.contiguous(tensors)?;
@@ -221,6 +227,18 @@ impl Comm {
                 .client
                 .get_resource::<WgpuServer<AutoCompiler>>(p.handle.clone())
                 .map_err(|e| runtime(&e))?;
+            // The handle must hold the tensor's every element, or a collective would reach into
+            // a neighbouring allocation. (An f16 tensor of odd length ends inside a word whose
+            // other half the kernel writes back unchanged; cubecl starts every allocation at
+            // an aligned offset, so no other tensor starts inside it either.)
+            let bytes = p.meta.num_elements() * if p.dtype == BurnDType::F32 { 4 } else { 2 };
+            if r.resource().size < bytes as u64 {
+                return Err(runtime(&format!(
+                    "the tensor's memory holds {} bytes, its {} elements need {bytes}",
+                    r.resource().size,
+                    p.meta.num_elements(),
+                )));
+            }
             p.client.flush().map_err(|e| runtime(&e))?;
             held.push(r);
         }

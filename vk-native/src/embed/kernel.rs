@@ -13,6 +13,8 @@ pub(super) struct HalKernel {
     pub(super) immediate_bytes: u32,
     /// The application buffers it binds after the slots (bindings 1 ..).
     pub(super) buffers: usize,
+    /// The fewest bytes each of those bindings may hold (one element, or the whole struct).
+    pub(super) min_bytes: Vec<u64>,
 }
 
 pub(super) fn make_kernel(shared: &Arc<Shared>, shader: &Shader) -> Result<HalKernel> {
@@ -41,7 +43,8 @@ pub(super) fn make_kernel(shared: &Arc<Shared>, shader: &Shader) -> Result<HalKe
     // SAFETY: the shader's SPIR-V is naga's; its interface is the bindings checked above;
     // `destroy_kernel` destroys the objects on this device.
     let objects = unsafe { PipelineObjects::new(&d, shader)? };
-    Ok(HalKernel { objects, immediate_bytes: i.immediate_bytes(), buffers: kinds.len() - 1 })
+    let min_bytes = i.bindings.iter().skip(1).map(|b| b.min_bytes).collect();
+    Ok(HalKernel { objects, immediate_bytes: i.immediate_bytes(), buffers: kinds.len() - 1, min_bytes })
 }
 
 pub(super) fn destroy_kernel(shared: &Shared, k: &mut HalKernel) {

@@ -68,17 +68,22 @@ impl Drop for EmbeddedMember {
         // Pending work uses our pipeline and bind groups: wait for it. The caller signalled
         // every timeline it submitted a wait for, so this terminates.
         let start = Instant::now();
-        while !matches!(self.wait_idle(1_000_000_000), Ok(true) | Err(_)) {
-            log::warn!(
-                "crossgpu embed: waiting for {} to finish ({} s)",
-                self.shared.name,
-                start.elapsed().as_secs()
-            );
-            if start.elapsed() >= Duration::from_secs(60) {
-                log::error!("crossgpu embed: giving up; waiting for the device to go idle");
-                // SAFETY: last resort; wgpu does not submit from our thread meanwhile.
-                let _ = unsafe { self.shared.raw.device_wait_idle() };
-                break;
+        loop {
+            match self.wait_idle(1_000_000_000) {
+                Ok(true) => break,
+                Ok(false) if start.elapsed() < Duration::from_secs(60) => log::warn!(
+                    "crossgpu embed: waiting for {} to finish ({} s)",
+                    self.shared.name,
+                    start.elapsed().as_secs()
+                ),
+                // Out of time, or wgpu's poll failed (the work's state unknown): the device
+                // itself must go idle before its objects go.
+                _ => {
+                    log::error!("crossgpu embed: waiting for {} to go idle", self.shared.name);
+                    // SAFETY: last resort; wgpu does not submit from our thread meanwhile.
+                    let _ = unsafe { self.shared.raw.device_wait_idle() };
+                    break;
+                }
             }
         }
         let mut pending = std::mem::take(&mut self.pending);

@@ -118,6 +118,14 @@ impl EmbeddedMember {
         EmbeddedSlots::import(&self.shared, host)
     }
 
+    /// Refuses slots imported into another device (their buffer would be meaningless here).
+    fn check_slots(&self, slots: &EmbeddedSlots) -> Result<()> {
+        if !slots.is_of(&self.shared) {
+            return Err(NativeError::Unsupported("slots imported into another device".into()));
+        }
+        Ok(())
+    }
+
     /// Refuses a timeline semaphore of another device (its raw handle would be meaningless here).
     fn check_own(&self, sem: &TimelineSemaphore) -> Result<()> {
         if sem.raw_device_handle() != self.shared.raw.handle() {

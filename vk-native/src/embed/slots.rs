@@ -57,6 +57,11 @@ impl EmbeddedSlots {
         })))
     }
 
+    /// Whether these slots were imported into the device `s` describes.
+    pub(super) fn is_of(&self, s: &Shared) -> bool {
+        self.0.shared.raw.handle() == s.raw.handle()
+    }
+
     pub(super) fn hal(&self) -> &wgpu_hal::vulkan::Buffer {
         self.0.hal.as_ref().expect("alive")
     }

@@ -34,6 +34,7 @@ impl EmbeddedMember {
         signal: (&TimelineSemaphore, u64),
     ) -> Result<()> {
         self.check_own(signal.0)?;
+        self.check_slots(slots)?;
         self.recycle()?;
         let size = NonZeroU64::new(bytes).ok_or_else(|| NativeError::Unsupported("empty copy".into()))?;
         let in_buffer = offset.checked_add(bytes).is_some_and(|end| end <= buffer.size());
@@ -140,6 +141,7 @@ impl EmbeddedMember {
         if let Some((sem, _)) = wait {
             self.check_own(sem)?;
         }
+        self.check_slots(slots)?;
         self.recycle()?;
         let k = self.kernels.get(kernel).ok_or_else(|| {
             NativeError::Unsupported(format!("kernel {kernel}: the member has {}", self.kernels.len()))
@@ -259,10 +261,15 @@ impl EmbeddedMember {
                 d.buffers.len()
             )));
         }
-        for r in &d.buffers {
+        for (r, &min) in d.buffers.iter().zip(&k.min_bytes) {
             let inside = r.offset.checked_add(r.bytes).is_some_and(|end| end <= r.buffer.size());
-            if r.bytes == 0 || !inside {
-                return Err(NativeError::Unsupported("kernel bindings out of range".into()));
+            if r.bytes == 0 || r.bytes < min || !inside {
+                return Err(NativeError::Unsupported(format!(
+                    "kernel binding of {} bytes at byte {} (at least {min} bytes, inside the buffer's {})",
+                    r.bytes,
+                    r.offset,
+                    r.buffer.size()
+                )));
             }
             if !r.buffer.usage().contains(wgpu::BufferUsages::STORAGE) {
                 return Err(NativeError::Unsupported("the buffer lacks STORAGE usage".into()));
