@@ -76,6 +76,11 @@ pub struct DecodeArgs {
     /// The draws' seed.
     #[arg(long, default_value_t = 0)]
     pub draw_seed: u64,
+    /// The GPU's best device-local copy, GB/s read + written, measured elsewhere (CUDA's:
+    /// `scripts/gpu-machine/cuda_copy.py`): the weight streaming is printed against it too,
+    /// beside the Vulkan copy kernel measured here.
+    #[arg(long)]
+    pub copy_bound_gbps: Option<f64>,
 }
 
 impl DecodeArgs {
@@ -132,13 +137,13 @@ pub fn run_decode(
     show: bool,
 ) -> CliResult<DecodeReport> {
     // What a weight-streaming kernel can reach on each member, measured before the weights take
-    // the memory: the copy kernel over two buffers (16 MiB on a CPU device, 256 MiB on a GPU).
+    // the memory: the copy kernel over two buffers (1 MiB on a CPU device, 256 MiB on a GPU).
     let copy_gbps = group
         .members()
         .iter()
         .map(|m| {
             let bytes =
-                if m.adapter().device_type == crossgpu::DeviceType::Cpu { 16 << 20 } else { 256 << 20 };
+                if m.adapter().device_type == crossgpu::DeviceType::Cpu { 1 << 20 } else { 256 << 20 };
             // Twice, the best median: the first runs on a GPU still clocking up.
             let first = crossgpu::bench::limits::copy_kernel_gbps(m, bytes, 8)?.median;
             crossgpu::bench::limits::copy_kernel_gbps(m, bytes, 8).map(|s| s.median.max(first))
@@ -323,10 +328,14 @@ pub fn run_decode(
             (0..group.len())
                 .map(|i| {
                     let bytes = streamed[i];
+                    let rate = bytes * report.tokens_per_s;
+                    let bound = args.copy_bound_gbps.map_or(String::new(), |g| {
+                        format!(", {:.1}% of the given bound {}/s", 100.0 * rate / (g * 1e9), si_bytes(g * 1e9))
+                    });
                     format!(
-                        "member {i} {} at {}/s = {:.1}% of {}/s",
+                        "member {i} {} at {}/s = {:.1}% of {}/s{bound}",
                         si_bytes(bytes),
-                        si_bytes(bytes * report.tokens_per_s),
+                        si_bytes(rate),
                         report.weight_streaming_pct[i],
                         si_bytes(copy_gbps[i] * 1e9)
                     )

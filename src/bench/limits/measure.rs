@@ -10,7 +10,9 @@ use vk_native::{
 };
 
 use super::poll::poll_steps;
-use super::timing::{batch_rate, copy_kernel_rate, err, gated_chain, open_and_spin, Chain, RECORDED};
+use super::timing::{
+    batch_rate, copy_kernel_rate, err, gated_chain, one_per_thread, open_and_spin, Chain, RECORDED,
+};
 use crate::bench::{summarize, Summary};
 use crate::error::{Error, Result};
 use crate::group::Member;
@@ -169,7 +171,18 @@ pub fn measure(m: &Member, bytes: u64, reps: usize) -> Result<Limits> {
     let kernel = m.shared.pipelines.get(COPY_VEC4.kernel()?).map_err(&e)?;
     let groups = |words: u32| [(words as usize).div_ceil(256).clamp(1, 65_535) as u32, 1, 1];
     let mut kernel_rate = |src: &dyn GpuBuffer, dst: &dyn GpuBuffer, factor: f64| -> Result<Summary> {
-        copy_kernel_rate(&mut rec, &kernel, (src, dst), words, factor, reps, timeout).map_err(&e)
+        copy_kernel_rate(
+            &mut rec,
+            &kernel,
+            (src, dst),
+            words,
+            one_per_thread(words),
+            factor,
+            reps,
+            timeout,
+            false,
+        )
+        .map_err(&e)
     };
     let device_copy_kernel_gbps = kernel_rate(&a, &b, 2.0)?;
     let host_read_kernel_gbps = kernel_rate(&imported, &b, 1.0)?;

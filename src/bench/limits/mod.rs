@@ -15,4 +15,4 @@ mod timing;
 
 pub use measure::{measure, Limits, MIN_BYTES};
 pub use poll::relay_step;
-pub use timing::{copy_kernel_gbps, CHAIN, RECORDED};
+pub use timing::{copy_kernel_gbps, copy_variants, CopyVariant, CHAIN, RECORDED};

@@ -8,7 +8,9 @@ use vk_native::{Access, Buffer, BufferUsage, GpuBuffer, Recorder, SubmitInfo, Ti
 use crate::bench::{summarize, Summary};
 use crate::error::{Error, Result};
 use crate::group::Member;
-use crate::kernels::{CopyVec4Params, ImmediateWords, COPY_VEC4};
+use crate::kernels::{
+    CopyVec4Params, ImmediateWords, COPY_VEC4, COPY_VEC4_WG1024, COPY_VEC4_WG64, COPY_VEC4_X4,
+};
 
 /// Commands recorded per sample of the recording costs.
 pub const RECORDED: usize = 2000;
@@ -129,6 +131,40 @@ pub(super) fn timed(rec: &mut Recorder, timeout_ns: u64) -> vk_native::Result<f6
 /// Steps recorded per timed batch.
 pub(super) const STEPS: usize = 4;
 
+/// Steps per batch timed on the GPU ([`gpu_batch_rate`]).
+const GPU_STEPS: usize = 20;
+
+/// GB/s of `reps` batches of [`GPU_STEPS`] steps (each followed by the `barrier`) timed on the
+/// GPU, after one untimed: the sum of what each command added between timestamps written after
+/// every command (the recorder's profile), as CUDA events around a batch time it. Unlike
+/// [`batch_rate`], no submit and no host wake-up is inside the time. `None` where the device
+/// has no timestamps (then [`batch_rate`] is the measure).
+pub(super) fn gpu_batch_rate(
+    rec: &mut Recorder,
+    reps: usize,
+    timeout_ns: u64,
+    barrier: (Access, Access),
+    bytes_per_step: f64,
+    mut step: impl FnMut(&mut Recorder) -> vk_native::Result<()>,
+) -> vk_native::Result<Option<Summary>> {
+    if rec.start_profile(2 * GPU_STEPS as u32 + 4).is_err() {
+        return Ok(None);
+    }
+    let mut samples = Vec::new();
+    for rep in 0..reps + 1 {
+        for _ in 0..GPU_STEPS {
+            step(rec)?;
+            rec.barrier(barrier.0, barrier.1)?;
+        }
+        timed(rec, timeout_ns)?;
+        let ns: f64 = rec.take_profile()?.iter().map(|(_, t)| t).sum();
+        if rep > 0 && ns > 0.0 {
+            samples.push(GPU_STEPS as f64 * bytes_per_step / ns);
+        }
+    }
+    Ok(Some(summarize(&samples)))
+}
+
 /// GB/s of `reps` timed batches, after one untimed: each batch is [`STEPS`] steps recorded by
 /// `step`, each followed by the `barrier` (source and destination access), and moves
 /// `bytes_per_step` per step.
@@ -156,7 +192,8 @@ pub(super) fn batch_rate(
 
 /// The device-local copy kernel's rate on `m`'s device, in GB/s of bytes read plus written:
 /// `copy_vec4` between two buffers of `bytes` (clamped to what one binding covers), `reps`
-/// timed batches after a warm-up. What a kernel that streams weights can reach: the decode
+/// batches of 20 copies timed on the GPU (timestamps; host time around four where the device
+/// has none) after a warm-up. What a kernel that streams weights can reach: the decode
 /// reports its weight-streaming ratio against it.
 pub fn copy_kernel_gbps(m: &Member, bytes: u64, reps: usize) -> Result<Summary> {
     let e = err(m);
@@ -168,22 +205,106 @@ pub fn copy_kernel_gbps(m: &Member, bytes: u64, reps: usize) -> Result<Summary> 
     let b = Buffer::new(dev, bytes, usage, "copy rate b").map_err(&e)?;
     let mut rec = Recorder::new(dev, m.shared.queue_index).map_err(&e)?;
     let kernel = m.shared.pipelines.get(COPY_VEC4.kernel()?).map_err(&e)?;
-    copy_kernel_rate(&mut rec, &kernel, (&a, &b), (bytes / 16) as u32, 2.0, reps, timeout).map_err(&e)
+    let words = (bytes / 16) as u32;
+    copy_kernel_rate(&mut rec, &kernel, (&a, &b), words, one_per_thread(words), 2.0, reps, timeout, true)
+        .map_err(&e)
 }
 
-/// `copy_vec4` of `words` 16-byte words from `src` to `dst`, timed as [`batch_rate`] times a
-/// step; `factor` 2 counts bytes read and written (both sides device memory), 1 one side.
+/// Workgroups of 256 threads for one 16-byte word per thread (at most 65535; the kernels
+/// stride over the rest).
+pub(super) fn one_per_thread(words: u32) -> u32 {
+    (words as usize).div_ceil(256).clamp(1, 65_535) as u32
+}
+
+/// One way of copying device memory to device memory and its rate.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CopyVariant {
+    /// The kernel (or command) and its launch.
+    pub name: String,
+    /// Bytes read + written per second, GB/s.
+    pub gbps: Summary,
+}
+
+/// The device-local copy bound searched on `m`'s device (issue 33): `copy_vec4` (one 16-byte
+/// load and store per thread and step) with as many workgroups as words / 256 and with fixed
+/// "persistent" counts, `copy_vec4_x4` (four loads in flight per thread before its stores),
+/// `copy_vec4` with workgroups of 64 and 1024 threads, and vkCmdCopyBuffer, between two buffers of `bytes` (clamped to one binding), `reps` timed
+/// batches each after a warm-up.
+pub fn copy_variants(m: &Member, bytes: u64, reps: usize) -> Result<Vec<CopyVariant>> {
+    let e = err(m);
+    let dev = m.device();
+    let bytes = bytes.min(dev.info().caps.max_storage_buffer_range).max(4096) / 16 * 16;
+    let timeout = m.shared.timeout_ms * 1_000_000;
+    let usage = BufferUsage { copy_src: true, copy_dst: true };
+    let a = Buffer::new(dev, bytes, usage, "copy variants a").map_err(&e)?;
+    let b = Buffer::new(dev, bytes, usage, "copy variants b").map_err(&e)?;
+    let mut rec = Recorder::new(dev, m.shared.queue_index).map_err(&e)?;
+    let words = (bytes / 16) as u32;
+    let mut out = Vec::new();
+    for (handle, per_thread, name) in [(COPY_VEC4, 1u32, "copy_vec4"), (COPY_VEC4_X4, 4, "copy_vec4_x4")] {
+        let kernel = m.shared.pipelines.get(handle.kernel()?).map_err(&e)?;
+        let natural = one_per_thread(words.div_ceil(per_thread));
+        let mut launches = vec![(natural, format!("{name}, {natural} groups (one pass)"))];
+        for g in [264u32, 528, 1056, 2112, 4224, 8448, 16_896] {
+            if g < natural {
+                launches.push((g, format!("{name}, {g} groups (persistent)")));
+            }
+        }
+        for (groups, name) in launches {
+            let gbps = copy_kernel_rate(&mut rec, &kernel, (&a, &b), words, groups, 2.0, reps, timeout, true)
+                .map_err(&e)?;
+            out.push(CopyVariant { name, gbps });
+        }
+    }
+    // Other workgroup sizes, one word per thread and step, as many groups as that needs.
+    let sizes = [(COPY_VEC4_WG64, 64u32, "copy_vec4_wg64"), (COPY_VEC4_WG1024, 1024, "copy_vec4_wg1024")];
+    for (handle, threads, name) in sizes {
+        let kernel = m.shared.pipelines.get(handle.kernel()?).map_err(&e)?;
+        let groups = words.div_ceil(threads).clamp(1, 65_535);
+        let gbps = copy_kernel_rate(&mut rec, &kernel, (&a, &b), words, groups, 2.0, reps, timeout, true)
+            .map_err(&e)?;
+        out.push(CopyVariant { name: format!("{name}, {groups} groups of {threads}"), gbps });
+    }
+    let transfer = (Access::TRANSFER_WRITE, Access::TRANSFER_WRITE | Access::TRANSFER_READ);
+    let copy = |r: &mut Recorder| r.copy(&a, 0, &b, 0, bytes);
+    let gbps =
+        match gpu_batch_rate(&mut rec, reps, timeout, transfer, 2.0 * bytes as f64, copy).map_err(&e)? {
+            Some(rate) => rate,
+            None => batch_rate(&mut rec, reps, timeout, transfer, 2.0 * bytes as f64, copy).map_err(&e)?,
+        };
+    out.push(CopyVariant { name: "vkCmdCopyBuffer".into(), gbps });
+    Ok(out)
+}
+
+/// A copy kernel (`copy_vec4` or a variant of its interface) of `words` 16-byte words from
+/// `src` to `dst` in `groups` workgroups, timed as [`gpu_batch_rate`] times a step where
+/// `gpu_timed` and the device has timestamps (the recorder must be one that is not otherwise
+/// profiled), else as [`batch_rate`] does (host time around a submit of four steps); `factor`
+/// 2 counts bytes read and written (both sides device memory), 1 one side.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn copy_kernel_rate(
     rec: &mut Recorder,
     kernel: &vk_native::Kernel,
     (src, dst): (&dyn GpuBuffer, &dyn GpuBuffer),
     words: u32,
+    groups: u32,
     factor: f64,
     reps: usize,
     timeout_ns: u64,
+    gpu_timed: bool,
 ) -> vk_native::Result<Summary> {
     let group = kernel.bind(&[src, dst])?;
-    let groups = [(words as usize).div_ceil(256).clamp(1, 65_535) as u32, 1, 1];
+    let groups = [groups, 1, 1];
+    if gpu_timed {
+        let compute = (Access::COMPUTE_WRITE, Access::COMPUTE_WRITE | Access::COMPUTE_READ);
+        let bytes = factor * (words as u64 * 16) as f64;
+        let rate = gpu_batch_rate(rec, reps, timeout_ns, compute, bytes, |r| {
+            r.dispatch(&group, &CopyVec4Params { n: words }.words(), groups)
+        })?;
+        if let Some(rate) = rate {
+            return Ok(rate);
+        }
+    }
     let compute = (Access::COMPUTE_WRITE, Access::COMPUTE_WRITE | Access::COMPUTE_READ);
     batch_rate(rec, reps, timeout_ns, compute, factor * (words as u64 * 16) as f64, |r| {
         r.dispatch(&group, &CopyVec4Params { n: words }.words(), groups)

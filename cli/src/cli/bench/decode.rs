@@ -35,6 +35,7 @@ pub fn bench_decode(run: &mut Run) -> CliResult {
         top_k: 0,
         top_p: 1.0,
         draw_seed: 0,
+        copy_bound_gbps: None,
     };
     let mut decode_layouts: Vec<(String, usize)> = Vec::new();
     // One member per GPU unless --members asks for queue stand-ins: on one GPU they only

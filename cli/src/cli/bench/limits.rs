@@ -1,5 +1,5 @@
-//! `crossgpu bench limits`: copy bandwidths, semaphore round trip and submit cost on
-//! `--adapter`, and DevicePoll's relay without copies across `--adapter` and `--pair`.
+//! `crossgpu bench limits`: copy bandwidths (the device-local copy by kernel variant too),
+//! semaphore round trip and submit cost on `--adapter`, and DevicePoll's relay without copies across `--adapter` and `--pair`.
 
 use std::time::Instant;
 
@@ -27,6 +27,21 @@ pub fn bench_limits(run: &mut Run) -> CliResult {
         println!("  {what:<52} {:>9} {unit:<4}  ({}, {})", sig3(s.median), sig3(s.p10), sig3(s.p90));
     }
     run.r.limits.push(l);
+    run.save()?;
+    // The device-local copy bound searched by launch and kernel (issue 33), timed on the GPU;
+    // on a CPU device over 1 MiB at most (its copy is not what the search is about, and
+    // eleven variants of 16 MiB take minutes there).
+    let bytes = if run.cpu { run.s.limit_bytes.min(1 << 20) } else { run.s.limit_bytes };
+    let variants = limits::copy_variants(m, bytes, 5)?;
+    println!(
+        "  device-local copy by variant ({} buffers, read + written), median (p10, p90):",
+        fmt_bytes(bytes)
+    );
+    for v in &variants {
+        let s = &v.gbps;
+        println!("    {:<50} {:>9} GB/s  ({}, {})", v.name, sig3(s.median), sig3(s.p10), sig3(s.p90));
+    }
+    run.r.copy_variants = variants;
     run.save()?;
     if run.c.pair.is_empty() {
         let why = "relay step across two devices: no --pair (a second device) given";

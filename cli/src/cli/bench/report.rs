@@ -25,6 +25,8 @@ pub struct Report {
     /// The sizes this run used, given or picked for the device.
     pub settings: Settings,
     pub limits: Vec<Limits>,
+    /// The device-local copy by kernel variant and by vkCmdCopyBuffer, on `--adapter`.
+    pub copy_variants: Vec<crossgpu::bench::limits::CopyVariant>,
     /// DevicePoll's relay without copies, across `--adapter` and `--pair`.
     pub relay_steps: Vec<RelayStep>,
     pub allreduce: Vec<AllReducePoint>,
