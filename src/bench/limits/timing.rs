@@ -197,17 +197,26 @@ pub(super) fn batch_rate(
 /// reports its weight-streaming ratio against it.
 pub fn copy_kernel_gbps(m: &Member, bytes: u64, reps: usize) -> Result<Summary> {
     let e = err(m);
-    let dev = m.device();
-    let bytes = bytes.min(dev.info().caps.max_storage_buffer_range).max(4096) / 16 * 16;
+    let (bytes, a, b, mut rec) = copy_buffers(m, bytes, "copy rate")?;
     let timeout = m.shared.timeout_ms * 1_000_000;
-    let usage = BufferUsage { copy_src: true, copy_dst: true };
-    let a = Buffer::new(dev, bytes, usage, "copy rate a").map_err(&e)?;
-    let b = Buffer::new(dev, bytes, usage, "copy rate b").map_err(&e)?;
-    let mut rec = Recorder::new(dev, m.shared.queue_index).map_err(&e)?;
     let kernel = m.shared.pipelines.get(COPY_VEC4.kernel()?).map_err(&e)?;
     let words = (bytes / 16) as u32;
     copy_kernel_rate(&mut rec, &kernel, (&a, &b), words, one_per_thread(words), 2.0, reps, timeout, true)
         .map_err(&e)
+}
+
+/// The two device-local buffers a copy rate is measured between (`bytes` clamped to what one
+/// binding covers, at least 4 KiB, whole 16-byte words; named `label a` and `label b`), and a
+/// recorder of its own on `m`'s queue.
+fn copy_buffers(m: &Member, bytes: u64, label: &str) -> Result<(u64, Buffer, Buffer, Recorder)> {
+    let e = err(m);
+    let dev = m.device();
+    let bytes = bytes.min(dev.info().caps.max_storage_buffer_range).max(4096) / 16 * 16;
+    let usage = BufferUsage { copy_src: true, copy_dst: true };
+    let a = Buffer::new(dev, bytes, usage, &format!("{label} a")).map_err(&e)?;
+    let b = Buffer::new(dev, bytes, usage, &format!("{label} b")).map_err(&e)?;
+    let rec = Recorder::new(dev, m.shared.queue_index).map_err(&e)?;
+    Ok((bytes, a, b, rec))
 }
 
 /// Workgroups of 256 threads for one 16-byte word per thread (at most 65535; the kernels
@@ -228,17 +237,12 @@ pub struct CopyVariant {
 /// The device-local copy bound searched on `m`'s device (issue 33): `copy_vec4` (one 16-byte
 /// load and store per thread and step) with as many workgroups as words / 256 and with fixed
 /// "persistent" counts, `copy_vec4_x4` (four loads in flight per thread before its stores),
-/// `copy_vec4` with workgroups of 64 and 1024 threads, and vkCmdCopyBuffer, between two buffers of `bytes` (clamped to one binding), `reps` timed
-/// batches each after a warm-up.
+/// `copy_vec4` with workgroups of 64 and 1024 threads, and vkCmdCopyBuffer, between two buffers
+/// of `bytes` (clamped to one binding), `reps` timed batches each after a warm-up.
 pub fn copy_variants(m: &Member, bytes: u64, reps: usize) -> Result<Vec<CopyVariant>> {
     let e = err(m);
-    let dev = m.device();
-    let bytes = bytes.min(dev.info().caps.max_storage_buffer_range).max(4096) / 16 * 16;
+    let (bytes, a, b, mut rec) = copy_buffers(m, bytes, "copy variants")?;
     let timeout = m.shared.timeout_ms * 1_000_000;
-    let usage = BufferUsage { copy_src: true, copy_dst: true };
-    let a = Buffer::new(dev, bytes, usage, "copy variants a").map_err(&e)?;
-    let b = Buffer::new(dev, bytes, usage, "copy variants b").map_err(&e)?;
-    let mut rec = Recorder::new(dev, m.shared.queue_index).map_err(&e)?;
     let words = (bytes / 16) as u32;
     let mut out = Vec::new();
     for (handle, per_thread, name) in [(COPY_VEC4, 1u32, "copy_vec4"), (COPY_VEC4_X4, 4, "copy_vec4_x4")] {
