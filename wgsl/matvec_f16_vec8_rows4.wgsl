@@ -5,8 +5,10 @@
 
 const ROWS: u32 = 4u;
 const PAIRED: bool = false;
+const UNROLL: u32 = 1u;
 
 // #include "matvec_f16_rows.wgsl"
+// #include "matvec_f16_group.wgsl"
 
 @compute @workgroup_size(256)
 fn matvec_f16_vec8_rows4(

@@ -3,7 +3,7 @@
 //
 // Each workgroup of 256 computes two output rows as four dot products of 64 threads each
 // (gate r0, up r0, gate r1, up r1), with exactly the loads, additions and tree reduction of
-// matvec_f16_vec8_rows4 and the expression of silu_mul, so its result is bitwise that of those
+// matvec_f16_vec8_rows4(_x4) and the expression of silu_mul, so its result is bitwise that of those
 // two kernels run one after the other (tests/kernels.rs checks it); it saves the second product's
 // and silu_mul's dispatches and the round trip of gate and up through memory.
 
@@ -22,6 +22,17 @@ var<immediate> p: GateUpParams;
 
 var<workgroup> partial: array<f32, 256>;
 
+const PAIRED: bool = false;
+// #include "matvec_f16_group.wgsl"
+
+// Weight group i of the up (is_up) or the gate matrix.
+fn weights(is_up: bool, i: u32) -> vec4<u32> {
+    if (is_up) {
+        return wu[i];
+    }
+    return wg[i];
+}
+
 @compute @workgroup_size(256)
 fn matvec_gate_up_silu(
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -37,17 +48,10 @@ fn matvec_gate_up_silu(
     if (row < p.rows) {
         let groups = p.cols / 8u;
         let base = row * groups;
+        // One load at a time: four in flight, as matvec_f16_vec8_rows8_x4 issues them, made
+        // this kernel slower on the H200 (docs/BENCHMARKS.md, "Matrix–vector products").
         for (var q = lane; q < groups; q += 64u) {
-            var v: vec4<u32>;
-            if (is_up) {
-                v = wu[base + q];
-            } else {
-                v = wg[base + q];
-            }
-            let x0 = x[2u * q];
-            let x1 = x[2u * q + 1u];
-            acc += dot(vec4<f32>(unpack2x16float(v.x), unpack2x16float(v.y)), x0);
-            acc += dot(vec4<f32>(unpack2x16float(v.z), unpack2x16float(v.w)), x1);
+            acc = add_group(acc, weights(is_up, base + q), q);
         }
     }
     partial[lid] = acc;

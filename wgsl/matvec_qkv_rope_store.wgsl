@@ -38,6 +38,19 @@ fn step_pos() -> u32 {
 
 var<workgroup> partial: array<f32, 256>;
 
+const PAIRED: bool = false;
+// #include "matvec_f16_group.wgsl"
+
+// Weight group i of matrix `which` (0 q, 1 k, 2 v).
+fn weights(which: u32, i: u32) -> vec4<u32> {
+    if (which == 0u) {
+        return wq[i];
+    } else if (which == 1u) {
+        return wk[i];
+    }
+    return wv[i];
+}
+
 // Which matrix a pair belongs to (0 q, 1 k, 2 v) and its pair index within it.
 fn locate(pair: u32) -> vec2<u32> {
     let q_pairs = p.q_rows / 2u;
@@ -81,19 +94,10 @@ fn matvec_qkv_rope_store(
     if (pair < pairs) {
         let groups = p.cols / 8u;
         let base = row * groups;
+        // One load at a time: four in flight, as matvec_f16_vec8_rows8_x4 issues them, made
+        // this kernel slower on the H200 (docs/BENCHMARKS.md, "Matrix–vector products").
         for (var g = lane; g < groups; g += 64u) {
-            var v: vec4<u32>;
-            if (at.x == 0u) {
-                v = wq[base + g];
-            } else if (at.x == 1u) {
-                v = wk[base + g];
-            } else {
-                v = wv[base + g];
-            }
-            let x0 = x[2u * g];
-            let x1 = x[2u * g + 1u];
-            acc += dot(vec4<f32>(unpack2x16float(v.x), unpack2x16float(v.y)), x0);
-            acc += dot(vec4<f32>(unpack2x16float(v.z), unpack2x16float(v.w)), x1);
+            acc = add_group(acc, weights(at.x, base + g), g);
         }
     }
     partial[lid] = acc;

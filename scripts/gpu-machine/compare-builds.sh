@@ -4,6 +4,7 @@
 # CROSSGPU_DEV_EXTRA="<older build's stripped crossgpu, renamed crossgpu-old>" first.
 # PARTS (default "decode limits matvec"; add "allreduce", which alone fills most of a call):
 #   decode:    the 27B-class decode on one member (CROSSGPU_DEVICES=N0), TOKENS (default 64);
+#   profile:   the same decode's GPU profile (--profile 4, 16 tokens): time per kernel;
 #   limits:    `bench limits` (the CPU cost of recording a dependent dispatch among them);
 #   allreduce: HostBridge at 4 KiB-256 MiB on the one-GPU layouts N0/2 (two members on one
 #              queue) and N0*2 (two queues), no wgpu baseline;
@@ -22,6 +23,9 @@ for part in ${PARTS:-decode limits matvec}; do
             decode)
                 { echo "=== $b $k"; CROSSGPU_DEVICES=$N0 timeout 100 "$b" decode --preset 27b --tokens "${TOKENS:-64}"; } \
                     >> "$R/decode.txt" 2>&1 ;;
+            profile)
+                { echo "=== $b $k"; CROSSGPU_DEVICES=$N0 timeout 100 "$b" decode --preset 27b --tokens 16 --profile 4; } \
+                    >> "$R/profile.txt" 2>&1 ;;
             limits)
                 { echo "=== $b $k"; timeout 120 "$b" bench limits --adapter "$N0" --out "$R/limits-$b-$k"; } \
                     >> "$R/limits.txt" 2>&1 ;;
@@ -31,7 +35,7 @@ for part in ${PARTS:-decode limits matvec}; do
             matvec)
                 [ "$b" = crossgpu ] && [ "$k" = 1 ] || continue
                 { echo "=== $b"; timeout 300 "$b" bench matvec --adapter "$N0" --preset 27b --out "$R/matvec" \
-                    --matvec-shapes 8192x8192,5120x17408,17408x5120,10240x5120,576x576,1536x576,576x1536,49152x576; } \
+                    --matvec-shapes ${MATVEC_SHAPES:-7168x5120,5120x5120,5120x17408,34816x5120,32000x5120,576x576,1536x576,576x1536,49152x576}; } \
                     >> "$R/matvec.txt" 2>&1 ;;
             esac
             log "$part $b $k exit $?"

@@ -147,6 +147,12 @@ impl Member {
         self.shared.stream().rec.start_profile(capacity).map_err(|e| self.shared.err(e))
     }
 
+    /// Stops the GPU profile [`Member::start_profile`] began. Call it after
+    /// [`Member::synchronize`].
+    pub fn stop_profile(&self) -> Result<()> {
+        self.shared.stream().rec.stop_profile().map_err(|e| self.shared.err(e))
+    }
+
     /// The profile window's commands with the GPU time each added to the queue's timeline (ns),
     /// in recording order, named by kernel entry point (or "copy"); starts a new window. Call it
     /// after [`Member::synchronize`].

@@ -15,7 +15,7 @@ use crate::group::Member;
 use crate::kernels::{
     elementwise_groups, row_groups, AddParams, CopyParams, Entry, FillParams, MatvecParams, ScaleParams,
     ADD_F16_INTO_F32, ADD_F32, COPY_U32, F32_TO_F16, FILL_U32, MATVEC_F16, MATVEC_F16_VEC8,
-    MATVEC_F16_VEC8_ROWS4, MATVEC_F16_VEC8_ROWS8, MATVEC_F32, SCALE_F32,
+    MATVEC_F16_VEC8_ROWS4, MATVEC_F16_VEC8_ROWS8, MATVEC_F16_VEC8_ROWS8_X4, MATVEC_F32, SCALE_F32,
 };
 
 use crate::tensor::{DType, Tensor};
@@ -337,28 +337,44 @@ impl Matvec {
 }
 
 /// The f16 kernels for `cols % 8 == 0`: one row per workgroup of 256 threads (kept as the
-/// benchmark's reference), four rows of 64 threads, eight rows of 32 threads.
-const F16_VEC8: [Matvec; 3] = [
+/// benchmark's reference), four rows of 64 threads, eight rows of 32 threads, and eight rows
+/// with four weight loads in flight per thread (the same additions as eight rows, so its bits).
+const F16_VEC8: [Matvec; 4] = [
     Matvec { entry: MATVEC_F16_VEC8, rows_per_workgroup: 1 },
     Matvec { entry: MATVEC_F16_VEC8_ROWS4, rows_per_workgroup: 4 },
     Matvec { entry: MATVEC_F16_VEC8_ROWS8, rows_per_workgroup: 8 },
+    Matvec { entry: MATVEC_F16_VEC8_ROWS8_X4, rows_per_workgroup: 8 },
 ];
 
 /// Columns from which [`matvec_f16_kernel`] picks eight rows per workgroup instead of four: with
 /// fewer columns a row's 32 threads get too few 16-byte loads each, with more the eight rows'
-/// shorter reduction wins (measured on the H200s: docs/BENCHMARKS.md, "Matrix–vector
-/// products").
-pub const MATVEC_F16_EIGHT_ROWS_FROM_COLS: usize = 8192;
+/// shorter reduction wins (measured in the 27B-class decode on the H200, where the 5120-column
+/// `o` product took 23.4 µs with eight rows against 26.2 with four: docs/BENCHMARKS.md,
+/// "Matrix–vector products").
+pub const MATVEC_F16_EIGHT_ROWS_FROM_COLS: usize = 4096;
+/// Columns from which [`matvec_f16_kernel`] has each thread issue four weight loads before it
+/// uses the first (`matvec_f16_vec8_rows8_x4`): the 17408-column `down` product of the 27B-class
+/// decode took 54.5 µs so against 57.7 (one H200); at 5120 columns it gained nothing measurable.
+pub const MATVEC_F16_FOUR_LOADS_FROM_COLS: usize = 8192;
 /// The f16 matvec kernels for `cols % 8 == 0`, as [`Member::matvec_f16_with`] names them.
-pub const MATVEC_F16_KERNELS: [&str; 3] =
-    [F16_VEC8[0].entry.name(), F16_VEC8[1].entry.name(), F16_VEC8[2].entry.name()];
+pub const MATVEC_F16_KERNELS: [&str; F16_VEC8.len()] = {
+    let mut names = [""; F16_VEC8.len()];
+    let mut i = 0;
+    while i < names.len() {
+        names[i] = F16_VEC8[i].entry.name();
+        i += 1;
+    }
+    names
+};
 
 /// The kernel `matvec` runs for f16 weights with `cols` columns: eight rows per workgroup from
-/// [`MATVEC_F16_EIGHT_ROWS_FROM_COLS`] columns, four below, and the generic kernel when
-/// `cols % 8 != 0`.
+/// [`MATVEC_F16_EIGHT_ROWS_FROM_COLS`] columns, four below; four loads in flight from
+/// [`MATVEC_F16_FOUR_LOADS_FROM_COLS`]; the generic kernel when `cols % 8 != 0`.
 fn f16_matvec(cols: usize) -> Matvec {
     if !cols.is_multiple_of(8) {
         Matvec::F16_ANY_COLS
+    } else if cols >= MATVEC_F16_FOUR_LOADS_FROM_COLS {
+        F16_VEC8[3]
     } else if cols >= MATVEC_F16_EIGHT_ROWS_FROM_COLS {
         F16_VEC8[2]
     } else {
@@ -367,7 +383,7 @@ fn f16_matvec(cols: usize) -> Matvec {
 }
 
 /// The name of the kernel `matvec` runs for f16 weights with `cols` columns (see
-/// [`MATVEC_F16_EIGHT_ROWS_FROM_COLS`]).
+/// [`MATVEC_F16_EIGHT_ROWS_FROM_COLS`] and [`MATVEC_F16_FOUR_LOADS_FROM_COLS`]).
 pub fn matvec_f16_kernel(cols: usize) -> &'static str {
     f16_matvec(cols).entry.name()
 }

@@ -493,7 +493,8 @@ fn matvec_f16_weights_vec8_kernel() {
 
 #[test]
 fn matvec_f16_every_vec8_kernel() {
-    // Every kernel `matvec_f16_with` offers for cols % 8 == 0 (1, 4 or 8 rows per workgroup):
+    // Every kernel `matvec_f16_with` offers for cols % 8 == 0 (1, 4 or 8 rows per workgroup,
+    // eight also with four loads in flight):
     // row counts around their blocks (1, 3, 4, 5, odd, 9, 17), columns around their threads per
     // row (8 groups of 8: fewer than one per thread; 512 = one each for 64; 520, 8·1001, 8·129).
     let _s = serial();
@@ -516,6 +517,16 @@ fn matvec_f16_every_vec8_kernel() {
         {
             check_matvec_with(m, Some(kernel), rows, cols, DType::F16, 600 + (10 * k + i) as u64);
         }
+    }
+    // Four loads in flight change when a thread loads, not what it adds: the bits of eight rows,
+    // with columns that end inside a batch of four (8·1001: 1001 groups of 8 over 32 threads)
+    // and just past one (8·129).
+    for (i, &(rows, cols)) in [(7, 8 * 1001), (17, 8 * 129), (40, 8 * 2050)].iter().enumerate() {
+        let seed = 700 + i as u64;
+        let plain = check_matvec_with(m, Some("matvec_f16_vec8_rows8"), rows, cols, DType::F16, seed);
+        let four = check_matvec_with(m, Some("matvec_f16_vec8_rows8_x4"), rows, cols, DType::F16, seed);
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&plain), bits(&four), "rows8 and rows8_x4 at {rows}x{cols}");
     }
     // Bad kernel names and shapes are errors.
     let w = m.upload(&[1.0; 24], &[2, 12], DType::F16).unwrap();
@@ -541,12 +552,14 @@ fn matvec_more_than_65535_rows_uses_2d_dispatch() {
     check_matvec(m, 70_000, 8, DType::F32, 400);
     check_matvec(m, 70_000, 3, DType::F16, 402); // matvec_f16, rows starting mid-word
     check_matvec_with(m, Some("matvec_f16_vec8"), 70_000, 8, DType::F16, 401);
-    // matvec's kernels for cols % 8 == 0: four rows per workgroup below 8192 columns (65,538
+    // matvec's kernels for cols % 8 == 0: four rows per workgroup below 4096 columns (65,538
     // blocks here), eight rows from there (65,538 blocks, through matvec_f16_with: a matrix of
-    // that many rows and 8192 columns would be 8 GiB).
+    // that many rows and 4096 columns would be 4 GiB), with four loads in flight from 8192.
     assert_eq!(crossgpu::matvec_f16_kernel(8), "matvec_f16_vec8_rows4");
-    assert_eq!(crossgpu::matvec_f16_kernel(8184), "matvec_f16_vec8_rows4");
-    assert_eq!(crossgpu::matvec_f16_kernel(8192), "matvec_f16_vec8_rows8");
+    assert_eq!(crossgpu::matvec_f16_kernel(4088), "matvec_f16_vec8_rows4");
+    assert_eq!(crossgpu::matvec_f16_kernel(4096), "matvec_f16_vec8_rows8");
+    assert_eq!(crossgpu::matvec_f16_kernel(8184), "matvec_f16_vec8_rows8");
+    assert_eq!(crossgpu::matvec_f16_kernel(8192), "matvec_f16_vec8_rows8_x4");
     assert_eq!(crossgpu::matvec_f16_kernel(12), "matvec_f16");
     check_matvec(m, 4 * 65_537 + 3, 8, DType::F16, 403);
     check_matvec_with(m, Some("matvec_f16_vec8_rows8"), 8 * 65_537 + 3, 8, DType::F16, 404);

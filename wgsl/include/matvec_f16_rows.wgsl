@@ -1,9 +1,12 @@
 // The f16 matrix–vector product for cols % 8 == 0, shared by the kernels that differ only in
-// how many rows a workgroup of 256 computes: each file sets `ROWS` (1, 4 or 8; LANES = 256 /
-// ROWS threads per row) and `PAIRED` (whether a thread adds a weight group's two dot products
-// together before its running sum, as the eight-row kernel does, or one after the other), then
-// calls `matvec_rows` from its entry point. Each thread loads eight f16 weights as one
-// vec4<u32> (16 bytes) and two vec4<f32> of x per step; the row's partial sums meet in a tree.
+// how many rows a workgroup of 256 computes and how many loads a thread keeps in flight: each
+// file sets `ROWS` (1, 4 or 8; LANES = 256 / ROWS threads per row), `PAIRED` (whether a thread
+// adds a weight group's two dot products together before its running sum, as the eight-row
+// kernels do, or one after the other) and `UNROLL` (1, or 4: a thread issues four 16-byte
+// weight loads, LANES groups apart, before it uses the first; the additions keep their order,
+// so the bits do not depend on it), includes matvec_f16_group.wgsl (add_group: one group of
+// eight f16 weights against x) and calls `matvec_rows` from its entry point. The row's partial
+// sums meet in a tree.
 
 struct MatvecParams {
     rows: u32,
@@ -30,16 +33,22 @@ fn matvec_rows(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) {
     if (row < p.rows) {
         let groups = p.cols / 8u;
         let base = row * groups;
-        for (var q = lane; q < groups; q += LANES) {
-            let v = w[base + q];
-            let lo = dot(vec4<f32>(unpack2x16float(v.x), unpack2x16float(v.y)), x[2u * q]);
-            let hi = dot(vec4<f32>(unpack2x16float(v.z), unpack2x16float(v.w)), x[2u * q + 1u]);
-            if (PAIRED) {
-                acc += lo + hi;
-            } else {
-                acc += lo;
-                acc += hi;
+        var q = lane;
+        if (UNROLL == 4u) {
+            // Four groups LANES apart at a time, their weight loads issued together.
+            for (; q + 3u * LANES < groups; q += 4u * LANES) {
+                let v0 = w[base + q];
+                let v1 = w[base + q + LANES];
+                let v2 = w[base + q + 2u * LANES];
+                let v3 = w[base + q + 3u * LANES];
+                acc = add_group(acc, v0, q);
+                acc = add_group(acc, v1, q + LANES);
+                acc = add_group(acc, v2, q + 2u * LANES);
+                acc = add_group(acc, v3, q + 3u * LANES);
             }
+        }
+        for (; q < groups; q += LANES) {
+            acc = add_group(acc, w[base + q], q);
         }
     }
     partial[lid] = acc;

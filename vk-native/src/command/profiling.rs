@@ -24,6 +24,18 @@ impl Recorder {
         Ok(())
     }
 
+    /// Stops profiling (the timestamps and their pool go); only between command buffers, as
+    /// [`Recorder::start_profile`].
+    pub fn stop_profile(&mut self) -> Result<()> {
+        if self.active.is_some() {
+            return Err(NativeError::Unsupported(
+                "stop_profile with commands recorded: submit them first".into(),
+            ));
+        }
+        self.profile = None;
+        Ok(())
+    }
+
     /// The GPU time (ns) each command of the window added, in recording order, with its name
     /// (the kernel's entry point, or "copy"); then a new window starts. Call it once the
     /// window's submits completed and nothing is recorded since; empty when not profiling.
