@@ -9,7 +9,7 @@ use crate::common::{self, serial};
 use crossgpu::tp::{Decoder, DecoderConfig, SplitSpec};
 use crossgpu::{Comm, CommOptions, Error, Mode, ModeRequest};
 
-const STEPS: usize = 12;
+const STEPS: usize = 8;
 
 /// A run's tokens, logits, every member's residual stream, and dispatches per layer and member.
 type Run = (Vec<u32>, Vec<f32>, Vec<Vec<f32>>, f64);
