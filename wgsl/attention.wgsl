@@ -3,6 +3,14 @@
 // h / group (grouped-query attention). Scores for positions 0..=pos go to `scores`
 // ([q_heads, max_seq]), then softmax (max-subtracted, fixed-order reductions) and the
 // weighted sum of V into out ([q_heads, dim]).
+//
+// Where a decode step waits: each position's score is a dot product of `dim` terms, and a
+// thread that computed it alone waited one memory latency per batch of 16 loads (8 for a head
+// of 128); the weighted sum of V waited one per 16 positions. So a position's dot product is
+// cut over SEG = 8 threads (dims seg, seg + 8, ...: one batch for a head of 128), 32 positions
+// at a time, their partials added in a fixed order; and where a head has at most 128
+// dimensions, the positions of the weighted sum are dealt over 256 / dim threads per
+// dimension, whose partial sums meet in a fixed order too (docs/BENCHMARKS.md, "Attention").
 
 struct AttentionParams {
     q_heads: u32,
@@ -31,11 +39,12 @@ fn step_pos() -> u32 {
 
 var<workgroup> red: array<f32, 256>;
 
-// The two loops over the cache load sixteen values before adding any: they wait a memory
-// latency per batch, not per element (a 128-wide head's dot product is 8 waits, not 128), and
-// each sum keeps its order. (Staging the keys in workgroup memory, a tile of positions at a
-// time, was slower on the H200: docs/BENCHMARKS.md, "The norms".) Loads past the end give +0.0; a sum that starts at +0.0 can never
-// be -0.0, so adding their +0.0 products leaves its bits as the real terms alone make them.
+// Threads per position in the score pass, and positions per pass.
+const SEG: u32 = 8u;
+const PASS: u32 = 32u;
+
+// Loads past the end give +0.0; a sum that starts at +0.0 can never be -0.0, so adding their
+// +0.0 products leaves its bits as the real terms alone make them.
 
 fn k_at(i: u32, end: u32) -> f32 {
     if (i < end) {
@@ -65,6 +74,90 @@ fn s_at(i: u32, ok: bool) -> f32 {
     return 0.0;
 }
 
+// This thread's part of q·k for the position whose key starts at kb: dims seg, seg + SEG, ...,
+// sixteen loads of k and q issued before any is added.
+fn score_part(qb: u32, kb: u32, seg: u32) -> f32 {
+    var dot = 0.0;
+    let ke = kb + p.dim;
+    let qe = qb + p.dim;
+    for (var d = seg; d < p.dim; d += 16u * SEG) {
+        let k0 = k_at(kb + d, ke);
+        let k1 = k_at(kb + d + SEG, ke);
+        let k2 = k_at(kb + d + 2u * SEG, ke);
+        let k3 = k_at(kb + d + 3u * SEG, ke);
+        let k4 = k_at(kb + d + 4u * SEG, ke);
+        let k5 = k_at(kb + d + 5u * SEG, ke);
+        let k6 = k_at(kb + d + 6u * SEG, ke);
+        let k7 = k_at(kb + d + 7u * SEG, ke);
+        let k8 = k_at(kb + d + 8u * SEG, ke);
+        let k9 = k_at(kb + d + 9u * SEG, ke);
+        let k10 = k_at(kb + d + 10u * SEG, ke);
+        let k11 = k_at(kb + d + 11u * SEG, ke);
+        let k12 = k_at(kb + d + 12u * SEG, ke);
+        let k13 = k_at(kb + d + 13u * SEG, ke);
+        let k14 = k_at(kb + d + 14u * SEG, ke);
+        let k15 = k_at(kb + d + 15u * SEG, ke);
+        dot += q_at(qb + d, qe) * k0;
+        dot += q_at(qb + d + SEG, qe) * k1;
+        dot += q_at(qb + d + 2u * SEG, qe) * k2;
+        dot += q_at(qb + d + 3u * SEG, qe) * k3;
+        dot += q_at(qb + d + 4u * SEG, qe) * k4;
+        dot += q_at(qb + d + 5u * SEG, qe) * k5;
+        dot += q_at(qb + d + 6u * SEG, qe) * k6;
+        dot += q_at(qb + d + 7u * SEG, qe) * k7;
+        dot += q_at(qb + d + 8u * SEG, qe) * k8;
+        dot += q_at(qb + d + 9u * SEG, qe) * k9;
+        dot += q_at(qb + d + 10u * SEG, qe) * k10;
+        dot += q_at(qb + d + 11u * SEG, qe) * k11;
+        dot += q_at(qb + d + 12u * SEG, qe) * k12;
+        dot += q_at(qb + d + 13u * SEG, qe) * k13;
+        dot += q_at(qb + d + 14u * SEG, qe) * k14;
+        dot += q_at(qb + d + 15u * SEG, qe) * k15;
+    }
+    return dot;
+}
+
+// Σ scores[sb + t] · v[cb + t·dim + d] over t = first, first + step, ... below len, sixteen
+// positions' loads issued before any is added.
+fn weighted_v(sb: u32, cb: u32, d: u32, first: u32, step: u32, len: u32) -> f32 {
+    var acc = 0.0;
+    for (var t = first; t < len; t += 16u * step) {
+        let v0 = v_at(cb + t * p.dim + d, t < len);
+        let v1 = v_at(cb + (t + step) * p.dim + d, t + step < len);
+        let v2 = v_at(cb + (t + 2u * step) * p.dim + d, t + 2u * step < len);
+        let v3 = v_at(cb + (t + 3u * step) * p.dim + d, t + 3u * step < len);
+        let v4 = v_at(cb + (t + 4u * step) * p.dim + d, t + 4u * step < len);
+        let v5 = v_at(cb + (t + 5u * step) * p.dim + d, t + 5u * step < len);
+        let v6 = v_at(cb + (t + 6u * step) * p.dim + d, t + 6u * step < len);
+        let v7 = v_at(cb + (t + 7u * step) * p.dim + d, t + 7u * step < len);
+        let v8 = v_at(cb + (t + 8u * step) * p.dim + d, t + 8u * step < len);
+        let v9 = v_at(cb + (t + 9u * step) * p.dim + d, t + 9u * step < len);
+        let v10 = v_at(cb + (t + 10u * step) * p.dim + d, t + 10u * step < len);
+        let v11 = v_at(cb + (t + 11u * step) * p.dim + d, t + 11u * step < len);
+        let v12 = v_at(cb + (t + 12u * step) * p.dim + d, t + 12u * step < len);
+        let v13 = v_at(cb + (t + 13u * step) * p.dim + d, t + 13u * step < len);
+        let v14 = v_at(cb + (t + 14u * step) * p.dim + d, t + 14u * step < len);
+        let v15 = v_at(cb + (t + 15u * step) * p.dim + d, t + 15u * step < len);
+        acc += s_at(sb + t, t < len) * v0;
+        acc += s_at(sb + t + step, t + step < len) * v1;
+        acc += s_at(sb + t + 2u * step, t + 2u * step < len) * v2;
+        acc += s_at(sb + t + 3u * step, t + 3u * step < len) * v3;
+        acc += s_at(sb + t + 4u * step, t + 4u * step < len) * v4;
+        acc += s_at(sb + t + 5u * step, t + 5u * step < len) * v5;
+        acc += s_at(sb + t + 6u * step, t + 6u * step < len) * v6;
+        acc += s_at(sb + t + 7u * step, t + 7u * step < len) * v7;
+        acc += s_at(sb + t + 8u * step, t + 8u * step < len) * v8;
+        acc += s_at(sb + t + 9u * step, t + 9u * step < len) * v9;
+        acc += s_at(sb + t + 10u * step, t + 10u * step < len) * v10;
+        acc += s_at(sb + t + 11u * step, t + 11u * step < len) * v11;
+        acc += s_at(sb + t + 12u * step, t + 12u * step < len) * v12;
+        acc += s_at(sb + t + 13u * step, t + 13u * step < len) * v13;
+        acc += s_at(sb + t + 14u * step, t + 14u * step < len) * v14;
+        acc += s_at(sb + t + 15u * step, t + 15u * step < len) * v15;
+    }
+    return acc;
+}
+
 @compute @workgroup_size(256)
 fn attention_decode(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let h = wid.x;
@@ -78,50 +171,31 @@ fn attention_decode(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoca
     let cb = kv * p.max_seq * p.dim;
     let sb = h * p.max_seq;
 
-    // Scores and their maximum: one position per thread, its dot product in dimension order.
+    // Scores and their maximum: PASS positions at a time, each over SEG threads.
+    let slot = lid / SEG;
+    let seg = lid % SEG;
     var m = -3.4e38;
-    for (var t = lid; t < len; t += 256u) {
-        var dot = 0.0;
-        let kb = cb + t * p.dim;
-        for (var d = 0u; d < p.dim; d += 16u) {
-            let k0 = k_at(kb + d, kb + p.dim);
-            let k1 = k_at(kb + d + 1u, kb + p.dim);
-            let k2 = k_at(kb + d + 2u, kb + p.dim);
-            let k3 = k_at(kb + d + 3u, kb + p.dim);
-            let k4 = k_at(kb + d + 4u, kb + p.dim);
-            let k5 = k_at(kb + d + 5u, kb + p.dim);
-            let k6 = k_at(kb + d + 6u, kb + p.dim);
-            let k7 = k_at(kb + d + 7u, kb + p.dim);
-            let k8 = k_at(kb + d + 8u, kb + p.dim);
-            let k9 = k_at(kb + d + 9u, kb + p.dim);
-            let k10 = k_at(kb + d + 10u, kb + p.dim);
-            let k11 = k_at(kb + d + 11u, kb + p.dim);
-            let k12 = k_at(kb + d + 12u, kb + p.dim);
-            let k13 = k_at(kb + d + 13u, kb + p.dim);
-            let k14 = k_at(kb + d + 14u, kb + p.dim);
-            let k15 = k_at(kb + d + 15u, kb + p.dim);
-            let qe = qb + p.dim;
-            dot += q_at(qb + d, qe) * k0;
-            dot += q_at(qb + d + 1u, qe) * k1;
-            dot += q_at(qb + d + 2u, qe) * k2;
-            dot += q_at(qb + d + 3u, qe) * k3;
-            dot += q_at(qb + d + 4u, qe) * k4;
-            dot += q_at(qb + d + 5u, qe) * k5;
-            dot += q_at(qb + d + 6u, qe) * k6;
-            dot += q_at(qb + d + 7u, qe) * k7;
-            dot += q_at(qb + d + 8u, qe) * k8;
-            dot += q_at(qb + d + 9u, qe) * k9;
-            dot += q_at(qb + d + 10u, qe) * k10;
-            dot += q_at(qb + d + 11u, qe) * k11;
-            dot += q_at(qb + d + 12u, qe) * k12;
-            dot += q_at(qb + d + 13u, qe) * k13;
-            dot += q_at(qb + d + 14u, qe) * k14;
-            dot += q_at(qb + d + 15u, qe) * k15;
+    for (var base = 0u; base < len; base += PASS) {
+        let t = base + slot;
+        var part = 0.0;
+        if (t < len) {
+            part = score_part(qb, cb + t * p.dim, seg);
         }
-        let s = dot * p.scale;
-        scores[sb + t] = s;
-        m = max(m, s);
+        red[lid] = part;
+        workgroupBarrier();
+        if (seg == 0u && t < len) {
+            var dot = 0.0;
+            for (var j = 0u; j < SEG; j++) {
+                dot += red[lid + j];
+            }
+            let s = dot * p.scale;
+            scores[sb + t] = s;
+            m = max(m, s);
+        }
+        workgroupBarrier();
     }
+    // The scores were written by other threads than the ones that read them next.
+    storageBarrier();
     red[lid] = m;
     workgroupBarrier();
     for (var s = 128u; s > 0u; s >>= 1u) {
@@ -149,46 +223,34 @@ fn attention_decode(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoca
         workgroupBarrier();
     }
     let inv = 1.0 / red[0];
-    // Make every thread's exp() writes to `scores` visible before they are read across threads.
+    // Make every thread's exp() writes to `scores` visible before they are read across threads,
+    // and let every thread read the sum before `red` is used again.
     storageBarrier();
+    workgroupBarrier();
 
-    // Weighted sum of V, one output dimension per thread, positions in order.
-    for (var d = lid; d < p.dim; d += 256u) {
+    // Weighted sum of V.
+    let ways = 256u / p.dim;
+    if (ways >= 2u) {
+        // `ways` threads per dimension, each every ways-th position; their sums meet in order.
+        let d = lid % p.dim;
+        let way = lid / p.dim;
         var acc = 0.0;
-        for (var t = 0u; t < len; t += 16u) {
-            let v0 = v_at(cb + t * p.dim + d, t < len);
-            let v1 = v_at(cb + (t + 1u) * p.dim + d, t + 1u < len);
-            let v2 = v_at(cb + (t + 2u) * p.dim + d, t + 2u < len);
-            let v3 = v_at(cb + (t + 3u) * p.dim + d, t + 3u < len);
-            let v4 = v_at(cb + (t + 4u) * p.dim + d, t + 4u < len);
-            let v5 = v_at(cb + (t + 5u) * p.dim + d, t + 5u < len);
-            let v6 = v_at(cb + (t + 6u) * p.dim + d, t + 6u < len);
-            let v7 = v_at(cb + (t + 7u) * p.dim + d, t + 7u < len);
-            let v8 = v_at(cb + (t + 8u) * p.dim + d, t + 8u < len);
-            let v9 = v_at(cb + (t + 9u) * p.dim + d, t + 9u < len);
-            let v10 = v_at(cb + (t + 10u) * p.dim + d, t + 10u < len);
-            let v11 = v_at(cb + (t + 11u) * p.dim + d, t + 11u < len);
-            let v12 = v_at(cb + (t + 12u) * p.dim + d, t + 12u < len);
-            let v13 = v_at(cb + (t + 13u) * p.dim + d, t + 13u < len);
-            let v14 = v_at(cb + (t + 14u) * p.dim + d, t + 14u < len);
-            let v15 = v_at(cb + (t + 15u) * p.dim + d, t + 15u < len);
-            acc += s_at(sb + t, t < len) * v0;
-            acc += s_at(sb + t + 1u, t + 1u < len) * v1;
-            acc += s_at(sb + t + 2u, t + 2u < len) * v2;
-            acc += s_at(sb + t + 3u, t + 3u < len) * v3;
-            acc += s_at(sb + t + 4u, t + 4u < len) * v4;
-            acc += s_at(sb + t + 5u, t + 5u < len) * v5;
-            acc += s_at(sb + t + 6u, t + 6u < len) * v6;
-            acc += s_at(sb + t + 7u, t + 7u < len) * v7;
-            acc += s_at(sb + t + 8u, t + 8u < len) * v8;
-            acc += s_at(sb + t + 9u, t + 9u < len) * v9;
-            acc += s_at(sb + t + 10u, t + 10u < len) * v10;
-            acc += s_at(sb + t + 11u, t + 11u < len) * v11;
-            acc += s_at(sb + t + 12u, t + 12u < len) * v12;
-            acc += s_at(sb + t + 13u, t + 13u < len) * v13;
-            acc += s_at(sb + t + 14u, t + 14u < len) * v14;
-            acc += s_at(sb + t + 15u, t + 15u < len) * v15;
+        if (way < ways) {
+            acc = weighted_v(sb, cb, d, way, ways, len);
         }
-        out[qb + d] = acc * inv;
+        red[lid] = acc;
+        workgroupBarrier();
+        if (way == 0u) {
+            var o = 0.0;
+            for (var j = 0u; j < ways; j++) {
+                o += red[d + j * p.dim];
+            }
+            out[qb + d] = o * inv;
+        }
+    } else {
+        // One dimension per thread, positions in order.
+        for (var d = lid; d < p.dim; d += 256u) {
+            out[qb + d] = weighted_v(sb, cb, d, 0u, 1u, len) * inv;
+        }
     }
 }
