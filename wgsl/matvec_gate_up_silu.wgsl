@@ -3,7 +3,7 @@
 //
 // Each workgroup of 256 computes two output rows as four dot products of 64 threads each
 // (gate r0, up r0, gate r1, up r1), with exactly the loads, additions and tree reduction of
-// matvec_f16_vec8_rows4(_x4) and the expression of silu_mul, so its result is bitwise that of those
+// matvec_f16_vec8_rows4 and the expression of silu_mul, so its result is bitwise that of those
 // two kernels run one after the other (tests/kernels.rs checks it); it saves the second product's
 // and silu_mul's dispatches and the round trip of gate and up through memory.
 

@@ -26,8 +26,8 @@ pub struct MatvecPoint {
     pub us_per_matvec: Summary,
 }
 
-/// Times `reps` batches of 20 products `y = W x` with `W [rows, cols]` f16, through the kernel
-/// `matvec` picks.
+/// Times `reps` batches of products `y = W x` (about 20 ms of work each, 20 to 1000 products)
+/// with `W [rows, cols]` f16, through the kernel `matvec` picks.
 pub fn measure(m: &Member, rows: usize, cols: usize, reps: usize) -> Result<MatvecPoint> {
     measure_with(m, None, rows, cols, reps)
 }
@@ -52,7 +52,7 @@ pub fn measure_with(
     })
 }
 
-/// Times `reps` batches of 20 products `y = W x` with `W [rows, cols]` of `format` (`cols` a
+/// Times `reps` batches of products `y = W x` (as [`measure`]) with `W [rows, cols]` of `format` (`cols` a
 /// whole number of its blocks), through `kernel` (one of `format.kernel_names()`). The blocks are pseudo-random bytes with
 /// finite scales (the time does not depend on the values); GB/s count the blocks' bytes.
 pub fn measure_quant(
@@ -104,16 +104,41 @@ fn quant_blocks(format: QuantFormat, n: usize) -> Vec<u8> {
     out
 }
 
+/// The most products in one timed batch.
+const MAX_BATCH: usize = 1000;
+
 /// Times `reps` batches of calls of `product` (after one untimed batch), each a product of
 /// a `[rows, cols]` matrix of `weight_bytes`: GB/s count the weights once, x and y. The time is
 /// the GPU's, from the batch's first command to its last (timestamps, as the decoder's
 /// `--profile` takes them: the host's submit and wait are not in it); where the device has no
 /// timestamps, the host's around the batch and its submit, a lower bound on the rate.
-/// The most products in one timed batch.
-const MAX_BATCH: usize = 1000;
-
 fn time_batches(
     m: &Member,
+    shape: (usize, usize),
+    weight_bytes: usize,
+    kernel: &'static str,
+    reps: usize,
+    product: &dyn Fn() -> Result<()>,
+) -> Result<MatvecPoint> {
+    // A product is at most six dispatches (the unfused q/k/v), one timestamp each, and a window
+    // has one more at its start.
+    let gpu = m.start_profile(6 * MAX_BATCH as u32 + 1).is_ok();
+    let timed = time_batches_on(m, gpu, shape, weight_bytes, kernel, reps, product);
+    if gpu {
+        // Also after an error: the member's later work must not be stamped. Nothing may be
+        // recorded when the profile stops, so what the error left goes first (its own error,
+        // if any, is the one already in `timed`).
+        let stopped = m.synchronize().and_then(|()| m.stop_profile());
+        if timed.is_ok() {
+            stopped?;
+        }
+    }
+    timed
+}
+
+fn time_batches_on(
+    m: &Member,
+    gpu: bool,
     (rows, cols): (usize, usize),
     weight_bytes: usize,
     kernel: &'static str,
@@ -121,8 +146,6 @@ fn time_batches(
     product: &dyn Fn() -> Result<()>,
 ) -> Result<MatvecPoint> {
     let bytes = (weight_bytes + cols * 4 + rows * 4) as f64;
-    // A product is at most six dispatches (the unfused q/k/v); two timestamps each.
-    let gpu = m.start_profile(2 * 6 * MAX_BATCH as u32 + 4).is_ok();
     let (mut gbps, mut us) = (Vec::new(), Vec::new());
     // The untimed first batch of 20 sets the batch: products for about 20 ms of work, so the
     // GPU runs at the clocks it keeps under load (a 1 ms burst between waits ran the decoder's
@@ -147,9 +170,6 @@ fn time_batches(
             gbps.push(batch as f64 * bytes / s / 1e9);
             us.push(s / batch as f64 * 1e6);
         }
-    }
-    if gpu {
-        m.stop_profile()?;
     }
     Ok(MatvecPoint { rows, cols, kernel, gbps: summarize(&gbps), us_per_matvec: summarize(&us) })
 }

@@ -391,9 +391,10 @@ fn rope_matches_f64_reference() {
 type AttentionCase = (usize, usize, usize, usize, &'static [usize], f32);
 
 /// Grouped-query decode attention against `reference::attention` (the bound is derived there)
-/// at positions 0, 1, 20 and past 256 (the score loop iterates), around the tiles the keys
-/// pass through, a head dimension past 256 (the output loop iterates, the keys are read
-/// directly), over a KV cache of random values (the unused positions must be
+/// at positions 0, 1, 20 and past 256 (the scores take several passes of 32 positions), head
+/// widths from 1 to 260 (a score's eight threads with fewer dimensions than threads; the
+/// weighted sum of V over 256/dim threads a dimension up to 128, one thread a dimension above,
+/// iterating past 256), over a KV cache of random values (the unused positions must be
 /// ignored).
 #[test]
 fn attention_matches_f64_reference() {
@@ -402,17 +403,23 @@ fn attention_matches_f64_reference() {
     let m = g.member(0).unwrap();
     let mut rng = common::rng(105);
     // (q_heads, group, head_dim, max_seq, positions, q scale)
-    let cases: [AttentionCase; 8] = [
+    let cases: [AttentionCase; 12] = [
         (8, 4, 32, 24, &[0, 1, 20, 23], 1.0),
         (6, 3, 16, 300, &[0, 5, 299], 1.0),
         (4, 1, 8, 40, &[0, 1, 37], 6.0),
         (2, 2, 260, 5, &[0, 4], 0.25),
         (1, 1, 2, 1, &[0], 1.0),
         (3, 3, 1, 9, &[8], 3.0),
-        // Keys pass through workgroup memory in tiles: of at most one position per thread
-        // (head_dim 2: 256 positions a tile, three tiles), and of 17 positions (head_dim 128).
+        // Many passes of scores at head width 2 (up to 601 positions); around a pass's 32
+        // positions and V's batches at head width 128.
         (2, 1, 2, 700, &[255, 256, 600], 1.0),
         (2, 2, 128, 40, &[15, 16, 17, 39], 0.5),
+        // The weighted sum of V over 256/dim threads a dimension, some threads idle (3 and 100
+        // do not divide 256), and one thread a dimension at 129 and 256.
+        (2, 1, 100, 40, &[39], 1.0),
+        (2, 2, 3, 300, &[31, 32, 299], 1.0),
+        (1, 1, 129, 40, &[33], 1.0),
+        (1, 1, 256, 40, &[0, 33], 1.0),
     ];
     for (q_heads, group, d, max_seq, positions, qs) in cases {
         let kv = q_heads / group;

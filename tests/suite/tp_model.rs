@@ -62,7 +62,8 @@ use crossgpu::{Comm, CommOptions, Member, ModeRequest};
 const LAMBDA: f64 = 10.0;
 /// Steps of the step-by-step test (2 layers).
 const STEPWISE_STEPS: usize = 12;
-/// Steps of every `generate` run (1 layer): past attention's first batch of 16 positions.
+/// Steps of every `generate` run (1 layer); attention's later passes over positions (past 32
+/// scores, past 128 of V at this head width) are `tp_kernels::attention_matches_f64_reference`'s.
 const STEPS: usize = 20;
 /// The first token fed to every run.
 const FIRST: u32 = 1;
