@@ -41,7 +41,8 @@
 //! scale) `i, i + 64, …` of its row, two a trip so that both units' loads are in flight before
 //! either is used, and accumulates in f32; each row's 64 partial sums meet in a tree in
 //! workgroup memory. The others (`matvec_q4_k.wgsl`, `matvec_q6_k.wgsl`, `matvec_bf16.wgsl`,
-//! and the whole-block Q8_0/Q4_0/Q4_1 kernels kept beside the new ones for the benchmark), around
+//! and the whole-block Q8_0/Q4_0/Q4_1 kernels, which a CPU device uses: three times faster than
+//! the wide ones on lavapipe), around
 //! `wgsl/include/matvec_quant.wgsl`: a workgroup of 64 invocations computes 2 or 4 rows, each
 //! invocation whole units of all of them, loading a unit's x once for those rows. Rows past
 //! 65535 workgroups spill into the grid's y, as for the f16 kernels. Each product `w·x` is of
@@ -60,7 +61,7 @@
 //! length does not match the shape (the kernels index by block, so a short buffer would
 //! silently read the next row).
 
-use vk_native::BindRange;
+use vk_native::{BindRange, DeviceType};
 
 use crate::error::{Error, Result};
 use crate::group::{FillRows, Member};
@@ -70,7 +71,8 @@ use crate::kernels::{
 };
 
 /// Every quantized kernel: its format, entry point and rows per workgroup (`ROWS` in its
-/// WGSL). The first of a format is the one [`Member::matvec_quant`] uses; the others are
+/// WGSL). The first of a format is the one [`Member::matvec_quant`] uses on a GPU (a CPU
+/// device takes [`CPU_KERNELS`] where they have the format); the others are
 /// measured beside it (`crossgpu bench matvec`) and checked like it. For Q8_0, Q4_0 and Q4_1 the
 /// 256-invocation kernels (`_wide`) lead: in the decode of the 27B-class shape on one H200
 /// (2026-12-03) they took Q8_0 from 201 to 263 tokens/s, Q4_0 from 205 to 292 and Q4_1 from 212
@@ -87,6 +89,19 @@ const KERNELS: [(QuantFormat, Entry<MatvecParams>, usize); 9] = [
     (QuantFormat::Q4_K, MATVEC_Q4_K, 2),
     (QuantFormat::Q6_K, MATVEC_Q6_K, 2),
     (QuantFormat::BF16, MATVEC_BF16, 4),
+];
+
+/// On a CPU device (lavapipe) the whole-block 64-invocation kernels lead instead: llvmpipe runs
+/// a workgroup's invocations as SIMD lanes of one thread, so the wide kernels' 256 invocations
+/// and their tree in workgroup memory cost more than the loads they overlap. Measured with
+/// `crossgpu bench matvec --adapter llvmpipe --matvec-shapes 1536x576,576x1536` (Mesa 22.3,
+/// 2026-12-04): Q8_0 15.6 -> 5.8 ms and 6.4 -> 2.3 ms, Q4_0 15.4 -> 5.3 and 6.2 -> 2.2, Q4_1
+/// 15.0 -> 5.2 and 6.2 -> 2.3 (wide -> whole-block); SmolLM2's decode on one lavapipe member
+/// went from 2.2 to 0.8 s a token (`crossgpu decode --model … --profile 1`).
+const CPU_KERNELS: [(QuantFormat, Entry<MatvecParams>, usize); 3] = [
+    (QuantFormat::Q8_0, MATVEC_Q8_0, 2),
+    (QuantFormat::Q4_0, MATVEC_Q4_0, 2),
+    (QuantFormat::Q4_1, MATVEC_Q4_1, 2),
 ];
 use crate::tensor::{DType, Tensor, MAX_ELEMENTS};
 
@@ -164,21 +179,26 @@ impl QuantFormat {
         }
     }
 
-    /// The kernel and the rows one of its workgroups computes (`ROWS` in its WGSL).
-    fn kernel(self) -> (Entry<MatvecParams>, usize) {
-        let (_, entry, rows) = KERNELS.into_iter().find(|k| k.0 == self).expect("every format has a kernel");
+    /// The kernel on a device of type `device` and the rows one of its workgroups computes
+    /// (`ROWS` in its WGSL): [`CPU_KERNELS`] first on a CPU device, else the first of
+    /// [`KERNELS`].
+    fn kernel(self, device: DeviceType) -> (Entry<MatvecParams>, usize) {
+        let cpu = CPU_KERNELS.into_iter().filter(|_| device == DeviceType::Cpu);
+        let (_, entry, rows) = cpu.chain(KERNELS).find(|k| k.0 == self).expect("every format has a kernel");
         (entry, rows)
     }
 
-    /// The names of every kernel of this format, the one in use first (for the benchmark and
-    /// the tests that compare them: [`Member::matvec_quant_with`]).
+    /// The names of every kernel of this format, the one a GPU uses first (for the benchmark
+    /// and the tests that compare them: [`Member::matvec_quant_with`]).
     pub fn kernel_names(self) -> Vec<&'static str> {
         KERNELS.iter().filter(|k| k.0 == self).map(|k| k.1.name()).collect()
     }
 
-    /// The kernel's entry point name (`"matvec_q4_1_wide"`), for benchmarks and profiles.
-    pub fn kernel_name(self) -> &'static str {
-        self.kernel().0.name()
+    /// The entry point name of the kernel [`Member::matvec_quant`] uses on a device of type
+    /// `device` (`"matvec_q4_1_wide"` on a GPU, `"matvec_q4_1"` on a CPU device), for
+    /// benchmarks and profiles.
+    pub fn kernel_name(self, device: DeviceType) -> &'static str {
+        self.kernel(device).0.name()
     }
 }
 
@@ -307,7 +327,7 @@ impl Member {
     /// `rows` (overwritten). All checked (member, dtypes, lengths, `y` not `x`) before one
     /// dispatch is recorded.
     pub fn matvec_quant(&self, w: &QuantMatrix, x: &Tensor, y: &Tensor) -> Result<()> {
-        self.matvec_quant_with(w.format.kernel_name(), w, x, y)
+        self.matvec_quant_with(w.format.kernel_name(self.adapter().device_type), w, x, y)
     }
 
     /// [`Member::matvec_quant`] through the kernel named `kernel`, one of
@@ -333,7 +353,7 @@ impl Member {
     /// [`Member::matvec_quant`] into `y[y_offset .. y_offset + rows]`, leaving the rest of `y`
     /// as it was (as the decoder writes a member's rows into its slot of a wider vector).
     pub fn matvec_quant_at(&self, w: &QuantMatrix, x: &Tensor, y: &Tensor, y_offset: usize) -> Result<()> {
-        self.matvec_quant_checked(w, x, y, y_offset, w.format.kernel())
+        self.matvec_quant_checked(w, x, y, y_offset, w.format.kernel(self.adapter().device_type))
     }
 
     fn matvec_quant_checked(
@@ -372,7 +392,7 @@ impl Member {
         out: BindRange<'_>,
         at: u64,
     ) -> Result<()> {
-        self.matvec_quant_into_with(w, x, out, at, w.format.kernel())
+        self.matvec_quant_into_with(w, x, out, at, w.format.kernel(self.adapter().device_type))
     }
 
     fn matvec_quant_into_with(

@@ -192,6 +192,44 @@ fn weights_from_quantize_reference() {
     common::assert_no_validation_errors();
 }
 
+/// The kernel `matvec_quant` takes follows the device: the 256-invocation kernels on a GPU,
+/// the whole-block 64-invocation ones on a CPU device (three times faster on lavapipe), the
+/// only kernel of the other formats on both. Here (lavapipe) the product is bitwise the CPU
+/// kernel's, and not the wide kernel's, which adds in another order.
+#[test]
+fn the_kernel_in_use_follows_the_device_type() {
+    use crossgpu::DeviceType;
+    for format in QuantFormat::ALL {
+        let gpu = format.kernel_name(DeviceType::Discrete);
+        let cpu = format.kernel_name(DeviceType::Cpu);
+        assert_eq!(gpu, format.kernel_names()[0], "{format}: a GPU takes the first kernel");
+        assert!(format.kernel_names().contains(&cpu), "{format}: {cpu} is one of its kernels");
+        let wide = matches!(format, QuantFormat::Q8_0 | QuantFormat::Q4_0 | QuantFormat::Q4_1);
+        assert_eq!(gpu.ends_with("_wide"), wide, "{format}: {gpu} on a GPU");
+        assert!(!cpu.ends_with("_wide"), "{format}: {cpu} on a CPU device");
+    }
+    let _s = serial();
+    let g = common::logical(1);
+    let m = g.member(0).unwrap();
+    assert_eq!(m.adapter().device_type, DeviceType::Cpu, "the suite runs on lavapipe");
+    let mut rng = common::rng(21);
+    let (rows, cols) = (37, 1536);
+    for format in [QuantFormat::Q8_0, QuantFormat::Q4_0, QuantFormat::Q4_1] {
+        let bytes = random_blocks(&mut rng, format, rows, cols);
+        let w = m.upload_quant(format, rows, cols, &bytes).unwrap();
+        let x = m.upload_f32(&common::random(&mut rng, cols)).unwrap();
+        let y = m.upload_f32(&common::random(&mut rng, rows)).unwrap();
+        let bits = |y: &Tensor| y.read().unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        m.matvec_quant(&w, &x, &y).unwrap();
+        let used = bits(&y);
+        m.matvec_quant_with(format.kernel_name(DeviceType::Cpu), &w, &x, &y).unwrap();
+        assert_eq!(used, bits(&y), "{format}: matvec_quant on lavapipe is the CPU kernel");
+        m.matvec_quant_with(format.kernel_name(DeviceType::Discrete), &w, &x, &y).unwrap();
+        assert_ne!(used, bits(&y), "{format}: the wide kernel adds in another order");
+    }
+    common::assert_no_validation_errors();
+}
+
 #[test]
 fn several_rounds_on_the_same_tensors() {
     let _s = serial();
