@@ -69,6 +69,7 @@ use crate::kernels::{
     elementwise_groups, row_groups, Entry, FillParams, MatvecParams, FILL_U32, MATVEC_BF16, MATVEC_Q4_0,
     MATVEC_Q4_0_WIDE, MATVEC_Q4_1, MATVEC_Q4_1_WIDE, MATVEC_Q4_K, MATVEC_Q6_K, MATVEC_Q8_0, MATVEC_Q8_0_WIDE,
 };
+use crate::tensor::{DType, Tensor, MAX_ELEMENTS};
 
 /// Every quantized kernel: its format, entry point and rows per workgroup (`ROWS` in its
 /// WGSL). The first of a format is the one [`Member::matvec_quant`] uses on a GPU (a CPU
@@ -97,13 +98,9 @@ const KERNELS: [(QuantFormat, Entry<MatvecParams>, usize); 9] = [
 /// `crossgpu bench matvec --adapter llvmpipe --matvec-shapes 1536x576,576x1536` (Mesa 22.3,
 /// 2026-12-04): Q8_0 15.6 -> 5.8 ms and 6.4 -> 2.3 ms, Q4_0 15.4 -> 5.3 and 6.2 -> 2.2, Q4_1
 /// 15.0 -> 5.2 and 6.2 -> 2.3 (wide -> whole-block); SmolLM2's decode on one lavapipe member
-/// went from 2.2 to 0.8 s a token (`crossgpu decode --model … --profile 1`).
-const CPU_KERNELS: [(QuantFormat, Entry<MatvecParams>, usize); 3] = [
-    (QuantFormat::Q8_0, MATVEC_Q8_0, 2),
-    (QuantFormat::Q4_0, MATVEC_Q4_0, 2),
-    (QuantFormat::Q4_1, MATVEC_Q4_1, 2),
-];
-use crate::tensor::{DType, Tensor, MAX_ELEMENTS};
+/// went from 2.2 to 0.8 s a token (`crossgpu decode --model … --profile 1`). Their formats and
+/// rows per workgroup are [`KERNELS`]'.
+const CPU_KERNELS: [Entry<MatvecParams>; 3] = [MATVEC_Q8_0, MATVEC_Q4_0, MATVEC_Q4_1];
 
 /// A ggml block format with a GPU matrix–vector kernel (`model::quant::GgmlType::quant_format`
 /// maps a GGUF tensor type onto it).
@@ -183,8 +180,12 @@ impl QuantFormat {
     /// (`ROWS` in its WGSL): [`CPU_KERNELS`] first on a CPU device, else the first of
     /// [`KERNELS`].
     fn kernel(self, device: DeviceType) -> (Entry<MatvecParams>, usize) {
-        let cpu = CPU_KERNELS.into_iter().filter(|_| device == DeviceType::Cpu);
-        let (_, entry, rows) = cpu.chain(KERNELS).find(|k| k.0 == self).expect("every format has a kernel");
+        let of_format = || KERNELS.into_iter().filter(move |k| k.0 == self);
+        let for_cpu = |k: &(QuantFormat, Entry<MatvecParams>, usize)| {
+            device == DeviceType::Cpu && CPU_KERNELS.iter().any(|c| c.name() == k.1.name())
+        };
+        let (_, entry, rows) =
+            of_format().find(for_cpu).or_else(|| of_format().next()).expect("every format has a kernel");
         (entry, rows)
     }
 
