@@ -196,8 +196,15 @@ fn main() {
 }
 
 /// `src` with every line `// #include "NAME.wgsl"` replaced by `dir/include/NAME.wgsl` (between
-/// comments naming it, so naga's messages can be traced back).
+/// comments naming it, so naga's messages can be traced back), itself expanded: an include may
+/// include others, up to `INCLUDE_DEPTH` deep (a cycle fails the build).
 fn expand_includes(src: &str, dir: &Path) -> Result<String, String> {
+    expand_includes_at(src, dir, 0)
+}
+
+const INCLUDE_DEPTH: usize = 4;
+
+fn expand_includes_at(src: &str, dir: &Path, depth: usize) -> Result<String, String> {
     let mut out = String::with_capacity(src.len());
     for line in src.lines() {
         let Some(rest) = line.trim().strip_prefix("// #include ") else {
@@ -211,9 +218,12 @@ fn expand_includes(src: &str, dir: &Path) -> Result<String, String> {
         }
         let path = dir.join("include").join(name);
         println!("cargo:rerun-if-changed={}", path.display());
+        if depth >= INCLUDE_DEPTH {
+            return Err(format!("#include {rest}: includes nested over {INCLUDE_DEPTH} deep (a cycle?)"));
+        }
         let text = std::fs::read_to_string(&path).map_err(|e| format!("#include {}: {e}", path.display()))?;
         writeln!(out, "// ---- begin {} ----", path.display()).unwrap();
-        out.push_str(&text);
+        out.push_str(&expand_includes_at(&text, dir, depth + 1)?);
         writeln!(out, "// ---- end {} ----", path.display()).unwrap();
     }
     Ok(out)

@@ -3,18 +3,11 @@
 // thread accumulates a strided slice, then a fixed-order tree reduction in workgroup memory:
 // the result is deterministic for a given shape.
 
-struct MatvecParams {
-    rows: u32,
-    cols: u32,
-    // Where y starts in its binding, in elements (a DevicePoll slot region; 0 for a tensor).
-    y_offset: u32,
-    _pad1: u32,
-}
-
 @group(0) @binding(0) var<storage, read> w: array<f32>;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 var<immediate> p: MatvecParams;
+// #include "matvec_store.wgsl"
 
 var<workgroup> partial: array<f32, 256>;
 
@@ -42,6 +35,6 @@ fn matvec_f32(
         workgroupBarrier();
     }
     if (lid == 0u) {
-        y[p.y_offset + row] = partial[0];
+        store_row(row, partial[0]);
     }
 }

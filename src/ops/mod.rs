@@ -199,7 +199,15 @@ impl Member {
     /// `y = W x` with `w` of shape `[rows, cols]` (f32 or f16, row-major), `x` f32 of `cols`
     /// elements and `y` f32 of `rows`.
     pub fn matvec(&self, w: &Tensor, x: &Tensor, y: &Tensor) -> Result<()> {
-        self.matvec_impl(w, x, y, None)
+        self.matvec_impl(w, x, y, None, false)
+    }
+
+    /// `y += W x`, as [`Member::matvec`] checks and computes it: each row's sum, then added to
+    /// the `y` it finds (the addition of [`Member::add`] after a `matvec`, so the same bits,
+    /// with one dispatch and no vector between them). The decoder adds its output projections
+    /// into the residual stream this way.
+    pub fn matvec_accumulate(&self, w: &Tensor, x: &Tensor, y: &Tensor) -> Result<()> {
+        self.matvec_impl(w, x, y, None, true)
     }
 
     /// `matvec` with f16 weights (`cols % 8 == 0`) through a named kernel, one of
@@ -215,10 +223,17 @@ impl Member {
         if w.shape().get(1).is_some_and(|c| c % 8 != 0) {
             return Err(Error::InvalidArgument(format!("{kernel} needs a multiple of 8 columns")));
         }
-        self.matvec_impl(w, x, y, Some(matvec))
+        self.matvec_impl(w, x, y, Some(matvec), false)
     }
 
-    fn matvec_impl(&self, w: &Tensor, x: &Tensor, y: &Tensor, f16_kernel: Option<Matvec>) -> Result<()> {
+    fn matvec_impl(
+        &self,
+        w: &Tensor,
+        x: &Tensor,
+        y: &Tensor,
+        f16_kernel: Option<Matvec>,
+        accumulate: bool,
+    ) -> Result<()> {
         for (t, what) in [(w, "matvec w"), (x, "matvec x"), (y, "matvec y")] {
             t.check_on(&self.shared, what)?;
         }
@@ -244,7 +259,7 @@ impl Member {
                 "matvec: y must not be the same tensor as x or w (rows read x while others write y)".into(),
             ));
         }
-        if rows == 0 {
+        if rows == 0 || (cols == 0 && accumulate) {
             return Ok(());
         }
         if cols == 0 {
@@ -263,7 +278,8 @@ impl Member {
         };
         let bufs: [&dyn GpuBuffer; 3] = [&w.buffer, &x.buffer, &y.buffer];
         let row_blocks = rows.div_ceil(matvec.rows_per_workgroup);
-        let imm = MatvecParams { rows: rows as u32, cols: cols as u32, y_offset: 0 };
+        let imm =
+            MatvecParams { rows: rows as u32, cols: cols as u32, y_offset: 0, accumulate: accumulate.into() };
         self.shared.dispatch(matvec.entry, &bufs, &[], &imm, row_groups(row_blocks))
     }
 
@@ -316,7 +332,7 @@ impl Member {
             matvec.entry,
             &[BindRange::whole(&w.buffer), BindRange::whole(&x.buffer), out],
             &[],
-            &MatvecParams { rows: rows as u32, cols: cols as u32, y_offset: at as u32 },
+            &MatvecParams { rows: rows as u32, cols: cols as u32, y_offset: at as u32, accumulate: 0 },
             row_groups(row_blocks),
         )
     }

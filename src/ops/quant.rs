@@ -331,10 +331,40 @@ impl Member {
         self.matvec_quant_with(w.format.kernel_name(self.adapter().device_type), w, x, y)
     }
 
+    /// `y += W x`, as [`Member::matvec_quant`] checks and computes it: each row's sum, then
+    /// added to the `y` it finds (the bits of `matvec_quant` followed by [`Member::add`]).
+    pub fn matvec_quant_accumulate(&self, w: &QuantMatrix, x: &Tensor, y: &Tensor) -> Result<()> {
+        self.matvec_quant_accumulate_with(w.format.kernel_name(self.adapter().device_type), w, x, y)
+    }
+
+    /// [`Member::matvec_quant_accumulate`] through the kernel named `kernel`, as
+    /// [`Member::matvec_quant_with`]: for the tests.
+    #[doc(hidden)]
+    pub fn matvec_quant_accumulate_with(
+        &self,
+        kernel: &str,
+        w: &QuantMatrix,
+        x: &Tensor,
+        y: &Tensor,
+    ) -> Result<()> {
+        self.matvec_quant_named(kernel, w, x, y, true)
+    }
+
     /// [`Member::matvec_quant`] through the kernel named `kernel`, one of
     /// [`QuantFormat::kernel_names`] of `w`'s format: for the benchmark and the tests.
     #[doc(hidden)]
     pub fn matvec_quant_with(&self, kernel: &str, w: &QuantMatrix, x: &Tensor, y: &Tensor) -> Result<()> {
+        self.matvec_quant_named(kernel, w, x, y, false)
+    }
+
+    fn matvec_quant_named(
+        &self,
+        kernel: &str,
+        w: &QuantMatrix,
+        x: &Tensor,
+        y: &Tensor,
+        accumulate: bool,
+    ) -> Result<()> {
         let (_, entry, rows_per_workgroup) = KERNELS
             .into_iter()
             .find(|k| k.0 == w.format && k.1.name() == kernel)
@@ -348,13 +378,13 @@ impl Member {
                 got: y.len(),
             });
         }
-        self.matvec_quant_checked(w, x, y, 0, (entry, rows_per_workgroup))
+        self.matvec_quant_checked(w, x, y, 0, (entry, rows_per_workgroup), accumulate)
     }
 
     /// [`Member::matvec_quant`] into `y[y_offset .. y_offset + rows]`, leaving the rest of `y`
     /// as it was (as the decoder writes a member's rows into its slot of a wider vector).
     pub fn matvec_quant_at(&self, w: &QuantMatrix, x: &Tensor, y: &Tensor, y_offset: usize) -> Result<()> {
-        self.matvec_quant_checked(w, x, y, y_offset, w.format.kernel(self.adapter().device_type))
+        self.matvec_quant_checked(w, x, y, y_offset, w.format.kernel(self.adapter().device_type), false)
     }
 
     fn matvec_quant_checked(
@@ -364,6 +394,7 @@ impl Member {
         y: &Tensor,
         y_offset: usize,
         kernel: (Entry<MatvecParams>, usize),
+        accumulate: bool,
     ) -> Result<()> {
         y.check_on(&self.shared, "matvec_quant y")?;
         y.check_dtype(DType::F32, "matvec_quant y")?;
@@ -380,7 +411,7 @@ impl Member {
                 "matvec_quant: y must not be the same tensor as x (rows read x while others write y)".into(),
             ));
         }
-        self.matvec_quant_into_with(w, x, BindRange::whole(&y.buffer), y_offset as u64, kernel)
+        self.matvec_quant_into_with(w, x, BindRange::whole(&y.buffer), y_offset as u64, kernel, accumulate)
     }
 
     /// `matvec_quant` whose output goes to `out` (a buffer range, such as a DevicePoll slot
@@ -393,7 +424,7 @@ impl Member {
         out: BindRange<'_>,
         at: u64,
     ) -> Result<()> {
-        self.matvec_quant_into_with(w, x, out, at, w.format.kernel(self.adapter().device_type))
+        self.matvec_quant_into_with(w, x, out, at, w.format.kernel(self.adapter().device_type), false)
     }
 
     fn matvec_quant_into_with(
@@ -403,6 +434,7 @@ impl Member {
         out: BindRange<'_>,
         at: u64,
         (entry, rows_per_workgroup): (Entry<MatvecParams>, usize),
+        accumulate: bool,
     ) -> Result<()> {
         w.tensor.check_on(&self.shared, "matvec_quant w")?;
         x.check_on(&self.shared, "matvec_quant x")?;
@@ -422,7 +454,7 @@ impl Member {
                 out.size
             )));
         }
-        if rows == 0 {
+        if rows == 0 || (cols == 0 && accumulate) {
             return Ok(());
         }
         if cols == 0 {
@@ -434,7 +466,12 @@ impl Member {
                 elementwise_groups(rows),
             );
         }
-        let imm = MatvecParams { rows: rows as u32, cols: cols as u32, y_offset: at as u32 };
+        let imm = MatvecParams {
+            rows: rows as u32,
+            cols: cols as u32,
+            y_offset: at as u32,
+            accumulate: accumulate.into(),
+        };
         let ranges = [BindRange::whole(&w.tensor.buffer), BindRange::whole(&x.buffer), out];
         self.shared.dispatch_ranges(entry, &ranges, &[], &imm, row_groups(rows.div_ceil(rows_per_workgroup)))
     }

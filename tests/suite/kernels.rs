@@ -674,3 +674,52 @@ fn long_chain_without_reads_matches_cpu() {
     assert!(a.iter().any(|&v| v != 0.0));
     common::assert_no_validation_errors();
 }
+
+/// `y += W x` (`matvec_accumulate`, the decoder's residual add): bit for bit `matvec` then
+/// `add` on a y of random values, for f32 weights and f16 at column counts that pick each kernel
+/// `matvec` uses (generic, four rows, eight rows, eight rows with four loads in flight), and
+/// within the f64 bound of the product plus one rounding of the addition; no columns add nothing;
+/// y as x is refused before anything runs.
+#[test]
+fn matvec_accumulate_is_the_product_then_the_add() {
+    let _s = serial();
+    let g = common::logical(1);
+    let m = g.member(0).unwrap();
+    let mut rng = common::rng(801);
+    for (dtype, rows, cols) in [
+        (DType::F32, 5, ODD),
+        (DType::F16, 9, 12),
+        (DType::F16, ODD, 1000),
+        (DType::F16, 17, 4096),
+        (DType::F16, 13, 8200),
+    ] {
+        let what = format!("matvec_accumulate {dtype} {rows}x{cols} ({})", crossgpu::matvec_f16_kernel(cols));
+        let w = common::random(&mut rng, rows * cols);
+        let x = common::random(&mut rng, cols);
+        let y0 = common::scaled(&mut rng, rows, 8.0);
+        let (wt, xt) = (m.upload(&w, &[rows, cols], dtype).unwrap(), m.upload_f32(&x).unwrap());
+        let yt = m.upload_f32(&y0).unwrap();
+        m.matvec_accumulate(&wt, &xt, &yt).unwrap();
+        let (product, sum) = (m.empty(&[rows], DType::F32).unwrap(), m.upload_f32(&y0).unwrap());
+        m.matvec(&wt, &xt, &product).unwrap();
+        m.add(&sum, &product).unwrap();
+        let got = yt.read().unwrap();
+        common::assert_bits(&what, &got, &sum.read().unwrap());
+        let held: Vec<f64> =
+            w.iter().map(|&v| if dtype == DType::F16 { common::f16(v) } else { v as f64 }).collect();
+        let p = reference::matvec(&held, rows, &Ev::from_f32(&x), ErrorModel::Bound { extra: 1 });
+        let want: Vec<f64> = p.v.iter().zip(&y0).map(|(v, &y)| v + y as f64).collect();
+        let bound: Vec<f64> =
+            p.e.iter()
+                .zip(&want)
+                .map(|(e, w)| e + reference::gamma(1) * (w.abs() + e) + f64::MIN_POSITIVE)
+                .collect();
+        common::assert_within(&what, &got, &want, &bound);
+        assert!(m.matvec_accumulate(&wt, &xt, &xt).is_err(), "{what}: y as x");
+    }
+    let (w0, x0) = (m.upload(&[], &[3, 0], DType::F16).unwrap(), m.upload_f32(&[]).unwrap());
+    let y = m.upload_f32(&[2.5; 3]).unwrap();
+    m.matvec_accumulate(&w0, &x0, &y).unwrap();
+    assert_eq!(y.read().unwrap(), vec![2.5; 3], "no columns add nothing");
+    common::assert_no_validation_errors();
+}

@@ -594,3 +594,52 @@ fn uploads_larger_than_the_staging_ring_read_back_exactly() {
     check(m, QuantFormat::Q4_1, &small, 37, 96, 5);
     common::assert_no_validation_errors();
 }
+
+/// `y += W x` (`matvec_quant_accumulate`, the decoder's residual add) through every kernel of
+/// every format: bit for bit the kernel's own `matvec_quant` followed by `Member::add` on a y of
+/// random values (the same sum, then the same addition), and within the twin's bound plus one
+/// rounding of the addition; with no columns y keeps its bits, and y as x is refused.
+#[test]
+fn accumulate_is_the_product_then_the_add() {
+    let _s = serial();
+    let g = common::logical(1);
+    let m = g.member(0).unwrap();
+    let mut rng = common::rng(17);
+    for format in QuantFormat::ALL {
+        for (rows, cols) in [(7usize, 3 * format.block_elems()), (97, cols(format)[2])] {
+            let bytes = random_blocks(&mut rng, format, rows, cols);
+            let w = m.upload_quant(format, rows, cols, &bytes).unwrap();
+            let x = common::random(&mut rng, cols);
+            let xt = m.upload_f32(&x).unwrap();
+            let y0 = common::scaled(&mut rng, rows, 8.0);
+            let twin = twin(format, &bytes, rows, &x);
+            for kernel in format.kernel_names() {
+                let what = format!("{kernel} [{rows}, {cols}] accumulated");
+                let yt = m.upload_f32(&y0).unwrap();
+                m.matvec_quant_accumulate_with(kernel, &w, &xt, &yt).unwrap();
+                let (product, sum) = (m.empty(&[rows], DType::F32).unwrap(), m.upload_f32(&y0).unwrap());
+                m.matvec_quant_with(kernel, &w, &xt, &product).unwrap();
+                m.add(&sum, &product).unwrap();
+                let got = yt.read().unwrap();
+                common::assert_bits(&what, &got, &sum.read().unwrap());
+                let want: Vec<f64> = twin.v.iter().zip(&y0).map(|(v, &y)| v + y as f64).collect();
+                let bound: Vec<f64> = twin
+                    .e
+                    .iter()
+                    .zip(&want)
+                    .map(|(b, w)| b + reference::gamma(1) * (w.abs() + b) + f64::MIN_POSITIVE)
+                    .collect();
+                common::assert_within(&what, &got, &want, &bound);
+            }
+            assert!(
+                matches!(m.matvec_quant_accumulate(&w, &xt, &xt), Err(Error::InvalidArgument(_))),
+                "{format}: y as x"
+            );
+        }
+        let empty = m.upload_quant(format, 5, 0, &[]).unwrap();
+        let (x0, y) = (m.upload_f32(&[]).unwrap(), m.upload_f32(&[3.0; 5]).unwrap());
+        m.matvec_quant_accumulate(&empty, &x0, &y).unwrap();
+        assert_eq!(y.read().unwrap(), vec![3.0; 5], "{format}: no columns add nothing");
+    }
+    common::assert_no_validation_errors();
+}

@@ -8,20 +8,18 @@
 // eight f16 weights against x) and calls `matvec_rows` from its entry point. The row's partial
 // sums meet in a tree.
 
-struct MatvecParams {
-    rows: u32,
-    cols: u32,
-    // Where y starts in its binding, in elements (a DevicePoll slot region; 0 for a tensor).
-    y_offset: u32,
-    _pad1: u32,
-}
-
 @group(0) @binding(0) var<storage, read> w: array<vec4<u32>>;
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 var<immediate> p: MatvecParams;
+// #include "matvec_store.wgsl"
 
 var<workgroup> partial: array<f32, 256>;
+
+// x's elements 4i .. 4i + 3 (matvec_f16_group.wgsl reads x through it).
+fn x4(i: u32) -> vec4<f32> {
+    return x[i];
+}
 
 const LANES: u32 = 256u / ROWS;
 
@@ -60,6 +58,6 @@ fn matvec_rows(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) {
         workgroupBarrier();
     }
     if (lane == 0u && row < p.rows) {
-        y[p.y_offset + row] = partial[lid];
+        store_row(row, partial[lid]);
     }
 }

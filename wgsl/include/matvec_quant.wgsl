@@ -55,7 +55,7 @@ fn matvec_quant(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) {
         workgroupBarrier();
     }
     if (lid < ROWS && first + lid < p.rows) {
-        y[p.y_offset + first + lid] = partial[lid * WG];
+        store_row(first + lid, partial[lid * WG]);
     }
 }
 

@@ -2,18 +2,11 @@
 // matvec_quant_wide.wgsl) and the reading of ggml blocks held as u32 words: W is the GGUF
 // tensor's bytes as stored, x f32 as vec4s, y f32.
 
-struct MatvecParams {
-    rows: u32,
-    cols: u32,
-    // Where y starts in its binding, in elements (a DevicePoll slot region; 0 for a tensor).
-    y_offset: u32,
-    _pad1: u32,
-}
-
 @group(0) @binding(0) var<storage, read> w: array<u32>;
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 var<immediate> p: MatvecParams;
+// #include "matvec_store.wgsl"
 
 // Reading a 2-byte-aligned block as words: `lo` and `hi` are words j and j + 1 counted from the
 // word holding the block's first byte, and `odd` says the block starts at that word's byte 2.

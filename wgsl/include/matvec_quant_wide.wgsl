@@ -54,6 +54,6 @@ fn matvec_wide(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) {
         workgroupBarrier();
     }
     if (lane == 0u && first < p.rows) {
-        y[p.y_offset + first] = partial[lid];
+        store_row(first, partial[lid]);
     }
 }
