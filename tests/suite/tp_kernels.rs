@@ -875,3 +875,92 @@ fn model_ops_reject_overflowing_arguments_without_panicking() {
         bad.join("\n  ")
     );
 }
+
+/// The fused products with a normed input (`ProductInput::Normed`, the decoder's norms left to
+/// the products that read them): bit for bit `rmsnorm` into a vector and the product of that
+/// vector, for gate/up and q/k/v, at widths of one group of eight, a few, just past one batch of
+/// 2048 per workgroup, the 27B model's, and past the 8192 that rmsnorm holds in registers, with
+/// inputs small enough for eps to matter and large. x and the norm's weight are left as they
+/// were. Bad requests: a weight of another length or dtype, an output that is the weight.
+#[test]
+fn normed_products_are_bitwise_rmsnorm_then_the_product() {
+    let _s = serial();
+    let g = common::logical(1);
+    let m = g.member(0).unwrap();
+    let t = m.transformer();
+    let mut rng = common::rng(171);
+    let (eps, base) = (1e-5f32, 10_000.0f32);
+    for (cols, scale) in [(8usize, 1.0f32), (24, 0.003), (2056, 20.0), (5120, 1.0), (8200, 0.5)] {
+        let x = scaled(&mut rng, cols, scale);
+        let nw = scaled(&mut rng, cols, 2.0);
+        let (xt, nwt) = (m.upload_f32(&x).unwrap(), m.upload_f32(&nw).unwrap());
+        let normed = crossgpu::tp::ProductInput::Normed { x: &xt, weight: &nwt, eps };
+        let h = m.empty(&[cols], DType::F32).unwrap();
+        t.rmsnorm(&xt, &nwt, &h, eps).unwrap();
+        let f16s = |rng: &mut rand::rngs::StdRng, rows: usize| {
+            let v: Vec<f32> = common::random(rng, rows * cols).into_iter().map(to_f16).collect();
+            m.upload(&v, &[rows, cols], DType::F16).unwrap()
+        };
+        // gate/up, an odd row count (a workgroup's second row out of range).
+        let rows = 37;
+        let (wg, wu) = (f16s(&mut rng, rows), f16s(&mut rng, rows));
+        let (fused, plain) = (
+            m.upload_f32(&common::random(&mut rng, rows)).unwrap(),
+            m.upload_f32(&common::random(&mut rng, rows)).unwrap(),
+        );
+        t.matvec_gate_up_silu(&wg, &wu, normed, &fused).unwrap();
+        t.matvec_gate_up_silu(&wg, &wu, &h, &plain).unwrap();
+        let what = format!("gate/up normed, {cols} cols at scale {scale}");
+        assert_bits(&what, &fused.read().unwrap(), &plain.read().unwrap());
+        // q/k/v: 3 query heads and 1 KV head of 6, at position 2 of 4.
+        let (d, qh, kvh, pos, max_seq) = (6, 3, 1, 2, 4);
+        let (wq, wk, wv) = (f16s(&mut rng, qh * d), f16s(&mut rng, kvh * d), f16s(&mut rng, kvh * d));
+        let cache0 = common::random(&mut rng, kvh * max_seq * d);
+        let run = |input: crossgpu::tp::ProductInput<'_>| {
+            let q = m.empty(&[qh * d], DType::F32).unwrap();
+            let (kc, vc) = (m.upload_f32(&cache0).unwrap(), m.upload_f32(&cache0).unwrap());
+            t.matvec_qkv_rope_store((&wq, &wk, &wv), input, &q, (&kc, &vc), d, pos, max_seq, base).unwrap();
+            [q.read().unwrap(), kc.read().unwrap(), vc.read().unwrap()]
+        };
+        let (fused, plain) = (run(normed), run((&h).into()));
+        for (part, (a, b)) in ["q", "k cache", "v cache"].iter().zip(fused.iter().zip(&plain)) {
+            assert_bits(&format!("qkv normed, {cols} cols at scale {scale}: {part}"), a, b);
+        }
+        assert_bits(&format!("{what}: x kept"), &xt.read().unwrap(), &x);
+        assert_bits(&format!("{what}: weight kept"), &nwt.read().unwrap(), &nw);
+    }
+    // Bad requests, each refused before anything runs.
+    let w = m.upload(&[0.5; 16], &[2, 8], DType::F16).unwrap();
+    let x = m.upload_f32(&[1.0; 8]).unwrap();
+    let (short, half) = (m.upload_f32(&[1.0; 4]).unwrap(), m.upload(&[1.0; 8], &[8], DType::F16).unwrap());
+    let a = m.upload_f32(&[3.0; 2]).unwrap();
+    let normed = |weight| crossgpu::tp::ProductInput::Normed { x: &x, weight, eps };
+    assert!(matches!(t.matvec_gate_up_silu(&w, &w, normed(&short), &a), Err(Error::LengthMismatch { .. })));
+    assert!(matches!(t.matvec_gate_up_silu(&w, &w, normed(&half), &a), Err(Error::DtypeMismatch { .. })));
+    let a8 = m.upload_f32(&[3.0; 8]).unwrap();
+    let w88 = m.upload(&[0.5; 64], &[8, 8], DType::F16).unwrap();
+    assert!(matches!(t.matvec_gate_up_silu(&w88, &w88, normed(&a8), &a8), Err(Error::InvalidArgument(_))));
+    assert_eq!(a.read().unwrap(), vec![3.0; 2], "a refused call writes nothing");
+    assert_eq!(a8.read().unwrap(), vec![3.0; 8]);
+    // q/k/v with 8 query rows and 4 KV rows of heads of 2, caches of 2 positions; the same call
+    // with the weight as q's output is refused as well.
+    let w4 = m.upload(&[0.5; 32], &[4, 8], DType::F16).unwrap();
+    let (q, kc, vc) = (
+        m.upload_f32(&[7.0; 8]).unwrap(),
+        m.upload_f32(&[7.0; 8]).unwrap(),
+        m.upload_f32(&[7.0; 8]).unwrap(),
+    );
+    let qkv = |input| t.matvec_qkv_rope_store((&w88, &w4, &w4), input, &q, (&kc, &vc), 2, 0, 2, base);
+    assert!(matches!(qkv(normed(&short)), Err(Error::LengthMismatch { .. })));
+    assert!(matches!(qkv(normed(&q)), Err(Error::InvalidArgument(_))));
+    qkv(normed(&a8)).unwrap();
+    assert!(q.read().unwrap().iter().all(|&v| v != 7.0), "the accepted call writes q");
+    for (what, t) in [("k cache", &kc), ("v cache", &vc)] {
+        // [2 heads, 2 positions, 2]: position 0 stored, position 1 untouched.
+        let got = t.read().unwrap();
+        let at0 = [got[0], got[1], got[4], got[5]];
+        assert!(at0.iter().all(|&v| v != 7.0), "{what}: position 0 stored: {got:?}");
+        assert_eq!([got[2], got[3], got[6], got[7]], [7.0; 4], "{what}: position 1 untouched");
+    }
+    common::assert_no_validation_errors();
+}
