@@ -715,7 +715,15 @@ fn matvec_accumulate_is_the_product_then_the_add() {
                 .map(|(e, w)| e + reference::gamma(1) * (w.abs() + e) + f64::MIN_POSITIVE)
                 .collect();
         common::assert_within(&what, &got, &want, &bound);
-        assert!(m.matvec_accumulate(&wt, &xt, &xt).is_err(), "{what}: y as x");
+    }
+    // Square, so y as x has the right length and is refused for being x.
+    for dtype in [DType::F32, DType::F16] {
+        let (wt, xt) = (m.upload(&[0.5; 64], &[8, 8], dtype).unwrap(), m.upload_f32(&[1.5; 8]).unwrap());
+        assert!(
+            matches!(m.matvec_accumulate(&wt, &xt, &xt), Err(crossgpu::Error::InvalidArgument(_))),
+            "{dtype}: y as x"
+        );
+        assert_eq!(xt.read().unwrap(), vec![1.5; 8], "{dtype}: a refused call leaves x");
     }
     let (w0, x0) = (m.upload(&[], &[3, 0], DType::F16).unwrap(), m.upload_f32(&[]).unwrap());
     let y = m.upload_f32(&[2.5; 3]).unwrap();

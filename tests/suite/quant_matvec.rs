@@ -631,11 +631,17 @@ fn accumulate_is_the_product_then_the_add() {
                     .collect();
                 common::assert_within(&what, &got, &want, &bound);
             }
-            assert!(
-                matches!(m.matvec_quant_accumulate(&w, &xt, &xt), Err(Error::InvalidArgument(_))),
-                "{format}: y as x"
-            );
         }
+        // A square matrix, so y as x has the right length and is refused for being x.
+        let n = format.block_elems();
+        let square = m.upload_quant(format, n, n, &random_blocks(&mut rng, format, n, n)).unwrap();
+        let x = common::random(&mut rng, n);
+        let xt = m.upload_f32(&x).unwrap();
+        assert!(
+            matches!(m.matvec_quant_accumulate(&square, &xt, &xt), Err(Error::InvalidArgument(_))),
+            "{format}: y as x"
+        );
+        common::assert_bits(&format!("{format}: a refused call leaves x"), &xt.read().unwrap(), &x);
         let empty = m.upload_quant(format, 5, 0, &[]).unwrap();
         let (x0, y) = (m.upload_f32(&[]).unwrap(), m.upload_f32(&[3.0; 5]).unwrap());
         m.matvec_quant_accumulate(&empty, &x0, &y).unwrap();
