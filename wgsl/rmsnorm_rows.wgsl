@@ -34,7 +34,7 @@ fn rmsnorm_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
         }
         acc += v * v;
     }
-    let scale = norm_scale(lid, acc, p.n, p.eps);
+    let scale = norm_scale(lid, acc);
     for (var i = lid; live && i < p.n; i += 256u) {
         y[base + i] = x[base + i] * scale * w[i];
     }

@@ -82,7 +82,7 @@ fn put8(base: u32, v: Eight, wv: Eight, scale: f32) {
 
 // The second pass reading x back (any n).
 fn norm_tail(lid: u32, acc: f32) {
-    let scale = norm_scale(lid, acc, p.n, p.eps);
+    let scale = norm_scale(lid, acc);
     for (var base = lid; base < p.n; base += 2048u) {
         let v = x8(base);
         let wv = w8(base);
@@ -97,7 +97,7 @@ fn norm_tail_held(lid: u32, acc: f32, v0: Eight, v1: Eight, v2: Eight, v3: Eight
     let w1 = w8(lid + 2048u);
     let w2 = w8(lid + 4096u);
     let w3 = w8(lid + 6144u);
-    let scale = norm_scale(lid, acc, p.n, p.eps);
+    let scale = norm_scale(lid, acc);
     put8(lid, v0, w0, scale);
     put8(lid + 2048u, v1, w1, scale);
     put8(lid + 4096u, v2, w2, scale);
