@@ -204,8 +204,8 @@ impl Member {
 
     /// `y += W x`, as [`Member::matvec`] checks and computes it: each row's sum, then added to
     /// the `y` it finds (the addition of [`Member::add`] after a `matvec`, so the same bits,
-    /// with one dispatch and no vector between them). The decoder adds its output projections
-    /// into the residual stream this way.
+    /// with one dispatch and no vector between them): a residual add folded into the product
+    /// before it, as a layer of one's own may want.
     pub fn matvec_accumulate(&self, w: &Tensor, x: &Tensor, y: &Tensor) -> Result<()> {
         self.matvec_impl(w, x, y, None, true)
     }

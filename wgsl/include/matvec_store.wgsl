@@ -1,9 +1,9 @@
 // The immediates of every matrix–vector kernel (matvec_f32, matvec_f16, the f16 row kernels
 // of matvec_f16_rows.wgsl and the quantized ones of matvec_quant_blocks.wgsl) and how each
 // stores a row: y[y_offset + row] = W x, or, where `accumulate` is set, y[y_offset + row] +=
-// W x (`Member::matvec_accumulate`: the decoder adds the output projections into its residual
-// stream this way, the addition add_rmsnorm would make, so the same bits). The includer
-// declares `y` (read_write f32) and `p: MatvecParams`.
+// W x (`Member::matvec_accumulate`: the addition `add` would make after the product, so its
+// bits, without the vector between them). The includer declares `y` (read_write f32) and
+// `p: MatvecParams`.
 
 struct MatvecParams {
     rows: u32,
