@@ -4,8 +4,8 @@
 //   q = rope(Wq x);  k_cache[h, pos, :] = rope(Wk x)[h, :];  v_cache[h, pos, :] = (Wv x)[h, :].
 //
 // RoPE rotates the pair (i, i + dim/2) of each head, so the work is cut into pairs of rows:
-// each workgroup of 256 computes two pairs as four dot products of 64 threads, with exactly the
-// loads, additions and tree reduction of matvec_f16_vec8_rows4, then rotates each pair with the
+// each workgroup of 256 computes four pairs as eight dot products of LANES = 32 threads, with
+// exactly the loads, additions and tree reduction of matvec_f16_vec8_rows8, then rotates each pair with the
 // expressions of rope.wgsl and stores it where kv_store would: bitwise the six dispatches it
 // replaces (three products, two ropes, kv_store; tests/tp_kernels.rs checks it).
 
@@ -38,7 +38,9 @@ fn step_pos() -> u32 {
 
 var<workgroup> partial: array<f32, 256>;
 
-const PAIRED: bool = false;
+// Threads per dot product (and matvec_f16_vec8_rows8's pairing of a group's two halves).
+const LANES: u32 = 32u;
+const PAIRED: bool = true;
 // #include "matvec_f16_group.wgsl"
 
 // Weight group i of matrix `which` (0 q, 1 k, 2 v).
@@ -82,9 +84,9 @@ fn matvec_qkv_rope_store(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let lane = lid % 64u;
-    let dot_row = lid / 64u;
-    let pair = (wid.y * nwg.x + wid.x) * 2u + dot_row / 2u;
+    let lane = lid % LANES;
+    let dot_row = lid / LANES;
+    let pair = (wid.y * nwg.x + wid.x) * (128u / LANES) + dot_row / 2u;
     let second = dot_row % 2u == 1u;
     let pairs = (p.q_rows + 2u * p.kv_rows) / 2u;
     let at = locate(pair);
@@ -96,13 +98,13 @@ fn matvec_qkv_rope_store(
         let base = row * groups;
         // One load at a time: four in flight, as matvec_f16_vec8_rows8_x4 issues them, made
         // this kernel slower on the H200 (docs/BENCHMARKS.md, "Matrix–vector products").
-        for (var g = lane; g < groups; g += 64u) {
+        for (var g = lane; g < groups; g += LANES) {
             acc = add_group(acc, weights(at.x, base + g), g);
         }
     }
     partial[lid] = acc;
     workgroupBarrier();
-    for (var s = 32u; s > 0u; s >>= 1u) {
+    for (var s = LANES / 2u; s > 0u; s >>= 1u) {
         if (lane < s) {
             partial[lid] += partial[lid + s];
         }
@@ -110,7 +112,7 @@ fn matvec_qkv_rope_store(
     }
     if (lane == 0u && !second && pair < pairs) {
         let a = partial[lid];
-        let b = partial[lid + 64u];
+        let b = partial[lid + LANES];
         let row_b = pair_row(at.y, true);
         if (at.x != 0u && step_pos() >= p.max_seq) {
             // A counter past the cache (the host checks first) stores nothing.

@@ -208,9 +208,9 @@ fn gate_up_silu_is_bitwise_the_two_products_and_silu_mul() {
 }
 
 /// The fused attention input (issue 15): `matvec_qkv_rope_store` is bitwise the three products
-/// through `matvec_f16_vec8_rows4`, the two ropes and kv_store, caches included (every other
-/// position keeps its bits), at shapes with head_dim 2 and 6, odd pair counts (a workgroup's
-/// second pair out of range), the first and the last position, and the 27B model's half.
+/// through `matvec_f16_vec8_rows8`, the two ropes and kv_store, caches included (every other
+/// position keeps its bits), at shapes with head_dim 2 and 6, pair counts that leave some of a
+/// workgroup's four pairs out of range, the first and the last position, and the 27B model's half.
 #[test]
 fn qkv_rope_store_is_bitwise_the_six_dispatches_it_replaces() {
     let _s = serial();
@@ -253,7 +253,7 @@ fn qkv_rope_store_is_bitwise_the_six_dispatches_it_replaces() {
         );
         let (kc2, vc2) = (m.upload_f32(&cache0).unwrap(), m.upload_f32(&cache1).unwrap());
         for (wt, out) in [(&tq, &q2), (&tk, &k2), (&tv, &v2)] {
-            m.matvec_f16_with("matvec_f16_vec8_rows4", wt, &x, out).unwrap();
+            m.matvec_f16_with("matvec_f16_vec8_rows8", wt, &x, out).unwrap();
         }
         m.transformer().rope(&q2, qh, d, pos, base).unwrap();
         m.transformer().rope(&k2, kvh, d, pos, base).unwrap();

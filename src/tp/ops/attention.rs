@@ -153,7 +153,7 @@ impl<'m> TransformerOps<'m> {
 
     /// One decode step's attention inputs in one dispatch: `q = rope(wq x)` and, at position
     /// `pos` of the caches `[kv_heads, max_seq, head_dim]`, `rope(wk x)` and `wv x` — what
-    /// three `matvec`s through `matvec_f16_vec8_rows4`, two [`TransformerOps::rope`]s and
+    /// three `matvec`s through `matvec_f16_vec8_rows8`, two [`TransformerOps::rope`]s and
     /// [`TransformerOps::kv_store`] do, bitwise. `wq` is `[q_heads * head_dim, cols]`, `wk` and `wv`
     /// `[kv_heads * head_dim, cols]`, all f16 with `cols % 8 == 0`; `x` f32 of `cols`; `q` f32.
     #[allow(clippy::too_many_arguments)]
@@ -275,7 +275,7 @@ impl<'m> TransformerOps<'m> {
             &v_cache.buffer,
             counter,
         ];
-        self.m.shared.dispatch(MATVEC_QKV_ROPE_STORE, &b, &[], &imm, row_groups(pairs.div_ceil(2)))
+        self.m.shared.dispatch(MATVEC_QKV_ROPE_STORE, &b, &[], &imm, row_groups(pairs.div_ceil(4)))
     }
 
     /// Stores one decode step's keys and values, `k` and `v` `[heads, head_dim]`, at position
