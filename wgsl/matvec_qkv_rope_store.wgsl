@@ -5,9 +5,10 @@
 //
 // RoPE rotates the pair (i, i + dim/2) of each head, so the work is cut into pairs of rows:
 // each workgroup of 256 computes four pairs as eight dot products of LANES = 32 threads, with
-// exactly the loads, additions and tree reduction of matvec_f16_vec8_rows8, then rotates each pair with the
-// expressions of rope.wgsl and stores it where kv_store would: bitwise the six dispatches it
-// replaces (three products, two ropes, kv_store; tests/tp_kernels.rs checks it).
+// exactly the loads, additions and tree reduction of matvec_f16_vec8_rows8, then rotates each
+// pair with the expressions of rope.wgsl and stores it where kv_store would: bitwise the six
+// dispatches it replaces (three products, two ropes, kv_store; tests/tp_kernels.rs checks it).
+// The host dispatches a workgroup per QKV_PAIRS_PER_WORKGROUP (= 128 / LANES) pairs.
 
 struct QkvParams {
     q_rows: u32,

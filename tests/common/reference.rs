@@ -207,6 +207,15 @@ pub fn add(x: &Ev, y: &Ev, m: ErrorModel) -> Ev {
     Ev { v, e }
 }
 
+/// `p + y` for a bounded `p` (a product within `p.e`, `ErrorModel::Bound`) and exact f32 `y`, as
+/// a kernel adds its product to y in one rounding: within `p.e + gamma(1) (|p + y| + p.e)`.
+pub fn add_to_bounded(p: &Ev, y: &[f32]) -> Ev {
+    assert_eq!(p.v.len(), y.len(), "reference::add_to_bounded: lengths");
+    let v: Vec<f64> = p.v.iter().zip(y).map(|(v, &y)| v + y as f64).collect();
+    let e = p.e.iter().zip(&v).map(|(e, v)| e + gamma(1) * (v.abs() + e) + f64::MIN_POSITIVE).collect();
+    Ev { v, e }
+}
+
 /// `silu(g) = g·σ(g) = g / (1 + exp(-g))`.
 pub fn silu(g: f64) -> f64 {
     g / (1.0 + (-g).exp())

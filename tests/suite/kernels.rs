@@ -374,6 +374,17 @@ fn elementwise_grid_stride_beyond_65535_workgroups() {
     common::assert_no_validation_errors();
 }
 
+/// The weights as the GPU multiplies them: f16 ones widened exactly to f32 after rounding.
+fn held_weights(w: &[f32], dtype: DType) -> Vec<f64> {
+    w.iter()
+        .map(|&v| match dtype {
+            DType::F32 => v as f64,
+            DType::F16 => common::f16(v),
+            other => panic!("matvec weights are f32 or f16, not {other}"),
+        })
+        .collect()
+}
+
 /// Runs `y = W x` on the GPU for a random `rows x cols` W of `dtype` and checks every row
 /// against the f64 reference within `gamma(cols) * sum_k |w_rk x_k|`. Returns y.
 fn check_matvec(m: &Member, rows: usize, cols: usize, dtype: DType, seed: u64) -> Vec<f32> {
@@ -402,13 +413,7 @@ fn check_matvec_with(
     }
     let got = yt.read().unwrap();
     assert_eq!(got.len(), rows);
-    // The GPU multiplies the f16 weights after widening them exactly to f32.
-    let wv = |v: f32| match dtype {
-        DType::F32 => v as f64,
-        DType::F16 => common::f16(v),
-        other => panic!("matvec weights are f32 or f16, not {other}"),
-    };
-    let held: Vec<f64> = w.iter().map(|&v| wv(v)).collect();
+    let held = held_weights(&w, dtype);
     // Within gamma(cols + 1)·Σ|w x|: the f64 reference's own error (cols·2^-53 relative to
     // Σ|w x|) is covered by the one extra rounding.
     let want = reference::matvec(&held, rows, &Ev::from_f32(&x), ErrorModel::Bound { extra: 1 });
@@ -675,7 +680,7 @@ fn long_chain_without_reads_matches_cpu() {
     common::assert_no_validation_errors();
 }
 
-/// `y += W x` (`matvec_accumulate`, the decoder's residual add): bit for bit `matvec` then
+/// `y += W x` (`matvec_accumulate`, a residual add in the product): bit for bit `matvec` then
 /// `add` on a y of random values, for f32 weights and f16 at column counts that pick each kernel
 /// `matvec` uses (generic, four rows, eight rows, eight rows with four loads in flight), and
 /// within the f64 bound of the product plus one rounding of the addition; no columns add nothing;
@@ -705,16 +710,13 @@ fn matvec_accumulate_is_the_product_then_the_add() {
         m.add(&sum, &product).unwrap();
         let got = yt.read().unwrap();
         common::assert_bits(&what, &got, &sum.read().unwrap());
-        let held: Vec<f64> =
-            w.iter().map(|&v| if dtype == DType::F16 { common::f16(v) } else { v as f64 }).collect();
-        let p = reference::matvec(&held, rows, &Ev::from_f32(&x), ErrorModel::Bound { extra: 1 });
-        let want: Vec<f64> = p.v.iter().zip(&y0).map(|(v, &y)| v + y as f64).collect();
-        let bound: Vec<f64> =
-            p.e.iter()
-                .zip(&want)
-                .map(|(e, w)| e + reference::gamma(1) * (w.abs() + e) + f64::MIN_POSITIVE)
-                .collect();
-        common::assert_within(&what, &got, &want, &bound);
+        let p = reference::matvec(
+            &held_weights(&w, dtype),
+            rows,
+            &Ev::from_f32(&x),
+            ErrorModel::Bound { extra: 1 },
+        );
+        common::assert_within_ev(&what, &got, &reference::add_to_bounded(&p, &y0));
     }
     // Square, so y as x has the right length and is refused for being x.
     for dtype in [DType::F32, DType::F16] {

@@ -595,7 +595,7 @@ fn uploads_larger_than_the_staging_ring_read_back_exactly() {
     common::assert_no_validation_errors();
 }
 
-/// `y += W x` (`matvec_quant_accumulate`, the decoder's residual add) through every kernel of
+/// `y += W x` (`matvec_quant_accumulate`, a residual add in the product) through every kernel of
 /// every format: bit for bit the kernel's own `matvec_quant` followed by `Member::add` on a y of
 /// random values (the same sum, then the same addition), and within the twin's bound plus one
 /// rounding of the addition; with no columns y keeps its bits, and y as x is refused.
@@ -622,14 +622,7 @@ fn accumulate_is_the_product_then_the_add() {
                 m.add(&sum, &product).unwrap();
                 let got = yt.read().unwrap();
                 common::assert_bits(&what, &got, &sum.read().unwrap());
-                let want: Vec<f64> = twin.v.iter().zip(&y0).map(|(v, &y)| v + y as f64).collect();
-                let bound: Vec<f64> = twin
-                    .e
-                    .iter()
-                    .zip(&want)
-                    .map(|(b, w)| b + reference::gamma(1) * (w.abs() + b) + f64::MIN_POSITIVE)
-                    .collect();
-                common::assert_within(&what, &got, &want, &bound);
+                common::assert_within_ev(&what, &got, &reference::add_to_bounded(&twin, &y0));
             }
         }
         // A square matrix, so y as x has the right length and is refused for being x.

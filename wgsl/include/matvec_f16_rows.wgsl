@@ -16,11 +16,6 @@ var<immediate> p: MatvecParams;
 
 var<workgroup> partial: array<f32, 256>;
 
-// x's elements 4i .. 4i + 3 (matvec_f16_group.wgsl reads x through it).
-fn x4(i: u32) -> vec4<f32> {
-    return x[i];
-}
-
 const LANES: u32 = 256u / ROWS;
 
 fn matvec_rows(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) {

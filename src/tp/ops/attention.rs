@@ -27,6 +27,10 @@ pub struct AttentionShape {
     pub max_seq: usize,
 }
 
+/// Row pairs (rotated together by RoPE) per workgroup of `matvec_qkv_rope_store`: 128 / LANES
+/// in its WGSL (eight dot products of 32 threads).
+const QKV_PAIRS_PER_WORKGROUP: usize = 4;
+
 impl<'m> TransformerOps<'m> {
     /// Rotary position embedding in place on `heads` vectors of `head_dim` (even) in `v`.
     pub fn rope(&self, v: &Tensor, heads: usize, head_dim: usize, pos: usize, base: f32) -> Result<()> {
@@ -275,7 +279,8 @@ impl<'m> TransformerOps<'m> {
             &v_cache.buffer,
             counter,
         ];
-        self.m.shared.dispatch(MATVEC_QKV_ROPE_STORE, &b, &[], &imm, row_groups(pairs.div_ceil(4)))
+        let groups = row_groups(pairs.div_ceil(QKV_PAIRS_PER_WORKGROUP));
+        self.m.shared.dispatch(MATVEC_QKV_ROPE_STORE, &b, &[], &imm, groups)
     }
 
     /// Stores one decode step's keys and values, `k` and `v` `[heads, head_dim]`, at position
