@@ -20,17 +20,17 @@ struct GateUpParams {
 @group(0) @binding(3) var<storage, read_write> a: array<f32>;
 var<immediate> p: GateUpParams;
 
-var<workgroup> partial: array<f32, 256>;
-
 const PAIRED: bool = false;
+const NORMED: bool = false;
 // #include "matvec_f16_group.wgsl"
+// #include "matvec_gate_up_silu.wgsl"
 
-// Weight group i of the up (is_up) or the gate matrix.
-fn weights(is_up: bool, i: u32) -> vec4<u32> {
-    if (is_up) {
-        return wu[i];
-    }
-    return wg[i];
+fn dot_step(acc: vec2<f32>, v: vec4<u32>, g: u32) -> vec2<f32> {
+    return vec2<f32>(add_group(acc.x, v, g), 0.0);
+}
+
+fn normed_scale(squares: f32) -> f32 {
+    return 1.0;
 }
 
 @compute @workgroup_size(256)
@@ -39,31 +39,5 @@ fn matvec_gate_up_silu(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let lane = lid % 64u;
-    let dot_row = lid / 64u;
-    let row = (wid.y * nwg.x + wid.x) * 2u + dot_row / 2u;
-    let is_up = dot_row % 2u == 1u;
-    var acc = 0.0;
-    // No early return: every thread must reach the barriers below.
-    if (row < p.rows) {
-        let groups = p.cols / 8u;
-        let base = row * groups;
-        // One load at a time: four in flight, as matvec_f16_vec8_rows8_x4 issues them, made
-        // this kernel slower on the H200 (docs/BENCHMARKS.md, "Matrix–vector products").
-        for (var q = lane; q < groups; q += 64u) {
-            acc = add_group(acc, weights(is_up, base + q), q);
-        }
-    }
-    partial[lid] = acc;
-    workgroupBarrier();
-    for (var s = 32u; s > 0u; s >>= 1u) {
-        if (lane < s) {
-            partial[lid] += partial[lid + s];
-        }
-        workgroupBarrier();
-    }
-    if (lane == 0u && !is_up && row < p.rows) {
-        let g = partial[lid];
-        a[row] = g / (1.0 + exp(-g)) * partial[lid + 64u];
-    }
+    gate_up_silu(wid, nwg, lid);
 }

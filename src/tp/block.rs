@@ -6,6 +6,8 @@
 //!
 //! Each half ends with its row-parallel layer's all-reduce and the residual norm that consumes
 //! it (`RowParallelLinear::forward_add_norm`), so a round opens and closes inside the layer.
+//! On one member the norm is left pending ([`Normed`]) and the next half's fused product norms
+//! its own input; the unfused paths write it out first.
 //!
 //! Where the hidden size is a multiple of 8 and the weights are f16, q, k, v, the ropes and the
 //! cache store run as one kernel (`TransformerOps::matvec_qkv_rope_store`) and gate, up and
@@ -18,7 +20,8 @@ use super::reduce::Reducer;
 use crate::error::Result;
 use crate::group::Member;
 
-use super::linear::{AddNorm, ColumnParallelLinear, RowParallelLinear};
+use super::linear::{ColumnParallelLinear, RowParallelLinear};
+use super::residual::{AddNorm, Normed};
 use super::sharded::Sharded;
 
 /// Activations the attention half writes on the way (each member's heads).
@@ -77,34 +80,35 @@ impl QkvBias {
 }
 
 impl Attention {
-    /// `x += o(attention(q(h), cache + (k(h), v(h)) at the step's position))`, summed over the
-    /// members, then `h = norm(x)` ([`AddNorm`]): every member's `x` and `h` bitwise equal. `h`
-    /// is replicated; `partial` holds the output projection's partials where the all-reduce is
-    /// not fused into the norm.
-    pub(crate) fn forward(
+    /// `x += o(attention(q(h), cache + (k(h), v(h)) at the step's position))` from the normed
+    /// `h`, summed over the members, then `h = norm(x)` ([`AddNorm`], returned as it stands):
+    /// every member's `x` and `h` bitwise equal. `h` is replicated; `partial` holds the output
+    /// projection's partials where the all-reduce is not fused into the norm.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn forward<'a>(
         &self,
         members: &[Member],
         comm: Option<&mut dyn Reducer>,
         s: &AttentionScratch,
         partial: &Sharded,
         step: Step<'_>,
-        norm: AddNorm<'_>,
-    ) -> Result<()> {
-        let h = norm.h;
+        h: Normed<'_>,
+        norm: AddNorm<'a>,
+    ) -> Result<Normed<'a>> {
         let d = step.head_dim;
         for (i, m) in members.iter().enumerate() {
-            let (hi, q) = (h.part(i)?, s.q.part(i)?);
+            let q = s.q.part(i)?;
             let caches = (self.k_cache.part(i)?, self.v_cache.part(i)?);
             let kv_heads = self.k.ranges[i].len() / d;
             let counter = step.position.part(i)?;
             let at = Position { base: 0, counter: Some(counter) };
             let dense = (self.q.matrix(i)?.dense(), self.k.matrix(i)?.dense(), self.v.matrix(i)?.dense());
-            let fused = hi.len().is_multiple_of(8) && !self.bias.any();
+            let fused = self.q.in_features.is_multiple_of(8) && !self.bias.any();
             if let (true, (Some(wq), Some(wk), Some(wv))) = (fused, dense) {
                 let weights = (wq, wk, wv);
                 m.transformer().matvec_qkv_rope_store_at(
                     weights,
-                    hi,
+                    h.product_input(i)?,
                     q,
                     caches,
                     d,
@@ -113,7 +117,7 @@ impl Attention {
                     step.rope_base,
                 )?;
             } else {
-                let (k, v) = (s.k.part(i)?, s.v.part(i)?);
+                let (hi, k, v) = (h.tensor(m, i)?, s.k.part(i)?, s.v.part(i)?);
                 self.q.matrix(i)?.matvec(m, hi, q)?;
                 self.k.matrix(i)?.matvec(m, hi, k)?;
                 self.v.matrix(i)?.matvec(m, hi, v)?;
@@ -155,25 +159,25 @@ pub(crate) struct Mlp {
 }
 
 impl Mlp {
-    /// `x += down(silu(gate(h)) * up(h))`, summed over the members, then `h = norm(x)`
-    /// ([`AddNorm`]), every member's `x` and `h` bitwise equal; `partial` as in
-    /// [`Attention::forward`].
-    pub(crate) fn forward(
+    /// `x += down(silu(gate(h)) * up(h))` from the normed `h`, summed over the members, then
+    /// `h = norm(x)` ([`AddNorm`], returned as it stands), every member's `x` and `h` bitwise
+    /// equal; `partial` as in [`Attention::forward`].
+    pub(crate) fn forward<'a>(
         &self,
         members: &[Member],
         comm: Option<&mut dyn Reducer>,
         s: &MlpScratch,
         partial: &Sharded,
-        norm: AddNorm<'_>,
-    ) -> Result<()> {
-        let h = norm.h;
+        h: Normed<'_>,
+        norm: AddNorm<'a>,
+    ) -> Result<Normed<'a>> {
         for (i, m) in members.iter().enumerate() {
-            let (hi, a) = (h.part(i)?, s.a.part(i)?);
+            let a = s.a.part(i)?;
             let dense = (self.gate.matrix(i)?.dense(), self.up.matrix(i)?.dense());
-            if let (true, (Some(wg), Some(wu))) = (hi.len().is_multiple_of(8), dense) {
-                m.transformer().matvec_gate_up_silu(wg, wu, hi, a)?;
+            if let (true, (Some(wg), Some(wu))) = (self.gate.in_features.is_multiple_of(8), dense) {
+                m.transformer().matvec_gate_up_silu(wg, wu, h.product_input(i)?, a)?;
             } else {
-                let (g, u) = (s.g.part(i)?, s.u.part(i)?);
+                let (hi, g, u) = (h.tensor(m, i)?, s.g.part(i)?, s.u.part(i)?);
                 self.gate.matrix(i)?.matvec(m, hi, g)?;
                 self.up.matrix(i)?.matvec(m, hi, u)?;
                 m.transformer().silu_mul(g, u, a)?;

@@ -11,6 +11,7 @@ use std::ops::Range;
 
 use super::matrix::Matrix;
 use super::reduce::Reducer;
+use super::residual::{AddNorm, Normed};
 use super::sharded::Sharded;
 use crate::comm::{AllReduceOptions, Comm, Precision};
 use crate::error::{Error, Result};
@@ -301,15 +302,20 @@ impl RowParallelLinear {
     /// block ends. Where the reducer fuses rounds ([`Reducer::fused_round`], DevicePoll) each
     /// member's product goes straight into its slot and the norm sums the slots in member
     /// order (`reduce_add_rmsnorm`); else the products go into `partial`, are all-reduced and
-    /// added (`add_rmsnorm`). Both give the same bits.
-    pub(crate) fn forward_add_norm(
+    /// added (`add_rmsnorm`). Both give the same bits, and return [`Normed::Ready`].
+    ///
+    /// With one member and nothing to reduce with, the product adds itself into `x_stream`
+    /// (`matvec_accumulate`, add_rmsnorm's addition) and the norm is left to whoever reads it:
+    /// [`Normed::Pending`], which the fused products apply on their way in (within rounding of
+    /// `add_rmsnorm`'s h, not bitwise: the norm's scale multiplies their finished sums).
+    pub(crate) fn forward_add_norm<'a>(
         &self,
         members: &[Member],
         reducer: Option<&mut dyn Reducer>,
         x: &[&Tensor],
         partial: &Sharded,
-        norm: AddNorm<'_>,
-    ) -> Result<()> {
+        norm: AddNorm<'a>,
+    ) -> Result<Normed<'a>> {
         check_forward("RowParallelLinear", self.weights.len(), members, x.len(), x.len())?;
         let reducer = match reducer {
             Some(r) => match r.fused_round(self.out_features)? {
@@ -323,10 +329,14 @@ impl RowParallelLinear {
                         let (xs, w, h) = norm.parts(i)?;
                         m.transformer().reduce_add_rmsnorm(&round.input(i)?, xs, w, h, norm.eps)?;
                     }
-                    return Ok(());
+                    return Ok(Normed::Ready(norm.h));
                 }
                 None => Some(r),
             },
+            None if members.len() == 1 => {
+                self.weights[0].matvec_accumulate(&members[0], x[0], norm.x.part(0)?)?;
+                return Ok(Normed::Pending(norm));
+            }
             None => None,
         };
         self.forward_with(members, reducer, x, &mut partial.refs())?;
@@ -334,22 +344,6 @@ impl RowParallelLinear {
             let (xs, w, h) = norm.parts(i)?;
             m.transformer().add_rmsnorm(xs, partial.part(i)?, w, h, norm.eps)?;
         }
-        Ok(())
-    }
-}
-
-/// The residual norm that ends a decoder block's half: the output is added to the residual
-/// stream `x`, which is then normed with `weight` into `h` (all replicated).
-#[derive(Clone, Copy)]
-pub(crate) struct AddNorm<'a> {
-    pub(crate) x: &'a Sharded,
-    pub(crate) weight: &'a Sharded,
-    pub(crate) h: &'a Sharded,
-    pub(crate) eps: f32,
-}
-
-impl AddNorm<'_> {
-    fn parts(&self, i: usize) -> Result<(&Tensor, &Tensor, &Tensor)> {
-        Ok((self.x.part(i)?, self.weight.part(i)?, self.h.part(i)?))
+        Ok(Normed::Ready(norm.h))
     }
 }

@@ -88,6 +88,15 @@ impl Matrix {
         }
     }
 
+    /// `y += W x` on `m`, the sum rounded once, as `matvec` then `add` (the decoder's residual
+    /// stream taking a row-parallel product in, where there is nothing to reduce).
+    pub fn matvec_accumulate(&self, m: &Member, x: &Tensor, y: &Tensor) -> Result<()> {
+        match self {
+            Matrix::F16(t) => m.matvec_accumulate(t, x, y),
+            Matrix::Quant(q) => m.matvec_quant_accumulate(q, x, y),
+        }
+    }
+
     /// `y[t] = W x[t]` for `positions` rows on `m` (f32 `x` `[positions, cols]`, f32 `y`
     /// `[positions, rows]`): the prompt's product.
     pub fn matmul(&self, m: &Member, x: &Tensor, y: &Tensor, positions: usize) -> Result<()> {

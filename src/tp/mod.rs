@@ -10,6 +10,8 @@
 //! - [`TransformerOps`]: the transformer's kernels on one member's tensors (norms, RoPE,
 //!   attention, the fused products, the greedy token), reached with `Member::transformer`.
 //! - `block`: the decoder block's attention and MLP halves as tensor-parallel layers.
+//! - `residual`: the residual stream's norms between the halves (written out, or left to the
+//!   products that read them).
 //! - `config`, `plan`: a decoder-only transformer's shape, and how it is cut across the
 //!   members (and whether they can hold it).
 //! - `weights`: where the weights come from ([`WeightSource`]: generated from a seed, or read
@@ -35,6 +37,7 @@ mod matrix;
 mod ops;
 mod plan;
 mod reduce;
+pub(crate) mod residual;
 mod sharded;
 pub mod split;
 mod weights;
@@ -44,8 +47,8 @@ pub use decoder::{DecodeStats, Decoder, PROMPT_CHUNK, PROMPT_CHUNK_ON_UNITS};
 pub use linear::{ColumnParallelLinear, RowParallelLinear};
 pub use matrix::Matrix;
 pub use ops::{
-    sampling_chunk_floats, AttentionShape, PromptShape, TransformerOps, PROMPT_MAX_HEAD_DIM, SAMPLING_CHUNK,
-    SAMPLING_MAX_MEMBERS, SAMPLING_SETTINGS_WORDS,
+    sampling_chunk_floats, AttentionShape, ProductInput, PromptShape, TransformerOps, PROMPT_MAX_HEAD_DIM,
+    SAMPLING_CHUNK, SAMPLING_MAX_MEMBERS, SAMPLING_SETTINGS_WORDS,
 };
 pub use plan::{check_fits, check_fits_with, Footprint, Plan};
 pub use reduce::Reducer;

@@ -254,6 +254,71 @@ pub fn silu_mul(g: &Ev, u: &Ev, m: ErrorModel) -> Ev {
     Ev { v, e }
 }
 
+/// `a = silu(g)·u` from bounded `g` and `u` (each within its `e` of the exact value, as a
+/// product kernel leaves them), as the fused gate/up kernels compute it: silu's slope is below
+/// 1.1 everywhere, so `|a - a*| <= 1.1 e_g (|u| + e_u) + |silu(g)| e_u`, and the kernel's own
+/// rounding (`silu_mul_rtol`) of a value at most that far from `a*`.
+pub fn silu_mul_of_bounded(g: &Ev, u: &Ev) -> Ev {
+    assert_eq!(g.v.len(), u.v.len(), "reference::silu_mul_of_bounded: lengths");
+    let (mut v, mut e) = (Vec::with_capacity(g.v.len()), Vec::with_capacity(g.v.len()));
+    for ((gv, eg), (uv, eu)) in g.pairs().zip(u.pairs()) {
+        let silu = silu(gv);
+        let a = silu * uv;
+        let moved = 1.1 * eg * (uv.abs() + eu) + silu.abs() * eu;
+        v.push(a);
+        e.push(moved + silu_mul_rtol(gv.abs() + eg) * (a.abs() + moved) + f64::MIN_POSITIVE);
+    }
+    Ev { v, e }
+}
+
+/// `y = s·W(x∘w)` with `s = (Σx²/n + eps)^-1/2`: a product whose input is an RMSNorm left
+/// pending, as the normed fused kernels compute it (each dot product reads `x·w`, rounded
+/// once, sums its n terms and multiplies the sum by `s`). The sum of the rounded terms is
+/// within `gamma_{n+1}·Σ|W x w|`; `s` within rmsnorm's `gamma_{n+1}/2 + 5U` relative (the sum of
+/// squares, `/n`, `+eps`, inverseSqrt) and the product by it one U more, so
+/// `|y - y*| <= s·gamma_{n+1}·Σ|W x w| + (gamma_{n+1}/2 + 6U)|y*|`, with one gamma step more for
+/// the second-order terms. `x` and `w` exact (f32), `W` [rows, n] exact.
+pub fn normed_matvec(w_mat: &[f64], rows: usize, x: &[f32], w: &[f32], eps: f64) -> Ev {
+    let n = x.len();
+    assert_eq!(w.len(), n, "reference::normed_matvec: norm weights");
+    assert_eq!(w_mat.len(), rows * n, "reference::normed_matvec: W is not [rows, x.len()]");
+    let xs = f64s(x);
+    let ss: f64 = xs.iter().map(|v| v * v).sum();
+    let s = 1.0 / (ss / n as f64 + eps).sqrt();
+    let h: Vec<f64> = xs.iter().zip(w).map(|(&xv, &wv)| xv * wv as f64).collect();
+    let rel = gamma(n + 1) / 2.0 + 6.0 * U;
+    let (mut v, mut e) = (vec![0.0; rows], vec![0.0; rows]);
+    for r in 0..rows {
+        let (sum, abs) = dot(&w_mat[r * n..(r + 1) * n], &h);
+        v[r] = s * sum;
+        e[r] = (s * gamma(n + 1) * abs + rel * v[r].abs()) * (1.0 + gamma(n + 2)) + f64::MIN_POSITIVE;
+    }
+    Ev { v, e }
+}
+
+/// RoPE (as `rope`) of a bounded `x`: the rotation moves an input error by at most
+/// `e_a + e_b` (|cos|, |sin| ≤ 1), and rounds and takes the angle's error on values at most
+/// that far from the exact ones: `Bound`'s terms on `|a| + |b| + e_a + e_b`.
+pub fn rope_of_bounded(x: &mut Ev, heads: usize, d: usize, pos: usize, base: f64) {
+    assert_eq!(x.v.len(), heads * d, "reference::rope_of_bounded: length");
+    let moved: Vec<f64> = (0..heads * d)
+        .map(|i| {
+            let (h, j) = (i / d, i % d % (d / 2));
+            x.e[h * d + j] + x.e[h * d + j + d / 2]
+        })
+        .collect();
+    let mut exact = Ev::exact(x.v.clone());
+    rope(&mut exact, heads, d, pos, base, ErrorModel::BOUND);
+    for (i, m) in moved.iter().enumerate() {
+        let (h, j) = (i / d, i % d % (d / 2));
+        let mag = x.v[h * d + j].abs() + x.v[h * d + j + d / 2].abs();
+        // Bound's relative terms, taken from its error on the exact values, on the larger magnitude.
+        let rel = if mag > 0.0 { exact.e[i] / mag } else { TRIG_ABS + 3.0 * U };
+        x.v[i] = exact.v[i];
+        x.e[i] = m + rel.max(TRIG_ABS + 3.0 * U) * (mag + m);
+    }
+}
+
 /// The rotation angle's relative error bound for pair `i` of a `dim`-wide head: `-2i/dim`
 /// rounds once (U relative on e, so ln2·U·|x| on pow with x = e·log2 b); pow = exp2(e·log2 b):
 /// the product rounds (U), log2 is within 3 ULP ≤ 6U·|log2 b| (ln2·6U·|x| relative on the

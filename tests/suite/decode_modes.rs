@@ -79,3 +79,52 @@ fn fused_device_poll_gives_the_bits_of_host_bridge_and_generic() {
     }
     common::assert_no_validation_errors();
 }
+
+/// On one member with nothing to reduce with, the decoder leaves each residual norm to the
+/// product that reads it (`matvec_accumulate` into the stream, the normed q/k/v and gate/up
+/// kernels, `rmsnorm` before the readers that cannot norm); the same member given a
+/// communicator writes every norm with `add_rmsnorm` instead. Where the hidden size keeps the
+/// products unfused (4100, not a multiple of 8) the norms are written by `rmsnorm` after the
+/// accumulating product, which is `add_rmsnorm`'s arithmetic: tokens, logits and residual
+/// bitwise equal. Where the fused kernels norm their input (256, and 8200, past the 8192
+/// elements rmsnorm holds in registers) the scale multiplies each finished sum instead, which
+/// rounds differently: not the same bits, but the same tokens, and logits and residual within
+/// 1e-5 of their largest magnitude (the derived per-element tolerance of the folded
+/// decoder against f64 is `tp_model::step_by_step_logits_match_cpu_reference_and_one_member`'s).
+#[test]
+fn folded_norms_decode_as_the_norm_dispatches() {
+    let _s = serial();
+    for cfg in configs() {
+        let g = common::logical(1);
+        let run = |comm: Option<Comm>| {
+            let mut d = Decoder::with_comm(&g, cfg.clone(), &SplitSpec::Even, comm).unwrap();
+            let tokens = d.generate(7, STEPS, |_| {}).unwrap();
+            let s = d.stats();
+            let per_token = s.dispatches as f64 / s.tokens as f64;
+            (tokens, d.logits().unwrap(), d.residuals().unwrap().remove(0), per_token)
+        };
+        let folded = run(None);
+        let written = run(Some(Comm::new(&g).unwrap()));
+        let what = format!("hidden {}", cfg.hidden);
+        eprintln!("{what}: dispatches per token: folded {:.2}, written {:.2}", folded.3, written.3);
+        assert_eq!(folded.0, written.0, "{what}: tokens");
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        if !cfg.hidden.is_multiple_of(8) {
+            assert_eq!(bits(&folded.1), bits(&written.1), "{what}: logits bitwise");
+            assert_eq!(bits(&folded.2), bits(&written.2), "{what}: residual bitwise");
+            continue;
+        }
+        // Bitwise equal logits would mean the norms were not folded (the scale rounds apart).
+        assert!(
+            bits(&folded.1) != bits(&written.1),
+            "{what}: the folded run's logits are the written run's bits"
+        );
+        for (part, a, b) in [("logits", &folded.1, &written.1), ("residual", &folded.2, &written.2)] {
+            let largest = b.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+            let worst = a.iter().zip(b.iter()).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);
+            eprintln!("{what}: {part}: largest |difference| {worst:e} of magnitude {largest:e}");
+            assert!(worst <= 1e-5 * largest, "{what}: {part} differ by {worst:e} (largest {largest:e})");
+        }
+    }
+    common::assert_no_validation_errors();
+}

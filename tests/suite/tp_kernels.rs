@@ -13,8 +13,8 @@
 
 use crate::common;
 
-use crate::common::reference::{self, gamma, ErrorModel, Ev, U};
-use crate::common::{assert_bits, assert_within, assert_within_ev, no_panic, scaled, serial, to_f16};
+use crate::common::reference::{self, ErrorModel, Ev, U};
+use crate::common::{assert_bits, assert_within_ev, no_panic, scaled, serial, to_f16};
 use crossgpu::tp::split_ranges;
 use crossgpu::tp::AttentionShape;
 use crossgpu::{AllReduceOptions, Comm, DType, Error, Precision, Tensor};
@@ -129,8 +129,7 @@ fn silu_mul_matches_f64_reference() {
 /// through `matvec_f16_vec8_rows4` and `silu_mul` give, at awkward shapes (odd rows, so a
 /// workgroup's second row is out of range; more than 65535 row pairs, so the dispatch is 2-D;
 /// the 27B model's half FFN), and within the f64 bound: each dot product is off by at most
-/// gamma_cols Σ|w x| (`eg`, `eu`); silu's slope is below 1.1 everywhere, so
-/// `|a - a*| <= 1.1 eg |u| + |silu(g)| eu + eg eu + (silu_mul's rtol) |a*|`.
+/// gamma_cols Σ|w x|, and `reference::silu_mul_of_bounded` carries that through SiLU·up.
 #[test]
 fn gate_up_silu_is_bitwise_the_two_products_and_silu_mul() {
     let _s = serial();
@@ -158,25 +157,10 @@ fn gate_up_silu_is_bitwise_the_two_products_and_silu_mul() {
         m.transformer().silu_mul(&gt, &ut, &at).unwrap();
         let got = fused.read().unwrap();
         assert_bits(&format!("gate/up {rows}x{cols} vs the unfused kernels"), &got, &at.read().unwrap());
-        let (mut want, mut bound) = (Vec::with_capacity(rows), Vec::with_capacity(rows));
-        let x64 = reference::f64s(&x);
-        for r in 0..rows {
-            // (the row's dot product with x, Σ|w x|)
-            let dot = |w: &[f32]| reference::dot(&reference::f64s(&w[r * cols..(r + 1) * cols]), &x64);
-            let ((g64, gabs), (u64_, uabs)) = (dot(&wg), dot(&wu));
-            let (eg, eu) = (gamma(cols) * gabs, gamma(cols) * uabs);
-            let silu = reference::silu(g64);
-            let a = silu * u64_;
-            want.push(a);
-            let rtol = reference::silu_mul_rtol(g64);
-            bound.push(
-                1.1 * eg * (u64_.abs() + eu)
-                    + silu.abs() * eu
-                    + rtol * (a.abs() + 1.1 * eg * uabs + silu.abs() * eu)
-                    + f64::MIN_POSITIVE,
-            );
-        }
-        assert_within(&format!("gate/up {rows}x{cols} vs f64"), &got, &want, &bound);
+        let x = Ev::from_f32(&x);
+        let product = |w: &[f32]| reference::matvec(&reference::f64s(w), rows, &x, BOUND);
+        let want = reference::silu_mul_of_bounded(&product(&wg), &product(&wu));
+        assert_within_ev(&format!("gate/up {rows}x{cols} vs f64"), &got, &want);
     }
     // Bad requests: shapes that disagree, columns not a multiple of 8, wrong lengths.
     let w8 = m.upload(&[0.5; 16], &[2, 8], DType::F16).unwrap();
@@ -874,4 +858,106 @@ fn model_ops_reject_overflowing_arguments_without_panicking() {
          kernels:\n  {}",
         bad.join("\n  ")
     );
+}
+
+/// The fused products with a normed input (`ProductInput::Normed`, the decoder's residual norms
+/// left to the products that read them: `s·W(x∘w)`, the scale applied to each finished sum)
+/// against the f64 reference of `rmsnorm` then the product, within the bound derived in
+/// `reference::normed_matvec` carried through SiLU·up (`silu_mul_of_bounded`) and RoPE
+/// (`rope_of_bounded`): gate/up and q/k/v at widths of one group of eight, a few, past 2048,
+/// the 27B model's and past 8192, inputs small enough for eps to matter and large, a norm
+/// weight of mixed signs; RoPE at position 2 (the caches' other positions keep their bits).
+/// The same kernels without the norm stay bitwise the unfused dispatches (the tests above).
+/// x and the norm's weight are left as they were. Bad requests: a weight of another length
+/// or dtype, an output that is the weight.
+#[test]
+fn normed_products_match_the_f64_norm_then_the_product() {
+    let _s = serial();
+    let g = common::logical(1);
+    let m = g.member(0).unwrap();
+    let t = m.transformer();
+    let mut rng = common::rng(171);
+    let (eps, base) = (1e-5f32, 10_000.0f32);
+    for (cols, scale) in [(8usize, 1.0f32), (24, 0.003), (2056, 20.0), (5120, 1.0), (8200, 0.5)] {
+        let x = scaled(&mut rng, cols, scale);
+        let nw = scaled(&mut rng, cols, 2.0);
+        let (xt, nwt) = (m.upload_f32(&x).unwrap(), m.upload_f32(&nw).unwrap());
+        let normed = crossgpu::tp::ProductInput::Normed { x: &xt, weight: &nwt, eps };
+        let f16s = |rng: &mut rand::rngs::StdRng, rows: usize| {
+            let v: Vec<f32> = common::random(rng, rows * cols).into_iter().map(to_f16).collect();
+            (m.upload(&v, &[rows, cols], DType::F16).unwrap(), reference::f64s(&v))
+        };
+        let product = |w: &[f64], rows| reference::normed_matvec(w, rows, &x, &nw, eps as f64);
+        // gate/up, an odd row count (a workgroup's second row out of range).
+        let rows = 37;
+        let ((wg, wg64), (wu, wu64)) = (f16s(&mut rng, rows), f16s(&mut rng, rows));
+        let a = m.upload_f32(&common::random(&mut rng, rows)).unwrap();
+        t.matvec_gate_up_silu(&wg, &wu, normed, &a).unwrap();
+        let what = format!("gate/up normed, {cols} cols at scale {scale}");
+        let want = reference::silu_mul_of_bounded(&product(&wg64, rows), &product(&wu64, rows));
+        assert_within_ev(&what, &a.read().unwrap(), &want);
+        // q/k/v: 3 query heads and 1 KV head of 6, at position 2 of 4.
+        let (d, qh, kvh, pos, max_seq) = (6, 3, 1, 2, 4);
+        let ((wq, wq64), (wk, wk64), (wv, wv64)) =
+            (f16s(&mut rng, qh * d), f16s(&mut rng, kvh * d), f16s(&mut rng, kvh * d));
+        let cache0 = common::random(&mut rng, kvh * max_seq * d);
+        let q = m.empty(&[qh * d], DType::F32).unwrap();
+        let (kc, vc) = (m.upload_f32(&cache0).unwrap(), m.upload_f32(&cache0).unwrap());
+        t.matvec_qkv_rope_store((&wq, &wk, &wv), normed, &q, (&kc, &vc), d, pos, max_seq, base).unwrap();
+        let mut want_q = product(&wq64, qh * d);
+        let mut want_k = product(&wk64, kvh * d);
+        let want_v = product(&wv64, kvh * d);
+        reference::rope_of_bounded(&mut want_q, qh, d, pos, base as f64);
+        reference::rope_of_bounded(&mut want_k, kvh, d, pos, base as f64);
+        let what = format!("qkv normed, {cols} cols at scale {scale}");
+        assert_within_ev(&format!("{what}: q"), &q.read().unwrap(), &want_q);
+        for (part, cache, want) in [("k cache", &kc, &want_k), ("v cache", &vc, &want_v)] {
+            let got = cache.read().unwrap();
+            let stored: Vec<f32> = (0..kvh * d).map(|i| got[((i / d) * max_seq + pos) * d + i % d]).collect();
+            assert_within_ev(&format!("{what}: {part} at the position"), &stored, want);
+            let mut others = got.clone();
+            let mut kept = cache0.clone();
+            for i in 0..kvh * d {
+                let at = ((i / d) * max_seq + pos) * d + i % d;
+                (others[at], kept[at]) = (0.0, 0.0);
+            }
+            assert_bits(&format!("{what}: {part} elsewhere"), &others, &kept);
+        }
+        assert_bits(&format!("{what}: x kept"), &xt.read().unwrap(), &x);
+        assert_bits(&format!("{what}: weight kept"), &nwt.read().unwrap(), &nw);
+    }
+    // Bad requests, each refused before anything runs.
+    let w = m.upload(&[0.5; 16], &[2, 8], DType::F16).unwrap();
+    let x = m.upload_f32(&[1.0; 8]).unwrap();
+    let (short, half) = (m.upload_f32(&[1.0; 4]).unwrap(), m.upload(&[1.0; 8], &[8], DType::F16).unwrap());
+    let a = m.upload_f32(&[3.0; 2]).unwrap();
+    let normed = |weight| crossgpu::tp::ProductInput::Normed { x: &x, weight, eps };
+    assert!(matches!(t.matvec_gate_up_silu(&w, &w, normed(&short), &a), Err(Error::LengthMismatch { .. })));
+    assert!(matches!(t.matvec_gate_up_silu(&w, &w, normed(&half), &a), Err(Error::DtypeMismatch { .. })));
+    let a8 = m.upload_f32(&[3.0; 8]).unwrap();
+    let w88 = m.upload(&[0.5; 64], &[8, 8], DType::F16).unwrap();
+    assert!(matches!(t.matvec_gate_up_silu(&w88, &w88, normed(&a8), &a8), Err(Error::InvalidArgument(_))));
+    assert_eq!(a.read().unwrap(), vec![3.0; 2], "a refused call writes nothing");
+    assert_eq!(a8.read().unwrap(), vec![3.0; 8]);
+    // q/k/v with 8 query rows and 4 KV rows of heads of 2, caches of 2 positions; the same call
+    // with the weight as q's output is refused as well.
+    let w4 = m.upload(&[0.5; 32], &[4, 8], DType::F16).unwrap();
+    let (q, kc, vc) = (
+        m.upload_f32(&[7.0; 8]).unwrap(),
+        m.upload_f32(&[7.0; 8]).unwrap(),
+        m.upload_f32(&[7.0; 8]).unwrap(),
+    );
+    let qkv = |input| t.matvec_qkv_rope_store((&w88, &w4, &w4), input, &q, (&kc, &vc), 2, 0, 2, base);
+    assert!(matches!(qkv(normed(&short)), Err(Error::LengthMismatch { .. })));
+    assert!(matches!(qkv(normed(&q)), Err(Error::InvalidArgument(_))));
+    qkv(normed(&a8)).unwrap();
+    assert!(q.read().unwrap().iter().all(|&v| v != 7.0), "the accepted call writes q");
+    for (what, t) in [("k cache", &kc), ("v cache", &vc)] {
+        // [2 heads, 2 positions, 2]: position 0 stored, position 1 untouched.
+        let got = t.read().unwrap();
+        let at0 = [got[0], got[1], got[4], got[5]];
+        assert!(at0.iter().all(|&v| v != 7.0), "{what}: position 0 stored: {got:?}");
+        assert_eq!([got[2], got[3], got[6], got[7]], [7.0; 4], "{what}: position 1 untouched");
+    }
+    common::assert_no_validation_errors();
 }

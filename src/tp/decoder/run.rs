@@ -6,8 +6,8 @@ use crate::comm::Comm;
 use crate::error::{Error, Result};
 use crate::step::{capture, submit_recorded, Capture};
 use crate::tp::block::Step;
-use crate::tp::linear::AddNorm;
 use crate::tp::ops::Position;
+use crate::tp::residual::{AddNorm, Normed};
 
 impl Decoder {
     /// Whether steps are recorded once and then replayed: one submit of a pre-recorded command
@@ -156,24 +156,25 @@ impl Decoder {
         for (i, m) in members.iter().enumerate() {
             m.transformer().embed(&self.embed[i], act.token.part(i)?, act.x.part(i)?)?;
         }
-        // The first norm; then each half ends in the next one: its all-reduced output is added
-        // to the residual stream `x`, which is normed into `h` (`forward_add_norm`).
-        let first_norm = self.layers.first().map_or(&self.final_norm, |l| &l.attention_norm);
-        for (i, m) in members.iter().enumerate() {
-            let (x, w, h) = (act.x.part(i)?, first_norm.part(i)?, act.h.part(i)?);
-            m.transformer().rmsnorm(x, w, h, cfg.eps)?;
-        }
+        // The first norm, left to the first product that reads it; then each half ends in the
+        // next one: its all-reduced output is added to the residual stream `x`, which is normed
+        // into `h` (`forward_add_norm`) or, on one member, left for the next half's product to
+        // norm on its way in.
         let add_norm = |weight| AddNorm { x: &act.x, weight, h: &act.h, eps: cfg.eps };
+        let first_norm = self.layers.first().map_or(&self.final_norm, |l| &l.attention_norm);
+        let mut h = Normed::Pending(add_norm(first_norm));
         for (l, layer) in self.layers.iter().enumerate() {
             let next_norm = self.layers.get(l + 1).map_or(&self.final_norm, |n| &n.attention_norm);
             let r = reducer(&mut self.comm, &mut self.remote);
-            layer.attention.forward(members, r, &act.attention, &act.o, step, add_norm(&layer.mlp_norm))?;
+            let (scratch, partial) = (&act.attention, &act.o);
+            h = layer.attention.forward(members, r, scratch, partial, step, h, add_norm(&layer.mlp_norm))?;
             let r = reducer(&mut self.comm, &mut self.remote);
-            layer.mlp.forward(members, r, &act.mlp, &act.d, add_norm(next_norm))?;
+            h = layer.mlp.forward(members, r, &act.mlp, &act.d, h, add_norm(next_norm))?;
         }
-        // The next token: each member's candidates from its vocabulary slice, all-gathered
-        // (one member writes them in place), then drawn from them all as the settings say,
-        // alike on every member.
+        // The final norm in memory for the vocabulary's product.
+        for (i, m) in members.iter().enumerate() {
+            h.tensor(m, i)?;
+        }
         self.vocab.forward(members, &act.h.refs(), &act.logits.refs())?;
         let several = self.comm.is_some() || self.remote.is_some();
         let own = if several { &act.sampled } else { &act.candidates };

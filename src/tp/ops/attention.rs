@@ -5,12 +5,12 @@ use vk_native::GpuBuffer;
 
 use crate::error::{Error, Result};
 use crate::kernels::{
-    elementwise_groups, row_groups, AttentionParams, KvStoreParams, QkvParams, RopeParams, ATTENTION_DECODE,
-    KV_STORE, MATVEC_QKV_ROPE_STORE, ROPE,
+    elementwise_groups, row_groups, AttentionParams, KvStoreParams, QkvNormedParams, QkvParams, RopeParams,
+    ATTENTION_DECODE, KV_STORE, MATVEC_QKV_ROPE_STORE, MATVEC_QKV_ROPE_STORE_NORMED, ROPE,
 };
 use crate::tensor::{DType, Tensor};
 
-use super::transformer::{add, mul, need_len, word, Position, TransformerOps};
+use super::transformer::{add, mul, need_len, word, Position, ProductInput, TransformerOps};
 
 /// Parameters of one decode-attention dispatch.
 #[derive(Debug, Clone, Copy)]
@@ -160,11 +160,14 @@ impl<'m> TransformerOps<'m> {
     /// three `matvec`s through `matvec_f16_vec8_rows8`, two [`TransformerOps::rope`]s and
     /// [`TransformerOps::kv_store`] do, bitwise. `wq` is `[q_heads * head_dim, cols]`, `wk` and `wv`
     /// `[kv_heads * head_dim, cols]`, all f16 with `cols % 8 == 0`; `x` f32 of `cols`; `q` f32.
+    /// `x` may be [`ProductInput::Normed`]: the products then read the RMSNorm of a vector,
+    /// without that dispatch: the scale multiplies each finished dot product (within rounding of
+    /// [`TransformerOps::rmsnorm`] before them, not bitwise).
     #[allow(clippy::too_many_arguments)]
-    pub fn matvec_qkv_rope_store(
+    pub fn matvec_qkv_rope_store<'a>(
         &self,
         (wq, wk, wv): (&Tensor, &Tensor, &Tensor),
-        x: &Tensor,
+        x: impl Into<ProductInput<'a>>,
         q: &Tensor,
         (k_cache, v_cache): (&Tensor, &Tensor),
         head_dim: usize,
@@ -174,7 +177,7 @@ impl<'m> TransformerOps<'m> {
     ) -> Result<()> {
         self.matvec_qkv_rope_store_at(
             (wq, wk, wv),
-            x,
+            x.into(),
             q,
             (k_cache, v_cache),
             head_dim,
@@ -189,7 +192,7 @@ impl<'m> TransformerOps<'m> {
     pub(crate) fn matvec_qkv_rope_store_at(
         &self,
         (wq, wk, wv): (&Tensor, &Tensor, &Tensor),
-        x: &Tensor,
+        x: ProductInput<'_>,
         q: &Tensor,
         (k_cache, v_cache): (&Tensor, &Tensor),
         head_dim: usize,
@@ -202,7 +205,6 @@ impl<'m> TransformerOps<'m> {
             (wq, "q weights"),
             (wk, "k weights"),
             (wv, "v weights"),
-            (x, "qkv input"),
             (q, "q output"),
             (k_cache, "k cache"),
             (v_cache, "v cache"),
@@ -243,14 +245,18 @@ impl<'m> TransformerOps<'m> {
                 "position {pos} is past the KV cache's {max_seq} positions"
             )));
         }
-        need_len("qkv input", x, cols)?;
+        x.check(self, "qkv", cols)?;
         need_len("q output", q, q_rows)?;
         let cache = mul("qkv cache", kv_rows, max_seq)?;
         need_len("k cache", k_cache, cache)?;
         need_len("v cache", v_cache, cache)?;
         let outs = [q.id(), k_cache.id(), v_cache.id()];
-        if outs[0] == outs[1] || outs[0] == outs[2] || outs[1] == outs[2] || outs.contains(&x.id()) {
-            return Err(Error::InvalidArgument("qkv: q, the caches and x must be four tensors".into()));
+        if outs[0] == outs[1]
+            || outs[0] == outs[2]
+            || outs[1] == outs[2]
+            || [q, k_cache, v_cache].iter().any(|t| x.reads(t))
+        {
+            return Err(Error::InvalidArgument("qkv: q, the caches and the input must be apart".into()));
         }
         let pairs = add("qkv rows", q_rows, mul("qkv rows", 2, kv_rows)?)? / 2;
         if pairs == 0 {
@@ -259,28 +265,35 @@ impl<'m> TransformerOps<'m> {
         if cols == 0 {
             return Err(Error::InvalidArgument("qkv: no input features".into()));
         }
-        let imm = QkvParams {
-            q_rows: word("qkv query rows", q_rows)?,
-            kv_rows: word("qkv key rows", kv_rows)?,
-            cols: word("qkv columns", cols)?,
-            dim: word("qkv head_dim", head_dim)?,
-            pos: word("qkv position", pos)?,
-            max_seq: word("qkv max_seq", max_seq)?,
-            base,
-        };
+        let (q_rows, kv_rows) = (word("qkv query rows", q_rows)?, word("qkv key rows", kv_rows)?);
+        let (cols, dim) = (word("qkv columns", cols)?, word("qkv head_dim", head_dim)?);
+        let (pos, max_seq) = (word("qkv position", pos)?, word("qkv max_seq", max_seq)?);
         word("qkv cache", cache)?;
-        let b: [&dyn GpuBuffer; 8] = [
-            &wq.buffer,
-            &wk.buffer,
-            &wv.buffer,
-            &x.buffer,
-            &q.buffer,
-            &k_cache.buffer,
-            &v_cache.buffer,
-            counter,
-        ];
         let groups = row_groups(pairs.div_ceil(QKV_PAIRS_PER_WORKGROUP));
-        self.m.shared.dispatch(MATVEC_QKV_ROPE_STORE, &b, &[], &imm, groups)
+        let outs: [&dyn GpuBuffer; 4] = [&q.buffer, &k_cache.buffer, &v_cache.buffer, counter];
+        match x {
+            ProductInput::Plain(x) => {
+                let imm = QkvParams { q_rows, kv_rows, cols, dim, pos, max_seq, base };
+                let b: [&dyn GpuBuffer; 8] =
+                    [&wq.buffer, &wk.buffer, &wv.buffer, &x.buffer, outs[0], outs[1], outs[2], outs[3]];
+                self.m.shared.dispatch(MATVEC_QKV_ROPE_STORE, &b, &[], &imm, groups)
+            }
+            ProductInput::Normed { x, weight, eps } => {
+                let imm = QkvNormedParams { q_rows, kv_rows, cols, dim, pos, max_seq, base, eps };
+                let b: [&dyn GpuBuffer; 9] = [
+                    &wq.buffer,
+                    &wk.buffer,
+                    &wv.buffer,
+                    &x.buffer,
+                    &weight.buffer,
+                    outs[0],
+                    outs[1],
+                    outs[2],
+                    outs[3],
+                ];
+                self.m.shared.dispatch(MATVEC_QKV_ROPE_STORE_NORMED, &b, &[], &imm, groups)
+            }
+        }
     }
 
     /// Stores one decode step's keys and values, `k` and `v` `[heads, head_dim]`, at position

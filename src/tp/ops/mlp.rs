@@ -4,11 +4,12 @@ use vk_native::GpuBuffer;
 
 use crate::error::{Error, Result};
 use crate::kernels::{
-    elementwise_groups, row_groups, GateUpParams, SiluMulParams, MATVEC_GATE_UP_SILU, SILU_MUL,
+    elementwise_groups, row_groups, GateUpNormedParams, GateUpParams, SiluMulParams, MATVEC_GATE_UP_SILU,
+    MATVEC_GATE_UP_SILU_NORMED, SILU_MUL,
 };
 use crate::tensor::{DType, Tensor};
 
-use super::transformer::{need_len, word, TransformerOps};
+use super::transformer::{need_len, word, ProductInput, TransformerOps};
 
 impl<'m> TransformerOps<'m> {
     /// `a = silu(gate) * up`, f32 of one length.
@@ -29,12 +30,20 @@ impl<'m> TransformerOps<'m> {
     /// The MLP's `a = silu(Wg x) * (Wu x)` in one dispatch, with `wg` and `wu` f16 of one shape
     /// `[rows, cols]` (`cols % 8 == 0`), `x` f32 of `cols` and `a` f32 of `rows`. Bitwise equal
     /// to `matvec` of each through `matvec_f16_vec8_rows4` followed by [`TransformerOps::silu_mul`]
-    /// (the kernel performs their operations in their order).
-    pub fn matvec_gate_up_silu(&self, wg: &Tensor, wu: &Tensor, x: &Tensor, a: &Tensor) -> Result<()> {
-        self.own(&[(wg, "gate weights"), (wu, "up weights"), (x, "gate/up input"), (a, "gate/up output")])?;
+    /// (the kernel performs their operations in their order). `x` may be
+    /// [`ProductInput::Normed`]: the product then reads the RMSNorm of a vector without a
+    /// dispatch before it, within rounding of [`TransformerOps::rmsnorm`] first (not bitwise).
+    pub fn matvec_gate_up_silu<'a>(
+        &self,
+        wg: &Tensor,
+        wu: &Tensor,
+        x: impl Into<ProductInput<'a>>,
+        a: &Tensor,
+    ) -> Result<()> {
+        let x = x.into();
+        self.own(&[(wg, "gate weights"), (wu, "up weights"), (a, "gate/up output")])?;
         wg.check_dtype(DType::F16, "gate weights")?;
         wu.check_dtype(DType::F16, "up weights")?;
-        x.check_dtype(DType::F32, "gate/up input")?;
         a.check_dtype(DType::F32, "gate/up output")?;
         let (rows, cols) = wg.matrix_dims("gate weights")?;
         if wu.shape() != wg.shape() {
@@ -49,9 +58,9 @@ impl<'m> TransformerOps<'m> {
                 "gate/up: {cols} columns; the fused kernel reads 8 f16 at a time (use matvec and silu_mul)"
             )));
         }
-        need_len("gate/up input", x, cols)?;
+        x.check(self, "gate/up", cols)?;
         need_len("gate/up output", a, rows)?;
-        if a.id() == x.id() {
+        if x.reads(a) {
             return Err(Error::InvalidArgument("gate/up: the output must not be the input".into()));
         }
         if rows == 0 {
@@ -60,13 +69,18 @@ impl<'m> TransformerOps<'m> {
         if cols == 0 {
             return self.m.fill(a, 0.0);
         }
-        let b: [&dyn GpuBuffer; 4] = [&wg.buffer, &wu.buffer, &x.buffer, &a.buffer];
-        self.m.shared.dispatch(
-            MATVEC_GATE_UP_SILU,
-            &b,
-            &[],
-            &GateUpParams { rows: word("gate/up rows", rows)?, cols: word("gate/up cols", cols)? },
-            row_groups(rows.div_ceil(2)),
-        )
+        let (rows, cols) = (word("gate/up rows", rows)?, word("gate/up cols", cols)?);
+        let groups = row_groups((rows as usize).div_ceil(2));
+        match x {
+            ProductInput::Plain(x) => {
+                let b: [&dyn GpuBuffer; 4] = [&wg.buffer, &wu.buffer, &x.buffer, &a.buffer];
+                self.m.shared.dispatch(MATVEC_GATE_UP_SILU, &b, &[], &GateUpParams { rows, cols }, groups)
+            }
+            ProductInput::Normed { x, weight, eps } => {
+                let b: [&dyn GpuBuffer; 5] = [&wg.buffer, &wu.buffer, &x.buffer, &weight.buffer, &a.buffer];
+                let imm = GateUpNormedParams { rows, cols, eps };
+                self.m.shared.dispatch(MATVEC_GATE_UP_SILU_NORMED, &b, &[], &imm, groups)
+            }
+        }
     }
 }

@@ -24,4 +24,4 @@ pub use attention::AttentionShape;
 pub use prompt::{PromptShape, PROMPT_MAX_HEAD_DIM};
 pub use sample::{sampling_chunk_floats, SAMPLING_CHUNK, SAMPLING_MAX_MEMBERS, SAMPLING_SETTINGS_WORDS};
 pub(crate) use transformer::Position;
-pub use transformer::TransformerOps;
+pub use transformer::{ProductInput, TransformerOps};

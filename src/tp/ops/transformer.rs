@@ -87,3 +87,65 @@ impl<'m> TransformerOps<'m> {
         ts.iter().try_for_each(|(t, what)| t.check_on(&self.m.shared, what))
     }
 }
+
+/// The input vector of a fused product ([`TransformerOps::matvec_gate_up_silu`],
+/// [`TransformerOps::matvec_qkv_rope_store`]): a tensor as it is, or the RMSNorm of one, which
+/// the product applies on the way in (no norm dispatch before it, no normed vector in memory):
+/// each dot product reads `x · weight`, sums `x²` in the same loop, and multiplies its finished
+/// sum by `1 / sqrt(mean(x²) + eps)`. Within rounding of [`TransformerOps::rmsnorm`] then the
+/// product, not bitwise (the scale multiplies the sum instead of every element). A `&Tensor`
+/// is [`ProductInput::Plain`].
+#[derive(Clone, Copy, Debug)]
+pub enum ProductInput<'a> {
+    /// `x` itself.
+    Plain(&'a Tensor),
+    /// `x / sqrt(mean(x²) + eps) * weight`.
+    Normed {
+        /// The vector normed (f32).
+        x: &'a Tensor,
+        /// The norm's scale, f32 of `x`'s length.
+        weight: &'a Tensor,
+        /// Added to the mean of squares.
+        eps: f32,
+    },
+}
+
+impl<'a> From<&'a Tensor> for ProductInput<'a> {
+    fn from(x: &'a Tensor) -> Self {
+        ProductInput::Plain(x)
+    }
+}
+
+impl<'a> ProductInput<'a> {
+    /// The vector read (x, normed or not).
+    pub fn x(&self) -> &'a Tensor {
+        match *self {
+            ProductInput::Plain(x) | ProductInput::Normed { x, .. } => x,
+        }
+    }
+
+    /// Checks the input on `ops`'s member: f32 of `cols`, a norm's weight f32 of `cols` too
+    /// (`what` names the product).
+    pub(super) fn check(&self, ops: &TransformerOps<'_>, what: &str, cols: usize) -> Result<()> {
+        let x = self.x();
+        let named = format!("{what} input");
+        ops.own(&[(x, &named)])?;
+        x.check_dtype(DType::F32, &named)?;
+        need_len(&named, x, cols)?;
+        if let ProductInput::Normed { weight, .. } = self {
+            let named = format!("{what} norm weight");
+            ops.own(&[(weight, &named)])?;
+            weight.check_dtype(DType::F32, &named)?;
+            need_len(&named, weight, cols)?;
+        }
+        Ok(())
+    }
+
+    /// Whether `t` is one of the tensors the input reads (an output must not be).
+    pub(super) fn reads(&self, t: &Tensor) -> bool {
+        match *self {
+            ProductInput::Plain(x) => x.id() == t.id(),
+            ProductInput::Normed { x, weight, .. } => x.id() == t.id() || weight.id() == t.id(),
+        }
+    }
+}
