@@ -304,7 +304,7 @@ impl RowParallelLinear {
     /// order (`reduce_add_rmsnorm`); else the products go into `partial`, are all-reduced and
     /// added (`add_rmsnorm`). Both give the same bits, and return [`Normed::Ready`].
     ///
-    /// With one member and nothing to reduce with, the product adds itself into `x_stream`
+    /// Folded (`norm.fold`), with one member and nothing to reduce with, the product adds itself into `x_stream`
     /// (`matvec_accumulate`, add_rmsnorm's addition) and the norm is left to whoever reads it:
     /// [`Normed::Pending`], which the fused products apply on their way in (within rounding of
     /// `add_rmsnorm`'s h, not bitwise: the norm's scale multiplies their finished sums).
@@ -333,7 +333,7 @@ impl RowParallelLinear {
                 }
                 None => Some(r),
             },
-            None if members.len() == 1 => {
+            None if members.len() == 1 && norm.fold => {
                 self.weights[0].matvec_accumulate(&members[0], x[0], norm.x.part(0)?)?;
                 return Ok(Normed::Pending(norm));
             }

@@ -18,6 +18,9 @@ pub(crate) struct AddNorm<'a> {
     pub(crate) weight: &'a Sharded,
     pub(crate) h: &'a Sharded,
     pub(crate) eps: f32,
+    /// Whether the norm may be left to the products that read it ([`Normed::Pending`]) where
+    /// the stream stays on one member.
+    pub(crate) fold: bool,
 }
 
 impl<'a> AddNorm<'a> {

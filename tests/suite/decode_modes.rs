@@ -80,40 +80,53 @@ fn fused_device_poll_gives_the_bits_of_host_bridge_and_generic() {
     common::assert_no_validation_errors();
 }
 
-/// On one member with nothing to reduce with, the decoder leaves each residual norm to the
-/// product that reads it (`matvec_accumulate` into the stream, the normed q/k/v and gate/up
-/// kernels, `rmsnorm` before the readers that cannot norm); the same member given a
-/// communicator writes every norm with `add_rmsnorm` instead. Where the hidden size keeps the
-/// products unfused (4100, not a multiple of 8) the norms are written by `rmsnorm` after the
+/// `Decoder::set_fold_norms`: on one member with nothing to reduce with, the folded decoder
+/// leaves each residual norm to the product that reads it (`matvec_accumulate` into the stream,
+/// the normed q/k/v and gate/up kernels, `rmsnorm` before the readers that cannot norm); the
+/// default writes every norm with `add_rmsnorm`. Where the hidden size keeps the products
+/// unfused (4100, not a multiple of 8) the norms are written by `rmsnorm` after the
 /// accumulating product, which is `add_rmsnorm`'s arithmetic: tokens, logits and residual
 /// bitwise equal. Where the fused kernels norm their input (256, and 8200, past the 8192
 /// elements rmsnorm holds in registers) the scale multiplies each finished sum instead, which
-/// rounds differently: not the same bits, but the same tokens, and logits and residual within
-/// 1e-5 of their largest magnitude (the derived per-element tolerance of the folded
-/// decoder against f64 is `tp_model::step_by_step_logits_match_cpu_reference_and_one_member`'s).
+/// rounds differently: not the same bits, but the same tokens, 2 dispatches fewer per layer,
+/// and logits and residual within 1e-5 of their largest magnitude (the derived per-element
+/// tolerance of the folded decoder against f64 is
+/// `tp_model::step_by_step_logits_match_cpu_reference_and_one_member`'s). Once a step is
+/// recorded for replay the setting cannot change.
 #[test]
 fn folded_norms_decode_as_the_norm_dispatches() {
     let _s = serial();
     for cfg in configs() {
-        let g = common::logical(1);
-        let run = |comm: Option<Comm>| {
-            let mut d = Decoder::with_comm(&g, cfg.clone(), &SplitSpec::Even, comm).unwrap();
+        let run = |fold: bool| {
+            // A group of its own: the members' dispatch counters add up over their lifetime.
+            let g = common::logical(1);
+            let mut d = Decoder::new(&g, cfg.clone(), &SplitSpec::Even).unwrap();
+            d.set_fold_norms(fold).unwrap();
             let tokens = d.generate(7, STEPS, |_| {}).unwrap();
+            assert!(d.replays(), "one member replays its steps");
+            let refused = d.set_fold_norms(!fold);
+            assert!(matches!(refused, Err(Error::InvalidArgument(_))), "{refused:?}");
+            assert_eq!(d.folds_norms(), fold);
             let s = d.stats();
             let per_token = s.dispatches as f64 / s.tokens as f64;
             (tokens, d.logits().unwrap(), d.residuals().unwrap().remove(0), per_token)
         };
-        let folded = run(None);
-        let written = run(Some(Comm::new(&g).unwrap()));
+        let (folded, written) = (run(true), run(false));
         let what = format!("hidden {}", cfg.hidden);
         eprintln!("{what}: dispatches per token: folded {:.2}, written {:.2}", folded.3, written.3);
         assert_eq!(folded.0, written.0, "{what}: tokens");
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         if !cfg.hidden.is_multiple_of(8) {
+            assert_eq!(folded.3, written.3, "{what}: nothing to fold");
             assert_eq!(bits(&folded.1), bits(&written.1), "{what}: logits bitwise");
             assert_eq!(bits(&folded.2), bits(&written.2), "{what}: residual bitwise");
             continue;
         }
+        assert_eq!(
+            written.3 - folded.3,
+            (2 * cfg.layers) as f64,
+            "{what}: two norm dispatches saved per layer"
+        );
         // Bitwise equal logits would mean the norms were not folded (the scale rounds apart).
         assert!(
             bits(&folded.1) != bits(&written.1),

@@ -302,7 +302,8 @@ fn same_residuals(what: &str, d: &Decoder) -> Vec<f32> {
     r[0].clone()
 }
 
-/// Step by step on one member and on three: after each `step()`, the logits and residuals of
+/// Step by step on one member (its norms folded into the products: `Decoder::set_fold_norms`)
+/// and on three: after each `step()`, the logits and residuals of
 /// both are read and compared with the CPU reference (vs-exact tolerance) and with each other
 /// (1-vs-N tolerance); every member's residual must be bitwise equal to the others'; the tokens
 /// the devices choose (visible in the next step's input) must agree with the reference.
@@ -313,6 +314,10 @@ fn step_by_step_logits_match_cpu_reference_and_one_member() {
     let g1 = common::logical(1);
     let g3 = common::logical(3);
     let mut d1 = Decoder::new(&g1, cfg.clone(), &SplitSpec::Even).unwrap();
+    // One member leaves its residual norms to the products that read them (the scale applied
+    // to their finished sums): within the same tolerances, which model rmsnorm's scale error
+    // at its worst case.
+    d1.set_fold_norms(true).unwrap();
     let mut d3 = Decoder::new(&g3, cfg.clone(), &SplitSpec::Even).unwrap();
     eprintln!("3-member plan {:?}, all-reduce {:?}", d3.plan, d3.comm().map(|c| c.mode()));
     let mut exact = CpuDecoder::new(cfg.clone(), VS_EXACT);

@@ -59,6 +59,11 @@ pub struct DecodeArgs {
     /// to one member and to DevicePoll; profiling records every step anyway).
     #[arg(long)]
     pub no_replay: bool,
+    /// Leave each residual norm to the fused product that reads it (one member, f16 weights:
+    /// two dispatches fewer per layer; `Decoder::set_fold_norms`). Off by default until it is
+    /// measured faster on a GPU.
+    #[arg(long)]
+    pub fold_norms: bool,
     /// Split the model over every member of every MPI rank (start under `mpirun`; each rank
     /// opens CROSSGPU_DEVICES or its local rank's adapter; needs crossgpu-cli's `mpi`
     /// feature). Rank 0 prints; `--check` compares with one member on rank 0.
@@ -162,6 +167,7 @@ pub fn run_decode(
     };
     let mut dec = loaded.map_err(|e| with_hint(e, args))?;
     dec.set_replay(!args.no_replay);
+    dec.set_fold_norms(args.fold_norms)?;
     dec.set_sampling(args.sampling()).map_err(|e| fail(format!("--temperature/--top-k/--top-p: {e}")))?;
     for m in group.members() {
         m.synchronize()?;
@@ -209,6 +215,9 @@ pub fn run_decode(
             ),
         }
         println!("all-reduce mode: {mode}");
+        if args.fold_norms {
+            println!("residual norms: folded into the products that read them (--fold-norms)");
+        }
         let s = args.sampling();
         match s.temperature {
             0.0 => println!("next token: greedy, on the devices"),

@@ -287,6 +287,7 @@ impl Decoder {
             pos: 0,
             step_host_time: std::time::Duration::ZERO,
             replay: true,
+            fold_norms: false,
             recorded: None,
             rounds_per_step: 0,
             all_reduces_per_step: 0,

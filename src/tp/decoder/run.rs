@@ -32,6 +32,31 @@ impl Decoder {
         self.replay = on;
     }
 
+    /// Leaves each residual norm to the product that reads it (`on`) or writes it out as a
+    /// dispatch of its own (the default). It applies where the residual stream stays on one
+    /// member (one member, no communicator; elsewhere every norm is written): the output
+    /// projections add themselves into the stream (`matvec_accumulate`) and the next half's
+    /// fused q/k/v or gate/up kernel reads the stream as [`crate::tp::ProductInput::Normed`],
+    /// scaling its finished sums: two dispatches fewer per layer, within rounding of the
+    /// written norms but not their bits. Readers that cannot norm their input (quantized or
+    /// biased products, the vocabulary) get it written first. Off by default until it is measured
+    /// faster on a GPU (docs/BENCHMARKS.md, "The norms"). Set it before the first step: an
+    /// error once a step has been recorded for replay.
+    pub fn set_fold_norms(&mut self, on: bool) -> Result<()> {
+        if self.recorded.is_some() && on != self.fold_norms {
+            return Err(Error::InvalidArgument(
+                "set_fold_norms: a step is already recorded for replay; set it before the first step".into(),
+            ));
+        }
+        self.fold_norms = on;
+        Ok(())
+    }
+
+    /// Whether the residual norms are folded into the products ([`Decoder::set_fold_norms`]).
+    pub fn folds_norms(&self) -> bool {
+        self.fold_norms
+    }
+
     /// Runs one decode step: embeds the current token (on the devices), runs every layer,
     /// and leaves the next token — greedy, or drawn as [`Decoder::set_sampling`] said — in
     /// every member's token buffer and in the history.
@@ -156,13 +181,20 @@ impl Decoder {
         for (i, m) in members.iter().enumerate() {
             m.transformer().embed(&self.embed[i], act.token.part(i)?, act.x.part(i)?)?;
         }
-        // The first norm, left to the first product that reads it; then each half ends in the
-        // next one: its all-reduced output is added to the residual stream `x`, which is normed
-        // into `h` (`forward_add_norm`) or, on one member, left for the next half's product to
-        // norm on its way in.
-        let add_norm = |weight| AddNorm { x: &act.x, weight, h: &act.h, eps: cfg.eps };
+        // The first norm (folded: left to the first product that reads it); then each half
+        // ends in the next one: its all-reduced output is added to the residual stream `x`,
+        // which is normed into `h` (`forward_add_norm`) or, folded on one member, left for the
+        // next half's product to norm on its way in.
+        let fold = self.fold_norms && members.len() == 1 && self.comm.is_none() && self.remote.is_none();
+        let add_norm = |weight| AddNorm { x: &act.x, weight, h: &act.h, eps: cfg.eps, fold };
         let first_norm = self.layers.first().map_or(&self.final_norm, |l| &l.attention_norm);
         let mut h = Normed::Pending(add_norm(first_norm));
+        if !fold {
+            for (i, m) in members.iter().enumerate() {
+                h.tensor(m, i)?;
+            }
+            h = Normed::Ready(&act.h);
+        }
         for (l, layer) in self.layers.iter().enumerate() {
             let next_norm = self.layers.get(l + 1).map_or(&self.final_norm, |n| &n.attention_norm);
             let r = reducer(&mut self.comm, &mut self.remote);

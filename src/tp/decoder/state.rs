@@ -113,6 +113,9 @@ pub struct Decoder {
     pub(super) step_host_time: std::time::Duration,
     /// Whether steps are recorded once and replayed (one member only: see [`Decoder::replays`]).
     pub(super) replay: bool,
+    /// Whether the residual norms are left to the fused products that read them (one member
+    /// without a communicator: see [`Decoder::set_fold_norms`]).
+    pub(super) fold_norms: bool,
     /// Each member's recording of a step, once made.
     pub(super) recorded: Option<Vec<Replay>>,
     /// Rounds in the recording (all-reduces and the all-gather).

@@ -30,6 +30,7 @@ pub fn bench_decode(run: &mut Run) -> CliResult {
         warmup: 2,
         profile: 0,
         no_replay: false,
+        fold_norms: false,
         ranks: false,
         temperature: 0.0,
         top_k: 0,
