@@ -8,6 +8,9 @@
 #   limits:    `bench limits` (the CPU cost of recording a dependent dispatch among them);
 #   allreduce: HostBridge at 4 KiB-256 MiB on the one-GPU layouts N0/2 (two members on one
 #              queue) and N0*2 (two queues), no wgpu baseline;
+#   fold:      this build's decode (TOKENS) with and without --fold-norms
+#              (Decoder::set_fold_norms), alternated, and each one's profile once; the older
+#              build is not run;
 #   matvec:    `bench matvec` of this build only: every f16 kernel and the quantized ones
 #              (ggml blocks as stored) at the 27B-class shapes and SmolLM2-135M's.
 # Results in $OUT/compare.tgz, a summary in $OUT/summary.txt.
@@ -32,6 +35,16 @@ for part in ${PARTS:-decode limits matvec}; do
             allreduce)
                 { echo "=== $b $k"; timeout 200 "$b" bench allreduce --adapter "$N0" --layouts "$N0/2;$N0*2" \
                     --modes bridge --no-baseline --out "$R/allreduce-$b-$k"; } >> "$R/allreduce.txt" 2>&1 ;;
+            fold)
+                [ "$b" = crossgpu ] || continue
+                # shellcheck disable=SC2086 # $f is one flag or nothing
+                for f in "" --fold-norms; do
+                    { echo "=== $b ${f:-written} $k"; CROSSGPU_DEVICES=$N0 timeout 100 "$b" decode --preset 27b \
+                        --tokens "${TOKENS:-64}" $f; } >> "$R/decode.txt" 2>&1
+                    [ "$k" = 1 ] || continue
+                    { echo "=== $b ${f:-written}"; CROSSGPU_DEVICES=$N0 timeout 100 "$b" decode --preset 27b \
+                        --tokens 16 --profile 4 $f; } >> "$R/profile.txt" 2>&1
+                done ;;
             matvec)
                 [ "$b" = crossgpu ] && [ "$k" = 1 ] || continue
                 { echo "=== $b"; timeout 300 "$b" bench matvec --adapter "$N0" --preset 27b --out "$R/matvec" \
