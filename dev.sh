@@ -242,13 +242,19 @@ case "$cmd" in
             # Mesa 22.3 and its layer, where it has never crashed. On 2026-12-05 the same abort
             # ("double free or corruption") hit decode_modes::fused_device_poll_gives_the_bits_of_
             # host_bridge_and_generic here (it builds a decoder and communicator per mode on one
-            # group), after passing here in the run before; it too now runs in the main pass only,
-            # and DevicePoll's decode on Mesa 26 is left to replay:: until the decoders' tests
-            # can run here without trixie's layer.
+            # group), after passing here in the run before; with the layer it runs in the main
+            # pass only, and here without it (below).
             run "${newer[@]}" cargo test --workspace "${features[@]}" --test suite -- --test-threads 1 \
                 sync_fd:: allreduce:: collectives:: two_comms:: poll:: replay:: drop_orders:: \
                 prompt::matmul_cooperative user_kernels::a_users_cooperative_matrix_kernel
             run "${newer[@]}" cargo test --workspace "${features[@]}" --test reliability
+            # The decoders in every all-reduce mode (DevicePoll's fused rounds, replayed) on
+            # Mesa 26's memory import and polling, without trixie's layer, which corrupts its own
+            # heap under them (above); with the layer they run in the main pass.
+            run env CROSSGPU_TEST_REQUIRE=poll CROSSGPU_TEST_VALIDATION=off \
+                "CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER=$PWD/scripts/newer-lavapipe.sh run" \
+                cargo test --workspace "${features[@]}" --test suite -- --test-threads 1 \
+                decode_modes:: tp_model::device_poll
         elif [ "${CI:-}" = true ]; then
             die "Mesa 26's lavapipe could not be fetched (above): CI must run the SyncFd mode"
         else
