@@ -5,6 +5,8 @@
 # PARTS (default "decode limits matvec"; add "allreduce", which alone fills most of a call):
 #   decode:    the 27B-class decode on one member (CROSSGPU_DEVICES=N0), TOKENS (default 64);
 #   profile:   the same decode's GPU profile (--profile 4, 16 tokens): time per kernel;
+#   long:      the decode after a 600-token prompt (--prompt 600: a 666-position cache, which
+#              this tree's decoder cuts attention over: attention_split), then its profile;
 #   limits:    `bench limits` (the CPU cost of recording a dependent dispatch among them);
 #   allreduce: HostBridge at 4 KiB-256 MiB on the one-GPU layouts N0/2 (two members on one
 #              queue) and N0*2 (two queues), no wgpu baseline;
@@ -26,6 +28,11 @@ for part in ${PARTS:-decode limits matvec}; do
             decode)
                 { echo "=== $b $k"; CROSSGPU_DEVICES=$N0 timeout 100 "$b" decode --preset 27b --tokens "${TOKENS:-64}"; } \
                     >> "$R/decode.txt" 2>&1 ;;
+            long)
+                { echo "=== $b $k"; CROSSGPU_DEVICES=$N0 timeout 150 "$b" decode --preset 27b --prompt 600 \
+                    --tokens "${TOKENS:-64}"; } >> "$R/long.txt" 2>&1
+                [ "$k" = 1 ] && { echo "=== $b"; CROSSGPU_DEVICES=$N0 timeout 150 "$b" decode --preset 27b \
+                    --prompt 600 --tokens 16 --profile 4; } >> "$R/long-profile.txt" 2>&1 ;;
             profile)
                 { echo "=== $b $k"; CROSSGPU_DEVICES=$N0 timeout 100 "$b" decode --preset 27b --tokens 16 --profile 4; } \
                     >> "$R/profile.txt" 2>&1 ;;
@@ -55,7 +62,7 @@ for part in ${PARTS:-decode limits matvec}; do
         done
     done
 done
-{ grep -E "^===|tokens/s" "$R/decode.txt" 2>/dev/null
+{ grep -E "^===|tokens/s" "$R/decode.txt" "$R/long.txt" 2>/dev/null
   grep -E "^===|dispatch|record" "$R/limits.txt" 2>/dev/null
   grep -E "^===| (4 KiB|32 KiB|256 KiB|4 MiB|64 MiB|256 MiB) " "$R/allreduce.txt" 2>/dev/null
   cat "$R/matvec.txt" 2>/dev/null; } > "$OUT/summary.txt"

@@ -15,7 +15,7 @@
 //! replaces; quantized weights (`Matrix::Quant`) and q/k/v biases (qwen2's, added after each
 //! product, before RoPE) run those dispatches.
 
-use super::ops::{AttentionShape, Position};
+use super::ops::{AttentionShape, Position, ATTENTION_CHUNK};
 use super::reduce::Reducer;
 use crate::error::Result;
 use crate::group::Member;
@@ -30,7 +30,21 @@ pub(crate) struct AttentionScratch {
     pub(crate) k: Sharded,
     pub(crate) v: Sharded,
     pub(crate) scores: Sharded,
+    /// The split attention's parts, where the cache is long enough to cut its positions over
+    /// workgroups ([`splits_attention`]).
+    pub(crate) partials: Option<Sharded>,
     pub(crate) attn: Sharded,
+}
+
+/// Whether the decoder cuts attention over the positions
+/// ([`crate::tp::TransformerOps::attention_split`]): where the cache holds more than two
+/// chunks. The split costs a second dispatch at every position and pays where many positions
+/// are live (one workgroup per head walks them PASS at a time: 10.8 µs per layer at 20
+/// positions, 39.9 at 240 on one H200, docs/BENCHMARKS.md, "27B-class decode"); a step is the
+/// same commands at every position, so the choice is the cache's length, not the position's.
+/// The threshold is not measured yet.
+pub(crate) fn splits_attention(max_seq: usize) -> bool {
+    max_seq > 2 * ATTENTION_CHUNK
 }
 
 /// Activations the MLP half writes on the way (each member's hidden features).
@@ -137,15 +151,22 @@ impl Attention {
                 pos: 0,
                 max_seq: step.max_seq,
             };
-            m.transformer().attention_at(
-                q,
-                caches.0,
-                caches.1,
-                s.scores.part(i)?,
-                s.attn.part(i)?,
-                shape,
-                Some(counter),
-            )?;
+            let (scores, out) = (s.scores.part(i)?, s.attn.part(i)?);
+            match &s.partials {
+                Some(partials) => m.transformer().attention_split_at(
+                    q,
+                    caches.0,
+                    caches.1,
+                    scores,
+                    partials.part(i)?,
+                    out,
+                    shape,
+                    Some(counter),
+                )?,
+                None => {
+                    m.transformer().attention_at(q, caches.0, caches.1, scores, out, shape, Some(counter))?
+                }
+            }
         }
         self.o.forward_add_norm(members, comm, &s.attn.refs(), partial, norm)
     }

@@ -47,8 +47,8 @@ pub use decoder::{DecodeStats, Decoder, PROMPT_CHUNK, PROMPT_CHUNK_ON_UNITS};
 pub use linear::{ColumnParallelLinear, RowParallelLinear};
 pub use matrix::Matrix;
 pub use ops::{
-    sampling_chunk_floats, AttentionShape, ProductInput, PromptShape, TransformerOps, PROMPT_MAX_HEAD_DIM,
-    SAMPLING_CHUNK, SAMPLING_MAX_MEMBERS, SAMPLING_SETTINGS_WORDS,
+    attention_partials_len, sampling_chunk_floats, AttentionShape, ProductInput, PromptShape, TransformerOps,
+    ATTENTION_CHUNK, PROMPT_MAX_HEAD_DIM, SAMPLING_CHUNK, SAMPLING_MAX_MEMBERS, SAMPLING_SETTINGS_WORDS,
 };
 pub use plan::{check_fits, check_fits_with, Footprint, Plan};
 pub use reduce::Reducer;

@@ -4,7 +4,9 @@
 
 use std::ops::Range;
 
+use super::block::splits_attention;
 use super::config::DecoderConfig;
+use super::ops::ATTENTION_CHUNK;
 use super::split::split_ranges;
 use super::weights::{Seeded, Weight, WeightSource};
 use crate::error::{Error, Result};
@@ -79,7 +81,11 @@ impl Plan {
         let l = cfg.layers as u64;
         // (name, bytes of the largest one, of all, read in full for every token: the weights
         // the member streams; the embedding table gives one row per token).
-        let tensors: [(&'static str, (u64, u64), bool); 12] = [
+        let partials = match splits_attention(cfg.max_seq) {
+            true => f32b(qd / d.max(1) * cfg.max_seq.div_ceil(ATTENTION_CHUNK) * (d + 2)),
+            false => 0,
+        };
+        let tensors: [(&'static str, (u64, u64), bool); 13] = [
             ("q weight", layers(Weight::Q, q_rows.clone(), 0..h), true),
             ("k weight", layers(Weight::K, kv_rows.clone(), 0..h), true),
             ("v weight", layers(Weight::V, kv_rows, 0..h), true),
@@ -91,6 +97,7 @@ impl Plan {
             ("vocabulary weight", one(output), true),
             ("embedding table", one(f16(cfg.vocab * h)), false),
             ("attention scores", one(f32b(qd / d.max(1) * cfg.max_seq)), false),
+            ("attention partials", one(partials), false),
             (
                 "activations",
                 one(f32b(6 * h + 3 * qd + 2 * kvd + 3 * ffn.len() + vocab.len() + cfg.max_seq + 16)),

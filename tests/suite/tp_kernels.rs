@@ -13,7 +13,7 @@
 
 use crate::common;
 
-use crate::common::reference::{self, ErrorModel, Ev, U};
+use crate::common::reference::{self, gamma, ErrorModel, Ev, U};
 use crate::common::{assert_bits, assert_within_ev, no_panic, scaled, serial, to_f16};
 use crossgpu::tp::split_ranges;
 use crossgpu::tp::AttentionShape;
@@ -374,20 +374,9 @@ fn rope_matches_f64_reference() {
 /// (q_heads, group, head_dim, max_seq, positions, q scale)
 type AttentionCase = (usize, usize, usize, usize, &'static [usize], f32);
 
-/// Grouped-query decode attention against `reference::attention` (the bound is derived there)
-/// at positions 0, 1, 20 and past 256 (the scores take several passes of 32 positions), head
-/// widths from 1 to 260 (a score's eight threads with fewer dimensions than threads; the
-/// weighted sum of V over 256/dim threads a dimension up to 128, one thread a dimension above,
-/// iterating past 256), over a KV cache of random values (the unused positions must be
-/// ignored).
-#[test]
-fn attention_matches_f64_reference() {
-    let _s = serial();
-    let g = common::logical(1);
-    let m = g.member(0).unwrap();
-    let mut rng = common::rng(105);
-    // (q_heads, group, head_dim, max_seq, positions, q scale)
-    let cases: [AttentionCase; 12] = [
+/// The decode-attention cases both attention tests run.
+fn attention_cases() -> [AttentionCase; 12] {
+    [
         (8, 4, 32, 24, &[0, 1, 20, 23], 1.0),
         (6, 3, 16, 300, &[0, 5, 299], 1.0),
         (4, 1, 8, 40, &[0, 1, 37], 6.0),
@@ -404,7 +393,22 @@ fn attention_matches_f64_reference() {
         (2, 2, 3, 300, &[31, 32, 299], 1.0),
         (1, 1, 129, 40, &[33], 1.0),
         (1, 1, 256, 40, &[0, 33], 1.0),
-    ];
+    ]
+}
+
+/// Grouped-query decode attention against `reference::attention` (the bound is derived there)
+/// at positions 0, 1, 20 and past 256 (the scores take several passes of 32 positions), head
+/// widths from 1 to 260 (a score's eight threads with fewer dimensions than threads; the
+/// weighted sum of V over 256/dim threads a dimension up to 128, one thread a dimension above,
+/// iterating past 256), over a KV cache of random values (the unused positions must be
+/// ignored).
+#[test]
+fn attention_matches_f64_reference() {
+    let _s = serial();
+    let g = common::logical(1);
+    let m = g.member(0).unwrap();
+    let mut rng = common::rng(105);
+    let cases = attention_cases();
     for (q_heads, group, d, max_seq, positions, qs) in cases {
         let kv = q_heads / group;
         let kc_data = common::random(&mut rng, kv * max_seq * d);
@@ -444,6 +448,84 @@ fn attention_matches_f64_reference() {
         m.transformer().attention(&q, &c, &c, &sc, &o, wide),
         Err(Error::LengthMismatch { .. })
     ));
+    common::assert_no_validation_errors();
+}
+
+/// The split attention (`attention_split`, flash-decoding: a workgroup per head and
+/// ATTENTION_CHUNK positions, then the parts combined) on `attention_matches_f64_reference`'s
+/// cases, which reach 5 chunks (600 positions), against the same f64 reference: within its
+/// bound plus what the split adds, per output `Σ_t p_t|v_td|` times twice (numerator and
+/// denominator) a part's rescaling `exp(m_c - M)` (2(3 + 2|m_c - M|)U, the spread of the exact
+/// scores plus 1 bounding |m_c - M|) and its product (U), and the sums over the parts
+/// (gamma_parts each). Only the step's live parts are read: the partials start as random
+/// values. Bad requests: partials of another length, or the scores' tensor as partials.
+#[test]
+fn attention_split_matches_f64_reference() {
+    let _s = serial();
+    let g = common::logical(1);
+    let m = g.member(0).unwrap();
+    let mut rng = common::rng(172);
+    for (q_heads, group, d, max_seq, positions, qs) in attention_cases() {
+        let kv = q_heads / group;
+        let kc_data = common::random(&mut rng, kv * max_seq * d);
+        let vc_data = scaled(&mut rng, kv * max_seq * d, 2.0);
+        let kc = m.upload_f32(&kc_data).unwrap();
+        let vc = m.upload_f32(&vc_data).unwrap();
+        let (kc_ref, vc_ref) = (Ev::from_f32(&kc_data), Ev::from_f32(&vc_data));
+        for &pos in positions {
+            let q = scaled(&mut rng, q_heads * d, qs);
+            let qt = m.upload_f32(&q).unwrap();
+            let shape = AttentionShape { q_heads, group, head_dim: d, pos, max_seq };
+            let scores = m.upload_f32(&common::random(&mut rng, q_heads * max_seq)).unwrap();
+            let n = crossgpu::tp::attention_partials_len(shape).unwrap();
+            let partials = m.upload_f32(&common::random(&mut rng, n)).unwrap();
+            let out = m.upload_f32(&common::random(&mut rng, q_heads * d)).unwrap();
+            m.transformer().attention_split(&qt, &kc, &vc, &scores, &partials, &out, shape).unwrap();
+            let mut want = reference::attention(&Ev::from_f32(&q), &kc_ref, &vc_ref, shape, BOUND);
+            let parts = (pos + 1).div_ceil(crossgpu::tp::ATTENTION_CHUNK);
+            let sigma = 1.0 / (d as f64).sqrt();
+            for h in 0..q_heads {
+                let cb = (h / group) * max_seq * d;
+                let s: Vec<f64> = (0..=pos)
+                    .map(|t| {
+                        sigma
+                            * (0..d)
+                                .map(|j| q[h * d + j] as f64 * kc_data[cb + t * d + j] as f64)
+                                .sum::<f64>()
+                    })
+                    .collect();
+                let (hi, lo) = s.iter().fold((f64::MIN, f64::MAX), |(a, b), &v| (a.max(v), b.min(v)));
+                let e: Vec<f64> = s.iter().map(|v| (v - hi).exp()).collect();
+                let total: f64 = e.iter().sum();
+                let rescale = 2.0 * (3.0 + 2.0 * (hi - lo + 1.0)) * U + U;
+                let extra = 2.0 * (rescale + gamma(parts));
+                for j in 0..d {
+                    let weighted: f64 =
+                        (0..=pos).map(|t| e[t] / total * (vc_data[cb + t * d + j] as f64).abs()).sum();
+                    want.e[h * d + j] += extra * weighted;
+                }
+            }
+            let what =
+                format!("split attention q_heads={q_heads} group={group} d={d} max_seq={max_seq} pos={pos}");
+            assert_within_ev(&what, &out.read().unwrap(), &want);
+            assert_bits(&format!("{what}: k cache untouched"), &kc.read().unwrap(), &kc_data);
+        }
+    }
+    // Bad requests: partials too short, partials that are the output.
+    let t = |n: usize| m.upload_f32(&vec![0.5; n]).unwrap();
+    let (q, c, sc, o) = (t(4 * 8), t(2 * 10 * 8), t(4 * 10), t(4 * 8));
+    let ok = AttentionShape { q_heads: 4, group: 2, head_dim: 8, pos: 9, max_seq: 10 };
+    let n = crossgpu::tp::attention_partials_len(ok).unwrap();
+    assert_eq!(n, 4 * 10, "4 heads, one part of 8 + 2");
+    let (short, good) = (t(n - 1), t(n));
+    let split =
+        |partials: &Tensor, out: &Tensor| m.transformer().attention_split(&q, &c, &c, &sc, partials, out, ok);
+    assert!(matches!(split(&short, &o), Err(Error::LengthMismatch { .. })));
+    // The scores have the partials' length here: as partials they are refused.
+    assert!(matches!(split(&sc, &o), Err(Error::InvalidArgument(_))));
+    assert_bits("refused calls write nothing", &o.read().unwrap(), &[0.5; 32]);
+    split(&good, &o).unwrap();
+    assert!(o.read().unwrap().iter().all(|v| v.is_finite()));
     common::assert_no_validation_errors();
 }
 

@@ -390,6 +390,51 @@ fn step_by_step_logits_match_cpu_reference_and_one_member() {
     common::assert_no_validation_errors();
 }
 
+/// A cache longer than two chunks of positions (`max_seq` 300): the decoder cuts attention over
+/// the positions (`attention_split`, one more dispatch per layer than the same model with a
+/// 40-position cache), on one member and on two; 140 steps so that two chunks of 128 are live
+/// at the end, every step's logits and residual against the f64 reference (vs-exact tolerance,
+/// which the split's rescaling stays far inside: `tp_kernels::attention_split_matches_f64_reference`
+/// bounds it), the tokens the reference allows, the two members' residuals bitwise equal.
+#[test]
+fn a_long_cache_splits_attention_and_decodes_like_the_f64_reference() {
+    let _s = serial();
+    let long = DecoderConfig { max_seq: 300, ..config(1) };
+    let steps = 140;
+    let dispatches = |cfg: &DecoderConfig| {
+        let g = common::logical(1);
+        let mut d = Decoder::new(&g, cfg.clone(), &SplitSpec::Even).unwrap();
+        // Every step recorded, so the counter counts every step's dispatches.
+        d.set_replay(false);
+        let loaded = d.stats().dispatches;
+        d.generate(FIRST, 3, |_| {}).unwrap();
+        d.stats().dispatches - loaded
+    };
+    let (split, whole) = (dispatches(&long), dispatches(&config(1)));
+    assert_eq!(split - whole, (3 * long.layers) as u64, "one more dispatch per layer and token");
+    for members in [1, 2] {
+        let g = common::logical(members);
+        let mut d = Decoder::new(&g, long.clone(), &SplitSpec::Even).unwrap();
+        let mut cpu = CpuDecoder::new(long.clone(), VS_EXACT);
+        d.set_token(FIRST).unwrap();
+        let (mut token, mut worst) = (FIRST, 0.0f64);
+        for step in 0..steps {
+            d.step().unwrap();
+            let (want_logits, want_x) = cpu.step(token);
+            let what = |s: &str| format!("{members} member(s), step {step} (token {token}): {s}");
+            let logits = d.logits().unwrap();
+            worst = worst.max(check_vs(&what("logits vs the f64 reference"), &logits, &want_logits).1);
+            let x = same_residuals(&what("residual"), &d);
+            check_vs(&what("residual vs the f64 reference"), &x, &want_x);
+            let next = argmax(&logits);
+            check_token(&what("token"), next, &want_logits);
+            token = next;
+        }
+        eprintln!("{members} member(s), {steps} steps over a {}-position cache: largest logit error {worst:.2e} of the tolerance", long.max_seq);
+    }
+    common::assert_no_validation_errors();
+}
+
 /// One `generate` run: (name, tokens, last logits, last residual).
 type RunResult = (String, Vec<u32>, Vec<f32>, Vec<f32>);
 

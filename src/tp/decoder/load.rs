@@ -5,10 +5,10 @@ use super::state::{Activations, Decoder, Layer};
 use crate::comm::Comm;
 use crate::error::{Error, Result};
 use crate::sample::{Sampling, MAX_CANDIDATES};
-use crate::tp::block::{Attention, AttentionScratch, Mlp, MlpScratch, QkvBias};
+use crate::tp::block::{splits_attention, Attention, AttentionScratch, Mlp, MlpScratch, QkvBias};
 use crate::tp::config::DecoderConfig;
 use crate::tp::linear::{ColumnParallelLinear, RowParallelLinear};
-use crate::tp::ops::{sampling_chunk_floats, SAMPLING_MAX_MEMBERS};
+use crate::tp::ops::{sampling_chunk_floats, ATTENTION_CHUNK, SAMPLING_MAX_MEMBERS};
 use crate::tp::plan::{check_fits_with, Plan};
 use crate::tp::reduce::Reducer;
 use crate::tp::sharded::Sharded;
@@ -248,6 +248,12 @@ impl Decoder {
                 k: f32s(&|i| kvh(i) * d)?,
                 v: f32s(&|i| kvh(i) * d)?,
                 scores: f32s(&|i| kvh(i) * group_size * cfg.max_seq)?,
+                partials: match splits_attention(cfg.max_seq) {
+                    true => Some(f32s(&|i| {
+                        kvh(i) * group_size * cfg.max_seq.div_ceil(ATTENTION_CHUNK) * (d + 2)
+                    })?),
+                    false => None,
+                },
                 attn: f32s(&|i| kvh(i) * group_size * d)?,
             },
             o: f32s(&|_| h)?,

@@ -20,7 +20,7 @@ mod sample;
 mod token;
 mod transformer;
 
-pub use attention::AttentionShape;
+pub use attention::{attention_partials_len, AttentionShape, ATTENTION_CHUNK};
 pub use prompt::{PromptShape, PROMPT_MAX_HEAD_DIM};
 pub use sample::{sampling_chunk_floats, SAMPLING_CHUNK, SAMPLING_MAX_MEMBERS, SAMPLING_SETTINGS_WORDS};
 pub(crate) use transformer::Position;
