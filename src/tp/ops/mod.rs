@@ -6,7 +6,8 @@
 //!
 //! - `transformer.rs`: [`TransformerOps`] and what its kernels share (checked parameters, the
 //!   decode position).
-//! - `norm.rs`, `attention.rs`, `mlp.rs`, `token.rs`: the kernels of each part of a layer.
+//! - `norm.rs`, `qkv.rs` (RoPE, the q/k/v products, the cache store), `attention.rs`, `mlp.rs`,
+//!   `token.rs`: the kernels of each part of a layer.
 //! - `sample.rs`: a drawn token (each member's candidates, then the draw from them all).
 //! - `prompt.rs`: the same work over many rows of a prompt at once.
 //! - `init_weights.rs`: weights generated on the device.
@@ -16,6 +17,7 @@ mod init_weights;
 mod mlp;
 mod norm;
 mod prompt;
+mod qkv;
 mod sample;
 mod token;
 mod transformer;
