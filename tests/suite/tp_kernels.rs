@@ -374,7 +374,7 @@ fn rope_matches_f64_reference() {
 /// (q_heads, group, head_dim, max_seq, positions, q scale)
 type AttentionCase = (usize, usize, usize, usize, &'static [usize], f32);
 
-/// The decode-attention cases both attention tests run.
+/// The decode-attention cases (q_heads, group, head_dim, max_seq, positions, q scale).
 fn attention_cases() -> [AttentionCase; 12] {
     [
         (8, 4, 32, 24, &[0, 1, 20, 23], 1.0),
@@ -401,9 +401,11 @@ fn attention_cases() -> [AttentionCase; 12] {
 /// widths from 1 to 260 (a score's eight threads with fewer dimensions than threads; the
 /// weighted sum of V over 256/dim threads a dimension up to 128, one thread a dimension above,
 /// iterating past 256), over a KV cache of random values (the unused positions must be
-/// ignored).
+/// ignored). The same inputs through `attention_split` (flash-decoding, up to 5 parts of
+/// ATTENTION_CHUNK positions here) within that bound plus what the split adds (`split_extra`;
+/// it fails with the parts' rescaling left out).
 #[test]
-fn attention_matches_f64_reference() {
+fn attention_whole_and_split_match_f64_reference() {
     let _s = serial();
     let g = common::logical(1);
     let m = g.member(0).unwrap();
@@ -423,10 +425,19 @@ fn attention_matches_f64_reference() {
             let out = m.upload_f32(&common::random(&mut rng, q_heads * d)).unwrap();
             let shape = AttentionShape { q_heads, group, head_dim: d, pos, max_seq };
             m.transformer().attention(&qt, &kc, &vc, &scores, &out, shape).unwrap();
-            let want = reference::attention(&Ev::from_f32(&q), &kc_ref, &vc_ref, shape, BOUND);
+            let mut want = reference::attention(&Ev::from_f32(&q), &kc_ref, &vc_ref, shape, BOUND);
             let what = format!("attention q_heads={q_heads} group={group} d={d} max_seq={max_seq} pos={pos}");
             assert_within_ev(&what, &out.read().unwrap(), &want);
             assert_bits(&format!("{what}: k cache untouched"), &kc.read().unwrap(), &kc_data);
+            // The same inputs cut over the positions, the partials starting as random values
+            // (only the step's live parts may be read).
+            let n = crossgpu::tp::attention_partials_len(shape).unwrap();
+            let partials = m.upload_f32(&common::random(&mut rng, n)).unwrap();
+            m.transformer().attention_split(&qt, &kc, &vc, &scores, &partials, &out, shape).unwrap();
+            for (e, extra) in want.e.iter_mut().zip(split_extra(&q, &kc_data, &vc_data, shape)) {
+                *e += extra;
+            }
+            assert_within_ev(&format!("split {what}"), &out.read().unwrap(), &want);
         }
     }
     // Bad shapes.
@@ -451,67 +462,40 @@ fn attention_matches_f64_reference() {
     common::assert_no_validation_errors();
 }
 
-/// The split attention (`attention_split`, flash-decoding: a workgroup per head and
-/// ATTENTION_CHUNK positions, then the parts combined) on `attention_matches_f64_reference`'s
-/// cases, which reach 5 chunks (600 positions), against the same f64 reference: within its
-/// bound plus what the split adds, per output `Σ_t p_t|v_td|` times twice (numerator and
-/// denominator) a part's rescaling `exp(m_c - M)` (2(3 + 2|m_c - M|)U, the spread of the exact
-/// scores plus 1 bounding |m_c - M|) and its product (U), and the sums over the parts
-/// (gamma_parts each). Only the step's live parts are read: the partials start as random
-/// values. Bad requests: partials of another length, or the scores' tensor as partials.
+/// What `attention_split` may add to `reference::attention`'s bound, per output: `Σ_t p_t|v_td|`
+/// times twice (numerator and denominator) a part's rescaling `exp(m_c - M)` (2(3 + 2|m_c -
+/// M|)U, the spread of the exact scores plus 1 bounding |m_c - M|) and its product (U), and the
+/// sums over the parts (gamma_parts each).
+fn split_extra(q: &[f32], kc: &[f32], vc: &[f32], s: AttentionShape) -> Vec<f64> {
+    let (d, pos) = (s.head_dim, s.pos);
+    let parts = (pos + 1).div_ceil(crossgpu::tp::ATTENTION_CHUNK);
+    let sigma = 1.0 / (d as f64).sqrt();
+    let mut extra = vec![0.0; s.q_heads * d];
+    for h in 0..s.q_heads {
+        let cb = (h / s.group) * s.max_seq * d;
+        let scores: Vec<f64> = (0..=pos)
+            .map(|t| sigma * (0..d).map(|j| q[h * d + j] as f64 * kc[cb + t * d + j] as f64).sum::<f64>())
+            .collect();
+        let (hi, lo) = scores.iter().fold((f64::MIN, f64::MAX), |(a, b), &v| (a.max(v), b.min(v)));
+        let e: Vec<f64> = scores.iter().map(|v| (v - hi).exp()).collect();
+        let total: f64 = e.iter().sum();
+        let rescale = 2.0 * (3.0 + 2.0 * (hi - lo + 1.0)) * U + U;
+        let rel = 2.0 * (rescale + gamma(parts));
+        for j in 0..d {
+            let weighted: f64 = (0..=pos).map(|t| e[t] / total * (vc[cb + t * d + j] as f64).abs()).sum();
+            extra[h * d + j] = rel * weighted;
+        }
+    }
+    extra
+}
+
+/// `attention_split`'s bad requests, each refused before any work: partials of another length,
+/// the scores' tensor as partials; then the same call with good partials runs.
 #[test]
-fn attention_split_matches_f64_reference() {
+fn attention_split_refuses_bad_partials() {
     let _s = serial();
     let g = common::logical(1);
     let m = g.member(0).unwrap();
-    let mut rng = common::rng(172);
-    for (q_heads, group, d, max_seq, positions, qs) in attention_cases() {
-        let kv = q_heads / group;
-        let kc_data = common::random(&mut rng, kv * max_seq * d);
-        let vc_data = scaled(&mut rng, kv * max_seq * d, 2.0);
-        let kc = m.upload_f32(&kc_data).unwrap();
-        let vc = m.upload_f32(&vc_data).unwrap();
-        let (kc_ref, vc_ref) = (Ev::from_f32(&kc_data), Ev::from_f32(&vc_data));
-        for &pos in positions {
-            let q = scaled(&mut rng, q_heads * d, qs);
-            let qt = m.upload_f32(&q).unwrap();
-            let shape = AttentionShape { q_heads, group, head_dim: d, pos, max_seq };
-            let scores = m.upload_f32(&common::random(&mut rng, q_heads * max_seq)).unwrap();
-            let n = crossgpu::tp::attention_partials_len(shape).unwrap();
-            let partials = m.upload_f32(&common::random(&mut rng, n)).unwrap();
-            let out = m.upload_f32(&common::random(&mut rng, q_heads * d)).unwrap();
-            m.transformer().attention_split(&qt, &kc, &vc, &scores, &partials, &out, shape).unwrap();
-            let mut want = reference::attention(&Ev::from_f32(&q), &kc_ref, &vc_ref, shape, BOUND);
-            let parts = (pos + 1).div_ceil(crossgpu::tp::ATTENTION_CHUNK);
-            let sigma = 1.0 / (d as f64).sqrt();
-            for h in 0..q_heads {
-                let cb = (h / group) * max_seq * d;
-                let s: Vec<f64> = (0..=pos)
-                    .map(|t| {
-                        sigma
-                            * (0..d)
-                                .map(|j| q[h * d + j] as f64 * kc_data[cb + t * d + j] as f64)
-                                .sum::<f64>()
-                    })
-                    .collect();
-                let (hi, lo) = s.iter().fold((f64::MIN, f64::MAX), |(a, b), &v| (a.max(v), b.min(v)));
-                let e: Vec<f64> = s.iter().map(|v| (v - hi).exp()).collect();
-                let total: f64 = e.iter().sum();
-                let rescale = 2.0 * (3.0 + 2.0 * (hi - lo + 1.0)) * U + U;
-                let extra = 2.0 * (rescale + gamma(parts));
-                for j in 0..d {
-                    let weighted: f64 =
-                        (0..=pos).map(|t| e[t] / total * (vc_data[cb + t * d + j] as f64).abs()).sum();
-                    want.e[h * d + j] += extra * weighted;
-                }
-            }
-            let what =
-                format!("split attention q_heads={q_heads} group={group} d={d} max_seq={max_seq} pos={pos}");
-            assert_within_ev(&what, &out.read().unwrap(), &want);
-            assert_bits(&format!("{what}: k cache untouched"), &kc.read().unwrap(), &kc_data);
-        }
-    }
-    // Bad requests: partials too short, partials that are the output.
     let t = |n: usize| m.upload_f32(&vec![0.5; n]).unwrap();
     let (q, c, sc, o) = (t(4 * 8), t(2 * 10 * 8), t(4 * 10), t(4 * 8));
     let ok = AttentionShape { q_heads: 4, group: 2, head_dim: 8, pos: 9, max_seq: 10 };

@@ -63,7 +63,7 @@ const LAMBDA: f64 = 10.0;
 /// Steps of the step-by-step test (2 layers).
 const STEPWISE_STEPS: usize = 12;
 /// Steps of every `generate` run (1 layer); attention's later passes over positions (past 32
-/// scores, past 128 of V at this head width) are `tp_kernels::attention_matches_f64_reference`'s.
+/// scores, past 128 of V at this head width) are `tp_kernels::attention_whole_and_split_match_f64_reference`'s.
 const STEPS: usize = 20;
 /// The first token fed to every run.
 const FIRST: u32 = 1;
@@ -394,7 +394,7 @@ fn step_by_step_logits_match_cpu_reference_and_one_member() {
 /// the positions (`attention_split`, one more dispatch per layer than the same model with a
 /// 40-position cache), on one member and on two; 140 steps so that two chunks of 128 are live
 /// at the end, every step's logits and residual against the f64 reference (vs-exact tolerance,
-/// which the split's rescaling stays far inside: `tp_kernels::attention_split_matches_f64_reference`
+/// which the split's rescaling stays far inside: `tp_kernels::attention_whole_and_split_match_f64_reference`
 /// bounds it), the tokens the reference allows, the two members' residuals bitwise equal.
 #[test]
 fn a_long_cache_splits_attention_and_decodes_like_the_f64_reference() {
