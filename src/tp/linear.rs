@@ -304,10 +304,11 @@ impl RowParallelLinear {
     /// order (`reduce_add_rmsnorm`); else the products go into `partial`, are all-reduced and
     /// added (`add_rmsnorm`). Both give the same bits, and return [`Normed::Ready`].
     ///
-    /// Folded (`norm.fold`), with one member and nothing to reduce with, the product adds itself into `x_stream`
-    /// (`matvec_accumulate`, add_rmsnorm's addition) and the norm is left to whoever reads it:
-    /// [`Normed::Pending`], which the fused products apply on their way in (within rounding of
-    /// `add_rmsnorm`'s h, not bitwise: the norm's scale multiplies their finished sums).
+    /// Folded (`norm.fold`), with one member and nothing to reduce with, the product adds itself
+    /// into `x_stream` (`matvec_accumulate`, add_rmsnorm's addition) and the norm is left to
+    /// whoever reads it: [`Normed::Pending`], which the fused products apply on their way in
+    /// (within rounding of `add_rmsnorm`'s h, not bitwise: the norm's scale multiplies their
+    /// finished sums).
     pub(crate) fn forward_add_norm<'a>(
         &self,
         members: &[Member],

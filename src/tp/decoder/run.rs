@@ -207,6 +207,9 @@ impl Decoder {
         for (i, m) in members.iter().enumerate() {
             h.tensor(m, i)?;
         }
+        // The next token: each member's candidates from its vocabulary slice, all-gathered
+        // (one member writes them in place), then drawn from them all as the settings say,
+        // alike on every member.
         self.vocab.forward(members, &act.h.refs(), &act.logits.refs())?;
         let several = self.comm.is_some() || self.remote.is_some();
         let own = if several { &act.sampled } else { &act.candidates };
