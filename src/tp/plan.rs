@@ -6,7 +6,7 @@ use std::ops::Range;
 
 use super::block::splits_attention;
 use super::config::DecoderConfig;
-use super::ops::ATTENTION_CHUNK;
+use super::ops::{attention_partials_len, AttentionShape};
 use super::split::split_ranges;
 use super::weights::{Seeded, Weight, WeightSource};
 use crate::error::{Error, Result};
@@ -82,7 +82,11 @@ impl Plan {
         // (name, bytes of the largest one, of all, read in full for every token: the weights
         // the member streams; the embedding table gives one row per token).
         let partials = match splits_attention(cfg.max_seq) {
-            true => f32b(qd / d.max(1) * cfg.max_seq.div_ceil(ATTENTION_CHUNK) * (d + 2)),
+            true => {
+                let q_heads = qd / d.max(1);
+                let shape = AttentionShape { q_heads, group: g, head_dim: d, pos: 0, max_seq: cfg.max_seq };
+                attention_partials_len(shape).map_or(u64::MAX, f32b)
+            }
             false => 0,
         };
         let tensors: [(&'static str, (u64, u64), bool); 13] = [

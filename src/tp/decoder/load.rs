@@ -8,7 +8,7 @@ use crate::sample::{Sampling, MAX_CANDIDATES};
 use crate::tp::block::{splits_attention, Attention, AttentionScratch, Mlp, MlpScratch, QkvBias};
 use crate::tp::config::DecoderConfig;
 use crate::tp::linear::{ColumnParallelLinear, RowParallelLinear};
-use crate::tp::ops::{sampling_chunk_floats, ATTENTION_CHUNK, SAMPLING_MAX_MEMBERS};
+use crate::tp::ops::{attention_partials_len, sampling_chunk_floats, AttentionShape, SAMPLING_MAX_MEMBERS};
 use crate::tp::plan::{check_fits_with, Plan};
 use crate::tp::reduce::Reducer;
 use crate::tp::sharded::Sharded;
@@ -240,6 +240,25 @@ impl Decoder {
         }
         let room = (h / (3 * total)).clamp(1, MAX_CANDIDATES);
         let greedy = Sampling::greedy().device_settings(cfg.vocab);
+        // Each member's split-attention partials for its query heads, where the cache is long
+        // enough to cut (the length checked: one that overflows is an error).
+        let partials = match splits_attention(cfg.max_seq) {
+            true => {
+                let len = |i: usize| {
+                    let (q_heads, group, head_dim) = (kvh(i) * group_size, group_size, d);
+                    attention_partials_len(AttentionShape {
+                        q_heads,
+                        group,
+                        head_dim,
+                        pos: 0,
+                        max_seq: cfg.max_seq,
+                    })
+                };
+                let lens = (0..members.len()).map(len).collect::<Result<Vec<_>>>()?;
+                Some(f32s(&|i| lens[i])?)
+            }
+            false => None,
+        };
         let act = Activations {
             x: f32s(&|_| h)?,
             h: f32s(&|_| h)?,
@@ -248,12 +267,7 @@ impl Decoder {
                 k: f32s(&|i| kvh(i) * d)?,
                 v: f32s(&|i| kvh(i) * d)?,
                 scores: f32s(&|i| kvh(i) * group_size * cfg.max_seq)?,
-                partials: match splits_attention(cfg.max_seq) {
-                    true => Some(f32s(&|i| {
-                        kvh(i) * group_size * cfg.max_seq.div_ceil(ATTENTION_CHUNK) * (d + 2)
-                    })?),
-                    false => None,
-                },
+                partials,
                 attn: f32s(&|i| kvh(i) * group_size * d)?,
             },
             o: f32s(&|_| h)?,
