@@ -135,8 +135,8 @@ pub use group::{
 };
 pub use instance::{adapter_table, Instance};
 pub use ops::{
-    matvec_f16_kernel, QuantFormat, QuantMatrix, MATVEC_F16_EIGHT_ROWS_FROM_COLS,
-    MATVEC_F16_FOUR_LOADS_FROM_COLS, MATVEC_F16_KERNELS,
+    matvec_f16_kernel, Q8Vector, QuantFormat, QuantMatrix, MATVEC_F16_EIGHT_ROWS_FROM_COLS,
+    MATVEC_F16_FOUR_LOADS_FROM_COLS, MATVEC_F16_KERNELS, Q8_BLOCK_ELEMS, Q8_BLOCK_WORDS,
 };
 pub use step::Step;
 pub use tensor::{bf16_rounded, f16_saturating, DType, Tensor, TensorView, MAX_ELEMENTS};

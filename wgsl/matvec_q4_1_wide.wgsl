@@ -8,18 +8,19 @@
 const LANES: u32 = 64u;
 const UNIT: u32 = 8u;
 const UNIT_X: u32 = 2u;
+alias XUnit = array<vec4<f32>, UNIT_X>;
 
 // #include "matvec_quant_wide.wgsl"
 // #include "matvec_quant_blocks.wgsl"
 
-fn load_x(u: u32, xs: ptr<function, array<vec4<f32>, UNIT_X>>) {
+fn load_x(u: u32, xs: ptr<function, XUnit>) {
     let b = u >> 2u;
     let k = u & 3u;
     (*xs)[0] = x[8u * b + k];
     (*xs)[1] = x[8u * b + 4u + k];
 }
 
-fn unit_dot(row: u32, u: u32, xs: ptr<function, array<vec4<f32>, UNIT_X>>) -> f32 {
+fn unit_dot(row: u32, u: u32, xs: ptr<function, XUnit>) -> f32 {
     let base = 5u * (row * (p.cols / 32u) + (u >> 2u));
     let dm = unpack2x16float(w[base]);
     let q = w[base + 1u + (u & 3u)];

@@ -7,16 +7,17 @@
 const LANES: u32 = 64u;
 const UNIT: u32 = 8u;
 const UNIT_X: u32 = 2u;
+alias XUnit = array<vec4<f32>, UNIT_X>;
 
 // #include "matvec_quant_wide.wgsl"
 // #include "matvec_quant_blocks.wgsl"
 
-fn load_x(u: u32, xs: ptr<function, array<vec4<f32>, UNIT_X>>) {
+fn load_x(u: u32, xs: ptr<function, XUnit>) {
     (*xs)[0] = x[2u * u];
     (*xs)[1] = x[2u * u + 1u];
 }
 
-fn unit_dot(row: u32, u: u32, xs: ptr<function, array<vec4<f32>, UNIT_X>>) -> f32 {
+fn unit_dot(row: u32, u: u32, xs: ptr<function, XUnit>) -> f32 {
     let g = row * (p.cols / 32u) + (u >> 2u);
     let base = (17u * g) >> 1u;
     let odd = (g & 1u) == 1u;

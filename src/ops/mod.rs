@@ -1,12 +1,15 @@
 //! The kernels as operations on a member's tensors: each checks its inputs (member, dtype,
 //! length) and returns an error before recording anything, then records one dispatch into the
 //! member's stream. `quant.rs` holds the products over ggml-quantized weights ([`QuantMatrix`]),
+//! `quant_q8.rs` those of them that take x quantized to 8-bit blocks too ([`Q8Vector`]),
 //! `matmul.rs` the prompt's products over many positions at once (every storage).
 
 mod matmul;
 mod quant;
+mod quant_q8;
 
 pub use quant::{QuantFormat, QuantMatrix};
+pub use quant_q8::{Q8Vector, Q8_BLOCK_ELEMS, Q8_BLOCK_WORDS};
 
 use vk_native::{BindRange, GpuBuffer};
 

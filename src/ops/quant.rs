@@ -433,20 +433,35 @@ impl Member {
         x: &Tensor,
         out: BindRange<'_>,
         at: u64,
-        (entry, rows_per_workgroup): (Entry<MatvecParams>, usize),
+        kernel: (Entry<MatvecParams>, usize),
         accumulate: bool,
     ) -> Result<()> {
         w.tensor.check_on(&self.shared, "matvec_quant w")?;
         x.check_on(&self.shared, "matvec_quant x")?;
         x.check_dtype(DType::F32, "matvec_quant x")?;
-        let (rows, cols) = (w.rows, w.cols);
-        if x.len() != cols {
+        if x.len() != w.cols {
             return Err(Error::LengthMismatch {
                 what: "matvec_quant x vs w columns".into(),
-                expected: cols,
+                expected: w.cols,
                 got: x.len(),
             });
         }
+        self.quant_product(w, BindRange::whole(&x.buffer), out, at, kernel, accumulate)
+    }
+
+    /// Records `w`'s product with the x bound at `x` (f32, or 8-bit blocks for the `_q8`
+    /// kernels: the caller checked it against `w`) into words `at..` of `out`, checked to hold
+    /// them. A matrix of no columns writes zeros (or, accumulating, nothing).
+    pub(super) fn quant_product(
+        &self,
+        w: &QuantMatrix,
+        x: BindRange<'_>,
+        out: BindRange<'_>,
+        at: u64,
+        (entry, rows_per_workgroup): (Entry<MatvecParams>, usize),
+        accumulate: bool,
+    ) -> Result<()> {
+        let (rows, cols) = (w.rows, w.cols);
         let end = at.saturating_add(rows as u64);
         if end.saturating_mul(4) > out.size || end > u64::from(u32::MAX) {
             return Err(Error::InvalidArgument(format!(
@@ -472,7 +487,7 @@ impl Member {
             y_offset: at as u32,
             accumulate: accumulate.into(),
         };
-        let ranges = [BindRange::whole(&w.tensor.buffer), BindRange::whole(&x.buffer), out];
+        let ranges = [BindRange::whole(&w.tensor.buffer), x, out];
         self.shared.dispatch_ranges(entry, &ranges, &[], &imm, row_groups(rows.div_ceil(rows_per_workgroup)))
     }
 }

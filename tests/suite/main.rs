@@ -23,6 +23,7 @@ mod poll;
 mod prompt;
 mod properties;
 mod quant_matvec;
+mod quant_q8;
 mod replay;
 mod sampling;
 mod sync_fd;

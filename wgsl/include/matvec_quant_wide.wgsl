@@ -10,9 +10,11 @@
 // rows an invocation, 32 invocations a row, whole blocks an invocation or one unit a trip were
 // slower (docs/BENCHMARKS.md, "Quantized weights as stored").
 //
-// The including file sets `LANES` (a power of two), `UNIT` (elements a unit), `UNIT_X` (its
-// vec4<f32> of x), `fn load_x(u, xs)` (the x of unit u) and `fn unit_dot(row, u, xs) -> f32`
-// (unit u of `row` dotted with xs), as for wgsl/include/matvec_quant.wgsl. A row's sum and
+// The including file sets `LANES` (a power of two), `UNIT` (elements a unit), `XUnit` (the type
+// of a unit's x: `array<vec4<f32>, UNIT_X>` where x is f32, words of 8-bit blocks where it is
+// quantized, wgsl/include/matvec_q8_blocks.wgsl), `fn load_x(u, xs)` (the x of unit u) and
+// `fn unit_dot(row, u, xs) -> f32` (unit u of `row` dotted with xs), as for
+// wgsl/include/matvec_quant.wgsl. A row's sum and
 // the row itself are scalars: held in function-local arrays (as matvec_quant.wgsl holds its
 // rows'), the same kernels decoded 7–17% slower on the H200; loading x inside `unit_dot`
 // instead of through `load_x` was no faster (Q4_0 3% slower).
@@ -21,7 +23,8 @@
 // y) compute the last row again and are not written: no branch in the loop, and every
 // invocation reaches every barrier.
 
-// The bindings and immediates: wgsl/include/matvec_quant_blocks.wgsl.
+// The bindings and immediates: wgsl/include/matvec_quant_blocks.wgsl (f32 x) or
+// matvec_q8_blocks.wgsl (x in 8-bit blocks).
 
 const WG: u32 = 256u;
 const ROWS: u32 = WG / LANES;
@@ -37,8 +40,8 @@ fn matvec_wide(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) {
     for (var u = lane; u < units; u += 2u * LANES) {
         // The second unit clamped to the row, its sum dropped past the end.
         let v = min(u + LANES, units - 1u);
-        var xa: array<vec4<f32>, UNIT_X>;
-        var xb: array<vec4<f32>, UNIT_X>;
+        var xa: XUnit;
+        var xb: XUnit;
         load_x(u, &xa);
         load_x(v, &xb);
         let a = unit_dot(row, u, &xa);

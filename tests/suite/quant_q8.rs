@@ -1,0 +1,255 @@
+//! The products over quantized weights with x quantized to 8-bit blocks (`Member::quantize_q8`,
+//! `Member::matvec_quant_q8`: llama.cpp's integer path), in two checks that together bound the
+//! product against the f64 one:
+//!
+//! - the blocks `quantize_q8` writes hold x: per block `d` within rounding of `max|x| / 127`,
+//!   `s` within one rounding of `d·Σ q`, every `q` in -127 ..= 127 and
+//!   `|x - d·q| <= d·(1/2 + 2^-16)` (a block below 2^-100: all `q` 0);
+//! - the products, given those blocks (read back from the device), are within a dot product's
+//!   rounding of the exact f64 product they stand for: per block, the weight split into its
+//!   scaled quants `a = d_w·q_w` and the block's constant `c` (Q4_1's min `m`, Q4_0's `-8·d_w`,
+//!   Q8_0's 0), `Σ a·(d·q) + c·s`. Bound `gamma(cols + 1)·Σ|terms|`: a term is rounded by the
+//!   two scalings, then in the unit's and the row's sums, at most `3 + cols/8 <= cols` times
+//!   (the integer dot product is exact).
+//!
+//! So against x itself each row is off by at most `Σ|w|·d/2` more (`s` sums the quantized
+//! values, so the block's constant meets them too): the f32 product's error plus half a step
+//! of each block's 1/127. The tests print both, measured.
+
+use crate::common;
+
+use crate::common::reference::{self, gamma};
+use crate::common::serial;
+use crate::quant_matvec::{cols, dequantized, random_blocks};
+use crossgpu::{DType, Error, Member, Q8Vector, QuantFormat, Q8_BLOCK_ELEMS, Q8_BLOCK_WORDS};
+use rand::Rng;
+
+const FORMATS: [QuantFormat; 3] = [QuantFormat::Q8_0, QuantFormat::Q4_0, QuantFormat::Q4_1];
+
+/// One block of a Q8Vector as read back.
+struct Block {
+    d: f32,
+    s: f32,
+    q: [i8; 32],
+}
+
+fn blocks(xq: &Q8Vector) -> Vec<Block> {
+    let words = xq.tensor().read_u32().unwrap();
+    words
+        .chunks_exact(Q8_BLOCK_WORDS)
+        .take(xq.cols() / Q8_BLOCK_ELEMS)
+        .map(|w| {
+            let mut q = [0i8; 32];
+            for (j, word) in w[2..].iter().enumerate() {
+                for (i, b) in word.to_le_bytes().into_iter().enumerate() {
+                    q[4 * j + i] = b as i8;
+                }
+            }
+            Block { d: f32::from_bits(w[0]), s: f32::from_bits(w[1]), q }
+        })
+        .collect()
+}
+
+/// x of `n` elements, never zero, its blocks of mixed magnitudes (1, 1e-3, 1e3, 2^-120) so a
+/// block's scale follows its own largest element.
+fn mixed_x(rng: &mut impl Rng, n: usize) -> Vec<f32> {
+    let scales = [1.0f32, 1e-3, 1e3, 1.0, 7.5e-37];
+    let mut x = common::random(rng, n);
+    for (b, chunk) in x.chunks_mut(Q8_BLOCK_ELEMS).enumerate() {
+        let s = scales[b % scales.len()];
+        chunk.iter_mut().for_each(|v| *v *= s);
+    }
+    x
+}
+
+/// Checks `got`'s blocks against x (the module comment); returns the largest `|x - d·q| / d`.
+fn check_blocks(what: &str, x: &[f32], got: &[Block]) -> f64 {
+    assert_eq!(got.len(), x.len() / Q8_BLOCK_ELEMS, "{what}: blocks");
+    let mut worst = 0.0f64;
+    for (b, (block, xs)) in got.iter().zip(x.chunks_exact(Q8_BLOCK_ELEMS)).enumerate() {
+        let amax = xs.iter().map(|v| v.abs() as f64).fold(0.0, f64::max);
+        let (d, s) = (block.d as f64, block.s as f64);
+        let sum_q: f64 = block.q.iter().map(|&q| q as f64).sum();
+        assert!(
+            (d - amax / 127.0).abs() <= 4.0 * f32::EPSILON as f64 * amax / 127.0,
+            "{what}: block {b}: d {d} for max|x| {amax}"
+        );
+        assert!(
+            (s - d * sum_q).abs() <= gamma(1) * (d * sum_q).abs(),
+            "{what}: block {b}: s {s} for d·Σq {}",
+            d * sum_q
+        );
+        for (k, (&q, &v)) in block.q.iter().zip(xs).enumerate() {
+            assert!(q >= -127, "{what}: block {b} element {k}: q {q}");
+            if amax < 2f64.powi(-100) {
+                assert_eq!(q, 0, "{what}: block {b} of max {amax:e}: element {k}");
+                continue;
+            }
+            let off = (v as f64 - d * q as f64).abs() / d;
+            assert!(
+                off <= 0.5 + 2f64.powi(-16),
+                "{what}: block {b} element {k}: x {v}, d {d}, q {q}: off by {off} steps"
+            );
+            worst = worst.max(off);
+        }
+    }
+    worst
+}
+
+#[test]
+fn quantize_q8_holds_x_within_half_a_step() {
+    let _s = serial();
+    let g = common::logical(1);
+    let m = g.member(0).unwrap();
+    let mut rng = common::rng(41);
+    let mut worst = 0.0f64;
+    for n in [32usize, 96, 576, 1536, 4128, 17408] {
+        let xq = m.q8_vector(n).unwrap();
+        for round in 0..3 {
+            let x = mixed_x(&mut rng, n);
+            let xt = m.upload_f32(&x).unwrap();
+            m.quantize_q8(&xt, &xq).unwrap();
+            worst = worst.max(check_blocks(&format!("{n} elements, round {round}"), &x, &blocks(&xq)));
+        }
+    }
+    eprintln!("quantize_q8: largest |x - d·q| / d {worst:.6}");
+    common::assert_no_validation_errors();
+}
+
+/// Each row's exact f64 product with the x the blocks stand for, and its bound (the module
+/// comment).
+fn twin(format: QuantFormat, bytes: &[u8], rows: usize, cols: usize, xb: &[Block]) -> (Vec<f64>, Vec<f64>) {
+    let w = dequantized(format, bytes, rows * cols);
+    let nb = cols / 32;
+    let (mut want, mut bound) = (vec![0.0; rows], vec![0.0; rows]);
+    for r in 0..rows {
+        let (mut sum, mut abs) = (0.0f64, 0.0f64);
+        for (b, block) in xb.iter().enumerate() {
+            let raw = &bytes[(r * nb + b) * format.block_bytes()..];
+            let half = |at: usize| half::f16::from_le_bytes([raw[at], raw[at + 1]]).to_f64();
+            let c = match format {
+                QuantFormat::Q8_0 => 0.0,
+                QuantFormat::Q4_0 => -8.0 * half(0),
+                QuantFormat::Q4_1 => half(2),
+                _ => unreachable!(),
+            };
+            for k in 0..32 {
+                let t = (w[r * cols + b * 32 + k] - c) * (block.d as f64 * block.q[k] as f64);
+                sum += t;
+                abs += t.abs();
+            }
+            let t = c * block.s as f64;
+            sum += t;
+            abs += t.abs();
+        }
+        want[r] = sum;
+        bound[r] = gamma(cols + 1) * abs;
+    }
+    (want, bound)
+}
+
+#[test]
+fn products_match_the_f64_product_of_the_blocks() {
+    let _s = serial();
+    let g = common::logical(1);
+    let m = g.member(0).unwrap();
+    let mut rng = common::rng(42);
+    for format in FORMATS {
+        let (mut worst, mut worst_x, mut worst_f32) = (0.0f64, 0.0f64, 0.0f64);
+        for rows in [1usize, 3, 7, 97, 577] {
+            for cols in cols(format) {
+                let bytes = random_blocks(&mut rng, format, rows, cols);
+                let w = m.upload_quant(format, rows, cols, &bytes).unwrap();
+                let x = mixed_x(&mut rng, cols);
+                let (xt, xq) = (m.upload_f32(&x).unwrap(), m.q8_vector(cols).unwrap());
+                m.quantize_q8(&xt, &xq).unwrap();
+                let y0 = common::random(&mut rng, rows);
+                let yt = m.upload_f32(&y0).unwrap();
+                m.matvec_quant_q8(&w, &xq, &yt).unwrap();
+                let xb = blocks(&xq);
+                let (want, bound) = twin(format, &bytes, rows, cols, &xb);
+                let what = format!("{format} [{rows}, {cols}]");
+                let got = yt.read().unwrap();
+                worst = worst.max(common::assert_within(&what, &got, &want, &bound));
+                // Accumulating: the same sum added to what y held, once rounded.
+                let acc = m.upload_f32(&y0).unwrap();
+                m.matvec_quant_q8_accumulate(&w, &xq, &acc).unwrap();
+                let sums: Vec<f32> = got.iter().zip(&y0).map(|(p, y)| p + y).collect();
+                common::assert_bits(&format!("{what} accumulated"), &acc.read().unwrap(), &sums);
+                // Against x itself, beside the f32 kernel's error, per row over Σ|w·x|: what
+                // the 8 bits cost.
+                let wf = dequantized(format, &bytes, rows * cols);
+                let exact = reference::matvec(
+                    &wf,
+                    rows,
+                    &reference::Ev::from_f32(&x),
+                    reference::ErrorModel::Bound { extra: 1 },
+                );
+                let f32y = m.empty(&[rows], DType::F32).unwrap();
+                m.matvec_quant(&w, &xt, &f32y).unwrap();
+                let err = |y: &[f32]| {
+                    (0..rows)
+                        .map(|r| {
+                            let abs: f64 = (0..cols).map(|k| (wf[r * cols + k] * x[k] as f64).abs()).sum();
+                            (y[r] as f64 - exact.v[r]).abs() / abs
+                        })
+                        .fold(0.0, f64::max)
+                };
+                worst_x = worst_x.max(err(&got));
+                worst_f32 = worst_f32.max(err(&f32y.read().unwrap()));
+            }
+        }
+        eprintln!(
+            "{format} × 8-bit x: largest error / bound {worst:.3e} against the blocks; against x, largest error / Σ|w·x| {worst_x:.2e} (the f32 kernel: {worst_f32:.2e})"
+        );
+    }
+    common::assert_no_validation_errors();
+}
+
+#[test]
+fn q8_calls_refuse_bad_input_before_any_work() {
+    let _s = serial();
+    let g = common::logical(1);
+    let m = g.member(0).unwrap();
+    let mut rng = common::rng(43);
+    assert!(matches!(m.q8_vector(33), Err(Error::InvalidArgument(_))), "33 elements");
+    let (xq, xq_short, xq256) =
+        (m.q8_vector(64).unwrap(), m.q8_vector(32).unwrap(), m.q8_vector(256).unwrap());
+    let x = m.upload_f32(&common::random(&mut rng, 64)).unwrap();
+    let xh = m.empty(&[64], DType::F16).unwrap();
+    let y = m.upload_f32(&common::random(&mut rng, 3)).unwrap();
+    let y4 = m.upload_f32(&common::random(&mut rng, 4)).unwrap();
+    let q41 =
+        m.upload_quant(QuantFormat::Q4_1, 3, 64, &random_blocks(&mut rng, QuantFormat::Q4_1, 3, 64)).unwrap();
+    let k = QuantFormat::Q4_K;
+    let q4k = m.upload_quant(k, 3, 256, &random_blocks(&mut rng, k, 3, 256)).unwrap();
+    let g2 = common::logical(2);
+    let other = g2.member(1).unwrap().q8_vector(64).unwrap();
+    m.flush().unwrap();
+    let before = m.stats().submits;
+
+    assert!(matches!(m.quantize_q8(&x, &xq_short), Err(Error::LengthMismatch { .. })), "x of 64 into 32");
+    assert!(m.quantize_q8(&xh, &xq).is_err(), "an f16 x");
+    assert!(
+        matches!(m.matvec_quant_q8(&q41, &xq_short, &y), Err(Error::LengthMismatch { .. })),
+        "32 columns of x for 64"
+    );
+    assert!(
+        matches!(m.matvec_quant_q8(&q41, &xq, &y4), Err(Error::LengthMismatch { .. })),
+        "4 rows of y for 3"
+    );
+    assert!(matches!(m.matvec_quant_q8(&q4k, &xq256, &y), Err(Error::Unsupported(_))), "Q4_K");
+    assert!(m.matvec_quant_q8(&q41, &other, &y).is_err(), "another member's x");
+    assert!(m.matvec_quant_q8_accumulate(&q41, &xq, &y4).is_err(), "accumulating into 4 rows for 3");
+    for format in QuantFormat::ALL {
+        assert_eq!(format.takes_q8_vector(), FORMATS.contains(&format), "{format}");
+    }
+    nothing_recorded(m, before);
+    common::assert_no_validation_errors();
+}
+
+/// Nothing the calls since `before` submits was recorded: a flush submits nothing.
+fn nothing_recorded(m: &Member, before: u64) {
+    m.flush().unwrap();
+    assert_eq!(m.stats().submits, before, "a refused call recorded work into {m:?}'s stream");
+}

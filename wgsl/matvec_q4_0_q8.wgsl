@@ -1,0 +1,38 @@
+// matvec_q4_0_q8: y = W x for W in ggml's Q4_0 (layout: matvec_q4_0.wgsl) and x as 8-bit blocks
+// (quantize_q8.wgsl), laid out as matvec_q4_0_wide (quarter blocks, 64 invocations a row, 4
+// rows a workgroup of 256; wgsl/include/matvec_quant_wide.wgsl). Unit k of a block is its qs
+// bytes 4k .. 4k + 4 (funnelled out of two words where the 18-byte block starts at a word's
+// byte 2): low nibbles elements 4k .. 4k + 4, high nibbles 16 + 4k .. 20 + 4k. With x ≈ dx · qx
+// and the weight (q - 8) · d, the unit adds d · (dx · Σ q · qx - 8 · s / 4): ggml's
+// vec_dot_q4_0_q8_1, with s = dx · Σ qx the block's sum of x as quantized, in f32.
+
+const LANES: u32 = 64u;
+const UNIT: u32 = 8u;
+
+// #include "matvec_quant_wide.wgsl"
+// #include "matvec_q8_blocks.wgsl"
+
+fn load_x(u: u32, xs: ptr<function, XUnit>) {
+    let k = u & 3u;
+    *xs = xq_unit(u >> 2u, k, 4u + k);
+}
+
+fn unit_dot(row: u32, u: u32, xs: ptr<function, XUnit>) -> f32 {
+    let g = row * (p.cols / 32u) + (u >> 2u);
+    let base = (9u * g) >> 1u;
+    let odd = (g & 1u) == 1u;
+    let k = u & 3u;
+    let q = after_half(w[base + k], w[base + k + 1u], odd);
+    let lo = q & 0x0F0F0F0Fu;
+    let hi = (q >> 4u) & 0x0F0F0F0Fu;
+    return half_at(w[base], odd) * (scaled_dot(lo, hi, *xs) - 8.0 * quarter_sum(*xs));
+}
+
+@compute @workgroup_size(WG)
+fn matvec_q4_0_q8(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    matvec_wide(wid, nwg, lid);
+}
