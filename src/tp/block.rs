@@ -21,6 +21,7 @@ use crate::error::Result;
 use crate::group::Member;
 
 use super::linear::{ColumnParallelLinear, RowParallelLinear};
+use super::matrix::{ProductX, Q8Slots};
 use super::residual::{AddNorm, Normed};
 use super::sharded::Sharded;
 
@@ -34,6 +35,10 @@ pub(crate) struct AttentionScratch {
     /// workgroups ([`splits_attention`]).
     pub(crate) partials: Option<Sharded>,
     pub(crate) attn: Sharded,
+    /// The normed input as 8-bit blocks for q, k and v, and the attention's output for `o`,
+    /// where activations are quantized ([`crate::tp::Decoder::set_q8_activations`]).
+    pub(crate) q8_h: Q8Slots,
+    pub(crate) q8_attn: Q8Slots,
 }
 
 /// Whether the decoder cuts attention over the positions
@@ -52,6 +57,10 @@ pub(crate) struct MlpScratch {
     pub(crate) g: Sharded,
     pub(crate) u: Sharded,
     pub(crate) a: Sharded,
+    /// The normed input as 8-bit blocks for gate and up, and SiLU·mul's output for `down`,
+    /// where activations are quantized.
+    pub(crate) q8_h: Q8Slots,
+    pub(crate) q8_a: Q8Slots,
 }
 
 /// Where the step is: each member's position counter (the GPU advances it at the end of a
@@ -131,10 +140,12 @@ impl Attention {
                     step.rope_base,
                 )?;
             } else {
-                let (hi, k, v) = (h.tensor(m, i)?, s.k.part(i)?, s.v.part(i)?);
-                self.q.matrix(i)?.matvec(m, hi, q)?;
-                self.k.matrix(i)?.matvec(m, hi, k)?;
-                self.v.matrix(i)?.matvec(m, hi, v)?;
+                let (k, v) = (s.k.part(i)?, s.v.part(i)?);
+                let weights = [self.q.matrix(i)?, self.k.matrix(i)?, self.v.matrix(i)?];
+                let hi = ProductX::for_readers(m, h.tensor(m, i)?, s.q8_h.get(i), &weights)?;
+                for (w, y) in weights.into_iter().zip([q, k, v]) {
+                    w.matvec_x(m, hi, y)?;
+                }
                 for (bias, y) in [(&self.bias.q, q), (&self.bias.k, k), (&self.bias.v, v)] {
                     if let Some(b) = bias {
                         m.add(y, b.part(i)?)?;
@@ -168,7 +179,7 @@ impl Attention {
                 }
             }
         }
-        self.o.forward_add_norm(members, comm, &s.attn.refs(), partial, norm)
+        self.o.forward_add_norm(members, comm, &s.attn.refs(), &s.q8_attn, partial, norm)
     }
 }
 
@@ -198,12 +209,14 @@ impl Mlp {
             if let (true, (Some(wg), Some(wu))) = (self.gate.in_features.is_multiple_of(8), dense) {
                 m.transformer().matvec_gate_up_silu(wg, wu, h.product_input(i)?, a)?;
             } else {
-                let (hi, g, u) = (h.tensor(m, i)?, s.g.part(i)?, s.u.part(i)?);
-                self.gate.matrix(i)?.matvec(m, hi, g)?;
-                self.up.matrix(i)?.matvec(m, hi, u)?;
+                let (g, u) = (s.g.part(i)?, s.u.part(i)?);
+                let weights = [self.gate.matrix(i)?, self.up.matrix(i)?];
+                let hi = ProductX::for_readers(m, h.tensor(m, i)?, s.q8_h.get(i), &weights)?;
+                weights[0].matvec_x(m, hi, g)?;
+                weights[1].matvec_x(m, hi, u)?;
                 m.transformer().silu_mul(g, u, a)?;
             }
         }
-        self.down.forward_add_norm(members, comm, &s.a.refs(), partial, norm)
+        self.down.forward_add_norm(members, comm, &s.a.refs(), &s.q8_a, partial, norm)
     }
 }

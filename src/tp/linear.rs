@@ -9,7 +9,7 @@
 
 use std::ops::Range;
 
-use super::matrix::Matrix;
+use super::matrix::{Matrix, ProductX, Q8Slots};
 use super::reduce::Reducer;
 use super::residual::{AddNorm, Normed};
 use super::sharded::Sharded;
@@ -272,8 +272,21 @@ impl RowParallelLinear {
         y: &mut [&Tensor],
     ) -> Result<()> {
         check_forward("RowParallelLinear", self.weights.len(), members, x.len(), y.len())?;
+        let x: Vec<ProductX<'_>> = x.iter().map(|x| ProductX::f32(x)).collect();
+        self.forward_from(members, reducer, &x, y)
+    }
+
+    /// [`RowParallelLinear::forward_with`] from each member's [`ProductX`] (checked by the
+    /// caller).
+    fn forward_from(
+        &self,
+        members: &[Member],
+        reducer: Option<&mut dyn Reducer>,
+        x: &[ProductX<'_>],
+        y: &mut [&Tensor],
+    ) -> Result<()> {
         for (i, m) in members.iter().enumerate() {
-            self.weights[i].matvec(m, x[i], y[i])?;
+            self.weights[i].matvec_x(m, x[i], y[i])?;
         }
         match reducer {
             Some(c) => {
@@ -309,21 +322,31 @@ impl RowParallelLinear {
     /// whoever reads it: [`Normed::Pending`], which the fused products apply on their way in
     /// (within rounding of `add_rmsnorm`'s h, not bitwise: the norm's scale multiplies their
     /// finished sums).
+    ///
+    /// With a vector in `q8` (for member i's slice of x: the decoder's quantized activations),
+    /// a slice that takes 8-bit blocks reads x quantized into it.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn forward_add_norm<'a>(
         &self,
         members: &[Member],
         reducer: Option<&mut dyn Reducer>,
         x: &[&Tensor],
+        q8: &Q8Slots,
         partial: &Sharded,
         norm: AddNorm<'a>,
     ) -> Result<Normed<'a>> {
         check_forward("RowParallelLinear", self.weights.len(), members, x.len(), x.len())?;
+        let x = members
+            .iter()
+            .enumerate()
+            .map(|(i, m)| ProductX::for_readers(m, x[i], q8.get(i), &[&self.weights[i]]))
+            .collect::<Result<Vec<_>>>()?;
         let reducer = match reducer {
             Some(r) => match r.fused_round(self.out_features)? {
                 Some(mut round) => {
                     for (i, m) in members.iter().enumerate() {
                         let (out, at) = round.output(i)?;
-                        self.weights[i].matvec_into(m, x[i], out, at)?;
+                        self.weights[i].matvec_into_x(m, x[i], out, at)?;
                     }
                     round.finish()?;
                     for (i, m) in members.iter().enumerate() {
@@ -335,12 +358,12 @@ impl RowParallelLinear {
                 None => Some(r),
             },
             None if members.len() == 1 && norm.fold => {
-                self.weights[0].matvec_accumulate(&members[0], x[0], norm.x.part(0)?)?;
+                self.weights[0].matvec_accumulate_x(&members[0], x[0], norm.x.part(0)?)?;
                 return Ok(Normed::Pending(norm));
             }
             None => None,
         };
-        self.forward_with(members, reducer, x, &mut partial.refs())?;
+        self.forward_from(members, reducer, &x, &mut partial.refs())?;
         for (i, m) in members.iter().enumerate() {
             let (xs, w, h) = norm.parts(i)?;
             m.transformer().add_rmsnorm(xs, partial.part(i)?, w, h, norm.eps)?;

@@ -8,8 +8,53 @@ use vk_native::BindRange;
 
 use crate::error::{Error, Result};
 use crate::group::{Member, MemberShared};
-use crate::ops::{QuantFormat, QuantMatrix};
+use crate::ops::{Q8Vector, QuantFormat, QuantMatrix};
 use crate::tensor::{DType, Tensor};
+
+/// A product's input on one member: x in f32 and, where the decoder quantizes activations
+/// ([`crate::tp::Decoder::set_q8_activations`]), the same x as 8-bit blocks, which the slices
+/// that take them ([`Matrix::takes_q8`]) read instead.
+#[derive(Clone, Copy)]
+pub(crate) struct ProductX<'a> {
+    pub(crate) x: &'a Tensor,
+    pub(crate) q8: Option<&'a Q8Vector>,
+}
+
+impl<'a> ProductX<'a> {
+    /// x alone, in f32.
+    pub(crate) fn f32(x: &'a Tensor) -> Self {
+        Self { x, q8: None }
+    }
+
+    /// x for `readers`, quantized into `q8` first (on `m`) where one of them takes 8-bit
+    /// blocks: one quantization for every product that reads the same x.
+    pub(crate) fn for_readers(
+        m: &Member,
+        x: &'a Tensor,
+        q8: Option<&'a Q8Vector>,
+        readers: &[&Matrix],
+    ) -> Result<Self> {
+        match q8 {
+            Some(xq) if readers.iter().any(|r| r.takes_q8()) => {
+                m.quantize_q8(x, xq)?;
+                Ok(Self { x, q8: Some(xq) })
+            }
+            _ => Ok(Self::f32(x)),
+        }
+    }
+}
+
+/// Each member's vector for one activation's 8-bit blocks, where that member's readers take
+/// them (empty: none quantized, the default).
+#[derive(Default)]
+pub(crate) struct Q8Slots(pub(crate) Vec<Option<Q8Vector>>);
+
+impl Q8Slots {
+    /// Member `i`'s vector, if it has one.
+    pub(crate) fn get(&self, i: usize) -> Option<&Q8Vector> {
+        self.0.get(i).and_then(Option::as_ref)
+    }
+}
 
 /// A weight slice `[rows, cols]` on one member.
 #[derive(Debug)]
@@ -78,6 +123,50 @@ impl Matrix {
 
     pub(crate) fn check_on(&self, m: &MemberShared, what: &str) -> Result<()> {
         self.tensor().check_on(m, what)
+    }
+
+    /// Whether the slice multiplies x as 8-bit blocks ([`Member::matvec_quant_q8`]: Q8_0, Q4_0
+    /// and Q4_1 blocks).
+    pub fn takes_q8(&self) -> bool {
+        self.quant_format().is_some_and(QuantFormat::takes_q8_vector)
+    }
+
+    /// The 8-bit x this slice reads from `x`, if it takes one and `x` has it.
+    fn q8_of<'a>(&self, x: ProductX<'a>) -> Option<(&QuantMatrix, &'a Q8Vector)> {
+        match (self, x.q8) {
+            (Matrix::Quant(q), Some(xq)) if self.takes_q8() => Some((q, xq)),
+            _ => None,
+        }
+    }
+
+    /// [`Matrix::matvec`] from a [`ProductX`]: its 8-bit blocks where this slice takes them.
+    pub(crate) fn matvec_x(&self, m: &Member, x: ProductX<'_>, y: &Tensor) -> Result<()> {
+        match self.q8_of(x) {
+            Some((q, xq)) => m.matvec_quant_q8(q, xq, y),
+            None => self.matvec(m, x.x, y),
+        }
+    }
+
+    /// [`Matrix::matvec_accumulate`] from a [`ProductX`].
+    pub(crate) fn matvec_accumulate_x(&self, m: &Member, x: ProductX<'_>, y: &Tensor) -> Result<()> {
+        match self.q8_of(x) {
+            Some((q, xq)) => m.matvec_quant_q8_accumulate(q, xq, y),
+            None => self.matvec_accumulate(m, x.x, y),
+        }
+    }
+
+    /// [`Matrix::matvec_into`] from a [`ProductX`].
+    pub(crate) fn matvec_into_x(
+        &self,
+        m: &Member,
+        x: ProductX<'_>,
+        out: BindRange<'_>,
+        at: u64,
+    ) -> Result<()> {
+        match self.q8_of(x) {
+            Some((q, xq)) => m.matvec_quant_q8_into(q, xq, out, at),
+            None => self.matvec_into(m, x.x, out, at),
+        }
     }
 
     /// `y = W x` on `m` (f32 `x` of `cols`, f32 `y` of `rows`).

@@ -92,7 +92,8 @@ fn fused_device_poll_gives_the_bits_of_host_bridge_and_generic() {
 /// and logits and residual within 1e-5 of their largest magnitude (the derived per-element
 /// tolerance of the folded decoder against f64 is
 /// `tp_model::step_by_step_logits_match_cpu_reference_and_one_member`'s). Once a step is
-/// recorded for replay the setting cannot change.
+/// recorded for replay the setting cannot change. (And the seeded f16 weights refuse
+/// `set_q8_activations`: none of them takes 8-bit inputs.)
 #[test]
 fn folded_norms_decode_as_the_norm_dispatches() {
     let _s = serial();
@@ -102,6 +103,10 @@ fn folded_norms_decode_as_the_norm_dispatches() {
             let g = common::logical(1);
             let mut d = Decoder::new(&g, cfg.clone(), &SplitSpec::Even).unwrap();
             d.set_fold_norms(fold).unwrap();
+            // f16 weights have no product with 8-bit inputs.
+            let q8 = d.set_q8_activations(true);
+            assert!(matches!(q8, Err(Error::Unsupported(_))), "{q8:?}");
+            assert!(!d.quantizes_activations());
             let tokens = d.generate(7, STEPS, |_| {}).unwrap();
             assert!(d.replays(), "one member replays its steps");
             let refused = d.set_fold_norms(!fold);

@@ -64,6 +64,11 @@ pub struct DecodeArgs {
     /// measured faster on a GPU.
     #[arg(long)]
     pub fold_norms: bool,
+    /// Quantize each product's input to 8-bit blocks where its weights are Q8_0, Q4_0 or Q4_1
+    /// (integer dot products, llama.cpp's path; `Decoder::set_q8_activations`): not the f32
+    /// product. Off by default until it is measured faster on a GPU.
+    #[arg(long)]
+    pub q8_activations: bool,
     /// Split the model over every member of every MPI rank (start under `mpirun`; each rank
     /// opens CROSSGPU_DEVICES or its local rank's adapter; needs crossgpu-cli's `mpi`
     /// feature). Rank 0 prints; `--check` compares with one member on rank 0.
@@ -168,6 +173,9 @@ pub fn run_decode(
     let mut dec = loaded.map_err(|e| with_hint(e, args))?;
     dec.set_replay(!args.no_replay);
     dec.set_fold_norms(args.fold_norms)?;
+    if args.q8_activations {
+        dec.set_q8_activations(true).map_err(|e| fail(format!("--q8-activations: {e}")))?;
+    }
     dec.set_sampling(args.sampling()).map_err(|e| fail(format!("--temperature/--top-k/--top-p: {e}")))?;
     for m in group.members() {
         m.synchronize()?;
@@ -217,6 +225,11 @@ pub fn run_decode(
         println!("all-reduce mode: {mode}");
         if args.fold_norms {
             println!("residual norms: folded into the products that read them (--fold-norms)");
+        }
+        if args.q8_activations {
+            println!(
+                "products over Q8_0/Q4_0/Q4_1 weights: inputs quantized to 8-bit blocks (--q8-activations)"
+            );
         }
         let s = args.sampling();
         match s.temperature {

@@ -47,6 +47,11 @@ pub struct GenerateArgs {
     /// How the model is split: `even`, `auto` or weights such as `2:1` (default CROSSGPU_SPLIT, else even).
     #[arg(long)]
     pub split: Option<String>,
+    /// Quantize each product's input to 8-bit blocks where its weights are Q8_0, Q4_0 or Q4_1
+    /// (integer dot products, llama.cpp's path; `Decoder::set_q8_activations`): not the f32
+    /// product. Off by default until it is measured faster on a GPU.
+    #[arg(long)]
+    pub q8_activations: bool,
 }
 
 /// `crossgpu generate`.
@@ -91,10 +96,16 @@ pub fn generate(args: &GenerateArgs) -> CliResult {
             loading.update(done)
         })?;
     loading.finish();
-    let mode = match model.decoder.comm() {
+    if args.q8_activations {
+        model.decoder.set_q8_activations(true)?;
+    }
+    let mut mode = match model.decoder.comm() {
         Some(c) => format!("all-reduce mode {}", c.mode()),
         None => "one member, no all-reduce".into(),
     };
+    if model.decoder.quantizes_activations() {
+        mode.push_str("; inputs of Q8_0/Q4_0/Q4_1 products in 8-bit blocks");
+    }
     println!(
         "{} ({} {}, {} layers) loaded in {:.1} s; KV heads per member {:?}; {mode}; {} prompt tokens",
         args.model.display(),

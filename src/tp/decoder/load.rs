@@ -8,6 +8,7 @@ use crate::sample::{Sampling, MAX_CANDIDATES};
 use crate::tp::block::{splits_attention, Attention, AttentionScratch, Mlp, MlpScratch, QkvBias};
 use crate::tp::config::DecoderConfig;
 use crate::tp::linear::{ColumnParallelLinear, RowParallelLinear};
+use crate::tp::matrix::Q8Slots;
 use crate::tp::ops::{attention_partials_len, sampling_chunk_floats, AttentionShape, SAMPLING_MAX_MEMBERS};
 use crate::tp::plan::{check_fits_with, Plan};
 use crate::tp::reduce::Reducer;
@@ -269,12 +270,16 @@ impl Decoder {
                 scores: f32s(&|i| kvh(i) * group_size * cfg.max_seq)?,
                 partials,
                 attn: f32s(&|i| kvh(i) * group_size * d)?,
+                q8_h: Q8Slots::default(),
+                q8_attn: Q8Slots::default(),
             },
             o: f32s(&|_| h)?,
             mlp: MlpScratch {
                 g: f32s(&|i| plan.ffn[i].len())?,
                 u: f32s(&|i| plan.ffn[i].len())?,
                 a: f32s(&|i| plan.ffn[i].len())?,
+                q8_h: Q8Slots::default(),
+                q8_a: Q8Slots::default(),
             },
             d: f32s(&|_| h)?,
             logits: f32s(&|i| plan.vocab[i].len())?,

@@ -16,6 +16,7 @@
 //! - `state.rs`: the decoder's state and its read-outs.
 //! - `load.rs`: loading it from a weight source.
 //! - `run.rs`: decode steps, recorded or replayed.
+//! - `settings.rs`: how steps compute (norms folded, inputs quantized), set before the first.
 //! - `prompt.rs`: a prompt as a batch (chunks of positions through every layer at once).
 //! - `sample.rs`: how the devices draw the next token.
 
@@ -23,6 +24,7 @@ mod load;
 mod prompt;
 mod run;
 mod sample;
+mod settings;
 mod state;
 
 pub use prompt::{PROMPT_CHUNK, PROMPT_CHUNK_ON_UNITS};

@@ -32,31 +32,6 @@ impl Decoder {
         self.replay = on;
     }
 
-    /// Leaves each residual norm to the product that reads it (`on`) or writes it out as a
-    /// dispatch of its own (the default). It applies where the residual stream stays on one
-    /// member (one member, no communicator; elsewhere every norm is written): the output
-    /// projections add themselves into the stream (`matvec_accumulate`) and the next half's
-    /// fused q/k/v or gate/up kernel reads the stream as [`crate::tp::ProductInput::Normed`],
-    /// scaling its finished sums: two dispatches fewer per layer, within rounding of the
-    /// written norms but not their bits. Readers that cannot norm their input (quantized or
-    /// biased products, the vocabulary) get it written first. Off by default until it is measured
-    /// faster on a GPU (docs/BENCHMARKS.md, "The norms"). Set it before the first step: an
-    /// error once a step has been recorded for replay.
-    pub fn set_fold_norms(&mut self, on: bool) -> Result<()> {
-        if self.recorded.is_some() && on != self.fold_norms {
-            return Err(Error::InvalidArgument(
-                "set_fold_norms: a step is already recorded for replay; set it before the first step".into(),
-            ));
-        }
-        self.fold_norms = on;
-        Ok(())
-    }
-
-    /// Whether the residual norms are folded into the products ([`Decoder::set_fold_norms`]).
-    pub fn folds_norms(&self) -> bool {
-        self.fold_norms
-    }
-
     /// Runs one decode step: embeds the current token (on the devices), runs every layer,
     /// and leaves the next token — greedy, or drawn as [`Decoder::set_sampling`] said — in
     /// every member's token buffer and in the history.

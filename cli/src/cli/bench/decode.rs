@@ -31,6 +31,7 @@ pub fn bench_decode(run: &mut Run) -> CliResult {
         profile: 0,
         no_replay: false,
         fold_norms: false,
+        q8_activations: false,
         ranks: false,
         temperature: 0.0,
         top_k: 0,

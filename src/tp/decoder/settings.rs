@@ -1,0 +1,97 @@
+//! How a [`Decoder`] computes its steps, set before the first one: the residual norms folded
+//! into the products, and the products' inputs quantized to 8-bit blocks.
+
+use super::state::Decoder;
+use crate::error::{Error, Result};
+use crate::ops::Q8Vector;
+use crate::tp::matrix::{Matrix, Q8Slots};
+
+impl Decoder {
+    /// Leaves each residual norm to the product that reads it (`on`) or writes it out as a
+    /// dispatch of its own (the default). It applies where the residual stream stays on one
+    /// member (one member, no communicator; elsewhere every norm is written): the output
+    /// projections add themselves into the stream (`matvec_accumulate`) and the next half's
+    /// fused q/k/v or gate/up kernel reads the stream as [`crate::tp::ProductInput::Normed`],
+    /// scaling its finished sums: two dispatches fewer per layer, within rounding of the
+    /// written norms but not their bits. Readers that cannot norm their input (quantized or
+    /// biased products, the vocabulary) get it written first. Off by default until it is measured
+    /// faster on a GPU (docs/BENCHMARKS.md, "The norms"). Set it before the first step: an
+    /// error once a step has been recorded for replay.
+    pub fn set_fold_norms(&mut self, on: bool) -> Result<()> {
+        if self.recorded.is_some() && on != self.fold_norms {
+            return Err(Error::InvalidArgument(
+                "set_fold_norms: a step is already recorded for replay; set it before the first step".into(),
+            ));
+        }
+        self.fold_norms = on;
+        Ok(())
+    }
+
+    /// Whether the residual norms are folded into the products ([`Decoder::set_fold_norms`]).
+    pub fn folds_norms(&self) -> bool {
+        self.fold_norms
+    }
+
+    /// Quantizes each product's input to 8-bit blocks (`on`) where its weights are Q8_0, Q4_0
+    /// or Q4_1 blocks, which then multiply it with integer dot products
+    /// ([`crate::Member::matvec_quant_q8`], llama.cpp's path on its GPUs); off (the default),
+    /// every product reads its input in f32. Not the f32 product: each input element moves by
+    /// up to half a step of 1/127 of the largest magnitude in its block of 32 (measured on
+    /// random inputs: within 0.3–0.7% of `Σ|w·x|` a row, where the f32 kernels are within
+    /// 3e-7). One quantization per input: q, k and v share one, gate and up another, `o` and
+    /// `down` one each; f16 and k-quant slices, and the vocabulary's product, read f32 as
+    /// before. Off by default until it is measured faster on a GPU. An error where no layer's
+    /// weights take 8-bit inputs, and, as for [`Decoder::set_fold_norms`], once a step has been
+    /// recorded for replay.
+    pub fn set_q8_activations(&mut self, on: bool) -> Result<()> {
+        if self.recorded.is_some() && on != self.quantizes_activations() {
+            return Err(Error::InvalidArgument(
+                "set_q8_activations: a step is already recorded for replay; set it before the first step"
+                    .into(),
+            ));
+        }
+        let (attention, mlp) = (&mut self.act.attention, &mut self.act.mlp);
+        if !on {
+            for slots in [&mut attention.q8_h, &mut attention.q8_attn, &mut mlp.q8_h, &mut mlp.q8_a] {
+                *slots = Q8Slots::default();
+            }
+            return Ok(());
+        }
+        // Per member and input, a vector where some layer's reader of it takes 8-bit blocks.
+        let mut q8: [Vec<Option<Q8Vector>>; 4] = Default::default();
+        for (i, m) in self.members.iter().enumerate() {
+            let (mut qkv, mut o, mut gate_up, mut down) = (vec![], vec![], vec![], vec![]);
+            for l in &self.layers {
+                let (a, f) = (&l.attention, &l.mlp);
+                qkv.extend([a.q.matrix(i)?, a.k.matrix(i)?, a.v.matrix(i)?]);
+                o.push(a.o.matrix(i)?);
+                gate_up.extend([f.gate.matrix(i)?, f.up.matrix(i)?]);
+                down.push(f.down.matrix(i)?);
+            }
+            let first = self.layers.first();
+            let o_cols = first.map_or(0, |l| l.attention.o.ranges[i].len());
+            let down_cols = first.map_or(0, |l| l.mlp.down.ranges[i].len());
+            let hidden = self.cfg.hidden;
+            for (slots, (readers, cols)) in
+                q8.iter_mut().zip([(qkv, hidden), (o, o_cols), (gate_up, hidden), (down, down_cols)])
+            {
+                let takes = readers.into_iter().any(Matrix::takes_q8);
+                slots.push(takes.then(|| m.q8_vector(cols)).transpose()?);
+            }
+        }
+        if q8.iter().flatten().all(Option::is_none) {
+            return Err(Error::Unsupported(
+                "set_q8_activations: no layer has Q8_0, Q4_0 or Q4_1 weights, the products that take 8-bit inputs".into(),
+            ));
+        }
+        let [h, attn, mlp_h, a] = q8.map(Q8Slots);
+        (attention.q8_h, attention.q8_attn, mlp.q8_h, mlp.q8_a) = (h, attn, mlp_h, a);
+        Ok(())
+    }
+
+    /// Whether products read their inputs as 8-bit blocks ([`Decoder::set_q8_activations`]).
+    pub fn quantizes_activations(&self) -> bool {
+        let (a, m) = (&self.act.attention, &self.act.mlp);
+        [&a.q8_h, &a.q8_attn, &m.q8_h, &m.q8_a].iter().any(|s| !s.0.is_empty())
+    }
+}
