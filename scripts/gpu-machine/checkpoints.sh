@@ -6,7 +6,10 @@
 # wheel and those it needs carried in .dev/pywheels, unpacked onto PYTHONPATH here); then
 # REPEAT (default 3) rounds, alternated, of `crossgpu decode --preset 27b --layers LAYERS` and
 # `crossgpu decode --model FILE` for each file, one member (CROSSGPU_DEVICES=N0), TOKENS
-# (default 64) tokens. Results in $OUT/checkpoints.tgz, a summary in $OUT/summary.txt.
+# (default 64) tokens. With Q8=1, each Q8_0, Q4_0 and Q4_1 file also with --q8-activations (its
+# products' inputs in 8-bit blocks, integer dot products) in the same rounds, and each file's
+# GPU profile once both ways after them. Results in $OUT/checkpoints.tgz, a summary in
+# $OUT/summary.txt.
 set -uo pipefail
 source scripts/gpu-machine/setup.sh
 start_results checkpoints
@@ -28,7 +31,22 @@ for k in $(seq 1 "${REPEAT:-3}"); do
         { echo "=== $t $k"; CROSSGPU_DEVICES=$N0 timeout 150 crossgpu decode --model "/tmp/27b-$layers-$t.gguf" \
             --tokens "${TOKENS:-64}"; } >> "$R/decode.txt" 2>&1
         log "$t $k exit $?"
+        if [ -n "${Q8:-}" ] && [[ " q8_0 q4_0 q4_1 " == *" $t "* ]]; then
+            { echo "=== $t q8-activations $k"; CROSSGPU_DEVICES=$N0 timeout 150 crossgpu decode \
+                --model "/tmp/27b-$layers-$t.gguf" --tokens "${TOKENS:-64}" --q8-activations; } >> "$R/decode.txt" 2>&1
+            log "$t q8-activations $k exit $?"
+        fi
     done
 done
+if [ -n "${Q8:-}" ]; then
+    for t in "${types[@]}"; do
+        [[ " q8_0 q4_0 q4_1 " == *" $t "* ]] || continue
+        for q8 in "" --q8-activations; do
+            { echo "=== profile $t $q8"; CROSSGPU_DEVICES=$N0 timeout 150 crossgpu decode \
+                --model "/tmp/27b-$layers-$t.gguf" --tokens 8 --profile 4 $q8; } >> "$R/profile.txt" 2>&1
+            log "profile $t $q8 exit $?"
+        done
+    done
+fi
 grep -E "^===|tokens/s|read |loaded" "$R/decode.txt" > "$OUT/summary.txt"
 log finished
