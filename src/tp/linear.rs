@@ -173,9 +173,22 @@ impl ColumnParallelLinear {
 
     /// `y[i] = W[ranges[i], :] x[i]` on every member (`x[i]` is the replicated input).
     pub fn forward(&self, members: &[Member], x: &[&Tensor], y: &[&Tensor]) -> Result<()> {
+        self.forward_q8(members, x, &Q8Slots::default(), y)
+    }
+
+    /// [`ColumnParallelLinear::forward`], where a member's slice takes 8-bit blocks and `q8`
+    /// has a vector for it, from x quantized into that vector.
+    pub(crate) fn forward_q8(
+        &self,
+        members: &[Member],
+        x: &[&Tensor],
+        q8: &Q8Slots,
+        y: &[&Tensor],
+    ) -> Result<()> {
         check_forward("ColumnParallelLinear", self.weights.len(), members, x.len(), y.len())?;
         for (i, m) in members.iter().enumerate() {
-            self.weights[i].matvec(m, x[i], y[i])?;
+            let w = &self.weights[i];
+            w.matvec_x(m, ProductX::for_readers(m, x[i], q8.get(i), &[w])?, y[i])?;
         }
         Ok(())
     }

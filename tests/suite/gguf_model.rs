@@ -435,9 +435,10 @@ fn smollm2_same_greedy_tokens_in_every_mode_and_split() {
 }
 
 /// SmolLM2 with its products' inputs quantized to 8-bit blocks (`Decoder::set_q8_activations`:
-/// every one of its Q4_1 and Q8_0 products takes them): four quantizations a layer more, logits
-/// near the f32 decoder's at every step of a prompt (not its bits: the inputs move by up to half
-/// a step of 1/127 of their blocks), bitwise equal across the all-reduce modes of one split, and
+/// every one of its Q4_1 and Q8_0 products takes them): four quantizations a layer and one for
+/// the vocabulary (its tied Q8_0 embedding) more, the next-token distribution near the f32
+/// decoder's at every step of a prompt (not its bits: the inputs move by up to half a step of
+/// 1/127 of their blocks), bitwise equal across the all-reduce modes of one split, and
 /// still "Paris". Checked on one member (written and folded norms) and two (HostBridge, and
 /// DevicePoll replayed, whose products write straight into their slots).
 #[test]
@@ -502,7 +503,7 @@ fn smollm2_with_8_bit_inputs_stays_near_the_f32_decoder() {
         }
         if members == 1 && !fold {
             let extra = d.stats().dispatches - f32_dispatches;
-            assert_eq!(extra, 4 * layers * prompt.len() as u64, "{what}: quantizations");
+            assert_eq!(extra, (4 * layers + 1) * prompt.len() as u64, "{what}: quantizations");
         }
         if members == 2 {
             match &two_bits {
@@ -537,8 +538,8 @@ fn smollm2_with_8_bit_inputs_stays_near_the_f32_decoder() {
 
 /// How far SmolLM2's next-token distribution may move with 8-bit inputs, in nats of
 /// `KL(f32 ‖ 8-bit)` (llama.cpp's measure of a quantization): measured 2026-12-05 on lavapipe
-/// at most 4.5e-3 over the prompt's steps (the test prints it), and 9.4e-4 at the first step
-/// in an f64 model of the same arithmetic; no bound is derived through 30 layers. With `s` the
+/// at most 6.3e-3 over the prompt's steps (the test prints it), and 9.4e-4 at the first step
+/// in an f64 numpy model of the layers' same arithmetic (the vocabulary in f32); no bound is derived through 30 layers. With `s` the
 /// exact sum of x instead of the quantized values' (ops/quant_q8.rs), the first step's was
 /// 5.0e-2: past this.
 const Q8_KL_TOLERANCE: f64 = 0.02;

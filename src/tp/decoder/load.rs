@@ -283,6 +283,7 @@ impl Decoder {
             },
             d: f32s(&|_| h)?,
             logits: f32s(&|i| plan.vocab[i].len())?,
+            q8_vocab: Q8Slots::default(),
             settings: Sharded::new(
                 members.iter().map(|m| m.upload_u32(&greedy)).collect::<Result<Vec<_>>>()?,
             ),

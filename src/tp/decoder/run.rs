@@ -185,7 +185,7 @@ impl Decoder {
         // The next token: each member's candidates from its vocabulary slice, all-gathered
         // (one member writes them in place), then drawn from them all as the settings say,
         // alike on every member.
-        self.vocab.forward(members, &act.h.refs(), &act.logits.refs())?;
+        self.vocab.forward_q8(members, &act.h.refs(), &act.q8_vocab, &act.logits.refs())?;
         let several = self.comm.is_some() || self.remote.is_some();
         let own = if several { &act.sampled } else { &act.candidates };
         for (i, m) in members.iter().enumerate() {

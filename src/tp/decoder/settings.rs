@@ -38,9 +38,8 @@ impl Decoder {
     /// every product reads its input in f32. Not the f32 product: each input element moves by
     /// up to half a step of 1/127 of the largest magnitude in its block of 32 (measured on
     /// random inputs: within 0.3–0.7% of `Σ|w·x|` a row, where the f32 kernels are within
-    /// 3e-7). One quantization per input: q, k and v share one, gate and up another, `o` and
-    /// `down` one each; f16 and k-quant slices, and the vocabulary's product, read f32 as
-    /// before. Off by default until it is measured faster on a GPU. An error where no layer's
+    /// 3e-7). One quantization per input: q, k and v share one, gate and up another, `o`,
+    /// `down` and the vocabulary one each; f16 and k-quant slices read f32 as before. Off by default until it is measured faster on a GPU. An error where no layer's
     /// weights take 8-bit inputs, and, as for [`Decoder::set_fold_norms`], once a step has been
     /// recorded for replay.
     pub fn set_q8_activations(&mut self, on: bool) -> Result<()> {
@@ -55,10 +54,11 @@ impl Decoder {
             for slots in [&mut attention.q8_h, &mut attention.q8_attn, &mut mlp.q8_h, &mut mlp.q8_a] {
                 *slots = Q8Slots::default();
             }
+            self.act.q8_vocab = Q8Slots::default();
             return Ok(());
         }
         // Per member and input, a vector where some layer's reader of it takes 8-bit blocks.
-        let mut q8: [Vec<Option<Q8Vector>>; 4] = Default::default();
+        let mut q8: [Vec<Option<Q8Vector>>; 5] = Default::default();
         for (i, m) in self.members.iter().enumerate() {
             let (mut qkv, mut o, mut gate_up, mut down) = (vec![], vec![], vec![], vec![]);
             for l in &self.layers {
@@ -72,9 +72,9 @@ impl Decoder {
             let o_cols = first.map_or(0, |l| l.attention.o.ranges[i].len());
             let down_cols = first.map_or(0, |l| l.mlp.down.ranges[i].len());
             let hidden = self.cfg.hidden;
-            for (slots, (readers, cols)) in
-                q8.iter_mut().zip([(qkv, hidden), (o, o_cols), (gate_up, hidden), (down, down_cols)])
-            {
+            let vocab = vec![self.vocab.matrix(i)?];
+            let inputs = [(qkv, hidden), (o, o_cols), (gate_up, hidden), (down, down_cols), (vocab, hidden)];
+            for (slots, (readers, cols)) in q8.iter_mut().zip(inputs) {
                 let takes = readers.into_iter().any(Matrix::takes_q8);
                 slots.push(takes.then(|| m.q8_vector(cols)).transpose()?);
             }
@@ -84,14 +84,15 @@ impl Decoder {
                 "set_q8_activations: no layer has Q8_0, Q4_0 or Q4_1 weights, the products that take 8-bit inputs".into(),
             ));
         }
-        let [h, attn, mlp_h, a] = q8.map(Q8Slots);
+        let [h, attn, mlp_h, a, vocab] = q8.map(Q8Slots);
         (attention.q8_h, attention.q8_attn, mlp.q8_h, mlp.q8_a) = (h, attn, mlp_h, a);
+        self.act.q8_vocab = vocab;
         Ok(())
     }
 
     /// Whether products read their inputs as 8-bit blocks ([`Decoder::set_q8_activations`]).
     pub fn quantizes_activations(&self) -> bool {
         let (a, m) = (&self.act.attention, &self.act.mlp);
-        [&a.q8_h, &a.q8_attn, &m.q8_h, &m.q8_a].iter().any(|s| !s.0.is_empty())
+        [&a.q8_h, &a.q8_attn, &m.q8_h, &m.q8_a, &self.act.q8_vocab].iter().any(|s| !s.0.is_empty())
     }
 }

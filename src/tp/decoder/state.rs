@@ -6,6 +6,7 @@ use crate::sample::Sampling;
 use crate::tp::block::{Attention, AttentionScratch, Mlp, MlpScratch};
 use crate::tp::config::DecoderConfig;
 use crate::tp::linear::ColumnParallelLinear;
+use crate::tp::matrix::Q8Slots;
 use crate::tp::plan::Plan;
 use crate::tp::reduce::Reducer;
 use crate::tp::sharded::Sharded;
@@ -36,6 +37,9 @@ pub(super) struct Activations {
     pub(super) d: Sharded,
     /// Each member's slice of the vocabulary's logits.
     pub(super) logits: Sharded,
+    /// The final norm's output as 8-bit blocks for the vocabulary's product, where activations
+    /// are quantized ([`Decoder::set_q8_activations`]).
+    pub(super) q8_vocab: Q8Slots,
     /// The draw's settings (u32, [`crate::model::Sampling::device_settings`]), read by the
     /// step's kernels when they run.
     pub(super) settings: Sharded,
