@@ -539,9 +539,9 @@ fn smollm2_with_8_bit_inputs_stays_near_the_f32_decoder() {
 /// How far SmolLM2's next-token distribution may move with 8-bit inputs, in nats of
 /// `KL(f32 ‖ 8-bit)` (llama.cpp's measure of a quantization): measured 2026-12-05 on lavapipe
 /// at most 6.3e-3 over the prompt's steps (the test prints it), and 9.4e-4 at the first step
-/// in an f64 numpy model of the layers' same arithmetic (the vocabulary in f32); no bound is derived through 30 layers. With `s` the
-/// exact sum of x instead of the quantized values' (ops/quant_q8.rs), the first step's was
-/// 5.0e-2: past this.
+/// in an f64 numpy model of the layers' same arithmetic (the vocabulary in f32); no bound is
+/// derived through 30 layers. With `s` the exact sum of x instead of the quantized values'
+/// (ops/quant_q8.rs), the first step's was 5.0e-2: past this.
 const Q8_KL_TOLERANCE: f64 = 0.02;
 
 /// `KL(p ‖ q)` in nats between the softmaxes of two logit vectors, in f64.
