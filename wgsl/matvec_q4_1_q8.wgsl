@@ -12,6 +12,7 @@ const UNIT: u32 = 8u;
 
 // #include "matvec_quant_wide.wgsl"
 // #include "matvec_q8_blocks.wgsl"
+// #include "q8_quarter_unit.wgsl"
 
 fn load_x(u: u32, xs: ptr<function, XUnit>) {
     let k = u & 3u;

@@ -3,8 +3,8 @@
 // scales (12 bytes) at 4, qs (128 bytes) at 16. Its elements come in four chunks of 64: chunk
 // c takes qs[32c .. 32c + 32], whose low nibbles are elements 64c .. 64c + 32 (sub-block 2c)
 // and high nibbles elements 64c + 32 .. 64c + 64 (sub-block 2c + 1); sub-block j has a 6-bit
-// scale sc and min m packed in `scales` (ggml's get_scale_min_k4, `scale_min` below); value
-// d·sc·q - dmin·m. 144 bytes is 9 × 16, so every super-block starts on a word (36s).
+// scale sc and min m packed in `scales` (ggml's get_scale_min_k4: `scale_min`,
+// wgsl/include/q4_k_scales.wgsl); value d·sc·q - dmin·m. 144 bytes is 9 × 16, so every super-block starts on a word (36s).
 //
 // The unit of work is one chunk (64 elements): an invocation reads the d/dmin word, the three
 // scale words and the chunk's 8 qs words, and 16 vec4 of x. Neighbouring invocations take
@@ -23,24 +23,10 @@ const WG: u32 = 64u;
 
 // #include "matvec_quant.wgsl"
 // #include "matvec_quant_blocks.wgsl"
+// #include "q4_k_scales.wgsl"
 
 fn load_x(u: u32, xs: ptr<function, array<vec4<f32>, UNIT_X>>) {
     load_x_run(u, xs);
-}
-
-// Byte i (0..12) of the scales, from their three words.
-fn scale_byte(sw: vec3<u32>, i: u32) -> u32 {
-    return (sw[i / 4u] >> (8u * (i % 4u))) & 255u;
-}
-
-// The 6-bit scale and min of sub-block j (0..8): ggml's get_scale_min_k4.
-fn scale_min(sw: vec3<u32>, j: u32) -> vec2<f32> {
-    if (j < 4u) {
-        return vec2<f32>(f32(scale_byte(sw, j) & 63u), f32(scale_byte(sw, j + 4u) & 63u));
-    }
-    let sc = (scale_byte(sw, j + 4u) & 15u) | ((scale_byte(sw, j - 4u) >> 6u) << 4u);
-    let m = (scale_byte(sw, j + 4u) >> 4u) | ((scale_byte(sw, j) >> 6u) << 4u);
-    return vec2<f32>(f32(sc), f32(m));
 }
 
 fn unit_dot(row: u32, u: u32, xs: ptr<function, array<vec4<f32>, UNIT_X>>) -> f32 {

@@ -1,5 +1,5 @@
 // quantize_q8: x (f32, 32 · blocks elements) as the 8-bit blocks that the products over
-// quantized weights may take instead of it (matvec_q8_0_q8, matvec_q4_0_q8, matvec_q4_1_q8;
+// quantized weights may take instead of it (matvec_q8_0_q8, matvec_q4_0_q8, matvec_q4_1_q8, matvec_q4_k_q8, matvec_q6_k_q8;
 // layout in wgsl/include/matvec_q8_blocks.wgsl). Per block of 32 elements: d = max|x| / 127,
 // q = round(x · 127 / max|x|) in -127 ..= 127, and s = d · Σ q, the sum of the block's values
 // as quantized (ggml's quantize_row_q8_1), so that a product reads one x throughout: Q4_1's

@@ -1,7 +1,8 @@
 //! The products over quantized weights with x quantized too, llama.cpp's integer path:
 //! [`Member::quantize_q8`] writes x as 8-bit blocks ([`Q8Vector`]), and
-//! [`Member::matvec_quant_q8`] multiplies Q8_0, Q4_0 and Q4_1 weights by it with integer dot
-//! products of the two blocks' quants (`dot4I8Packed`), scaled by both blocks' scales.
+//! [`Member::matvec_quant_q8`] multiplies Q8_0, Q4_0, Q4_1, Q4_K and Q6_K weights by it with
+//! integer dot products of the two blocks' quants (`dot4I8Packed`), scaled by both blocks'
+//! scales.
 //!
 //! # Layout
 //! Per block of 32 elements, 10 words: `d` (f32) `= max|x| / 127`, `s` (f32) `= d · Σ q`, then
@@ -17,8 +18,9 @@
 //! and `m` are not): with the exact `Σ x` instead, SmolLM2's first-token distribution moved 50
 //! times as far from the f32 decoder's. The rest is exact or rounded as a dot product is: a
 //! block unit's `Σ q_w · q_x` is an exact integer (below 2^24 in magnitude, so exact in f32),
-//! scaled by `d_w · d_x`; the mins and offsets multiply `s` (a quarter of it per quarter-block
-//! unit). So per row, against the exact product with the given x: `Σ_k |w_k| · |x_k - x̂_k|`,
+//! scaled by `d_w · d_x` (and Q4_K's and Q6_K's sub-block scales); the mins and offsets multiply
+//! `s` (Q4_1, Q4_0, Q4_K: a share of it per unit) or go into the integer sums (Q6_K's 32, as
+//! `32 · Σ q_x`). So per row, against the exact product with the given x: `Σ_k |w_k| · |x_k - x̂_k|`,
 //! plus the rounding of a dot product of `cols` terms. `tests/suite/quant_q8.rs` checks the
 //! kernels against the blocks the device wrote (tight), and the blocks against x.
 
@@ -32,7 +34,8 @@ use super::quant::{QuantFormat, QuantMatrix};
 use crate::error::{Error, Result};
 use crate::group::Member;
 use crate::kernels::{
-    Entry, MatvecParams, QuantizeParams, MATVEC_Q4_0_Q8, MATVEC_Q4_1_Q8, MATVEC_Q8_0_Q8, QUANTIZE_Q8,
+    Entry, MatvecParams, QuantizeParams, MATVEC_Q4_0_Q8, MATVEC_Q4_1_Q8, MATVEC_Q4_K_Q8, MATVEC_Q6_K_Q8,
+    MATVEC_Q8_0_Q8, QUANTIZE_Q8,
 };
 use crate::tensor::{DType, Tensor, MAX_ELEMENTS};
 
@@ -46,15 +49,17 @@ pub const Q8_BLOCK_WORDS: usize = 10;
 const QUANTIZE_WG: usize = 64;
 
 /// The kernels that take x as a [`Q8Vector`], per format, and their rows per workgroup.
-const KERNELS: [(QuantFormat, Entry<MatvecParams>, usize); 3] = [
+const KERNELS: [(QuantFormat, Entry<MatvecParams>, usize); 5] = [
     (QuantFormat::Q8_0, MATVEC_Q8_0_Q8, 4),
     (QuantFormat::Q4_0, MATVEC_Q4_0_Q8, 4),
     (QuantFormat::Q4_1, MATVEC_Q4_1_Q8, 4),
+    (QuantFormat::Q4_K, MATVEC_Q4_K_Q8, 4),
+    (QuantFormat::Q6_K, MATVEC_Q6_K_Q8, 4),
 ];
 
 impl QuantFormat {
-    /// Whether [`Member::matvec_quant_q8`] multiplies this format (Q8_0, Q4_0, Q4_1: blocks of
-    /// 32, as x's).
+    /// Whether [`Member::matvec_quant_q8`] multiplies this format (Q8_0, Q4_0, Q4_1, Q4_K and
+    /// Q6_K, whose blocks or sub-blocks are x's blocks of 32; not BF16).
     pub fn takes_q8_vector(self) -> bool {
         KERNELS.iter().any(|k| k.0 == self)
     }
@@ -140,7 +145,7 @@ impl Member {
     }
 
     /// `y = W x` with `x` given as the 8-bit blocks [`Member::quantize_q8`] wrote (not the f32
-    /// product: the module's "Arithmetic"), for `w` in Q8_0, Q4_0 or Q4_1
+    /// product: the module's "Arithmetic"), for `w` in Q8_0, Q4_0, Q4_1, Q4_K or Q6_K
     /// ([`QuantFormat::takes_q8_vector`]; another format is an error). All checked before the
     /// dispatch is recorded.
     pub fn matvec_quant_q8(&self, w: &QuantMatrix, xq: &Q8Vector, y: &Tensor) -> Result<()> {
@@ -194,7 +199,7 @@ impl Member {
     ) -> Result<()> {
         let &(_, entry, rows) = KERNELS.iter().find(|k| k.0 == w.format()).ok_or_else(|| {
             Error::Unsupported(format!(
-                "matvec_quant_q8: {} weights have no product with an 8-bit x (Q8_0, Q4_0 and Q4_1 do)",
+                "matvec_quant_q8: {} weights have no product with an 8-bit x (every ggml block format does; BF16 does not)",
                 w.format()
             ))
         })?;

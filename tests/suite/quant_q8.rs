@@ -8,9 +8,10 @@
 //! - the products, given those blocks (read back from the device), are within a dot product's
 //!   rounding of the exact f64 product they stand for: per block, the weight split into its
 //!   scaled quants `a = d_w·q_w` and the block's constant `c` (Q4_1's min `m`, Q4_0's `-8·d_w`,
-//!   Q8_0's 0), `Σ a·(d·q) + c·s`. Bound `gamma(cols + 1)·Σ|terms|`: a term is rounded by the
-//!   two scalings, then in the unit's and the row's sums, at most `3 + cols/8 <= cols` times
-//!   (the integer dot product is exact).
+//!   Q4_K's `-dmin·m` per sub-block of 32, Q8_0's and Q6_K's 0), `Σ a·(d·q) + c·s`. Bound
+//!   `gamma(cols + 1)·Σ|terms|`: a term is rounded by the scalings and the sums of its unit
+//!   (at most 5 times), then in the row's sum, at most `5 + cols/8 <= cols + 1` times (the
+//!   integer dot products are exact).
 //!
 //! So against x itself each row is off by at most `Σ|w|·d/2` more (`s` sums the quantized
 //! values, so the block's constant meets them too): the f32 product's error plus half a step
@@ -24,7 +25,8 @@ use crate::quant_matvec::{cols, dequantized, random_blocks};
 use crossgpu::{DType, Error, Member, Q8Vector, QuantFormat, Q8_BLOCK_ELEMS, Q8_BLOCK_WORDS};
 use rand::Rng;
 
-const FORMATS: [QuantFormat; 3] = [QuantFormat::Q8_0, QuantFormat::Q4_0, QuantFormat::Q4_1];
+const FORMATS: [QuantFormat; 5] =
+    [QuantFormat::Q8_0, QuantFormat::Q4_0, QuantFormat::Q4_1, QuantFormat::Q4_K, QuantFormat::Q6_K];
 
 /// One block of a Q8Vector as read back.
 struct Block {
@@ -116,29 +118,45 @@ fn quantize_q8_holds_x_within_half_a_step() {
     common::assert_no_validation_errors();
 }
 
+/// The part of each weight that does not scale with its quant — Q4_1's min, Q4_0's `-8·d`,
+/// Q4_K's `-dmin·m`, Q8_0's and Q6_K's 0 — as the value of a zero quant: the blocks with every quant
+/// byte zeroed, dequantized.
+fn constant_part(format: QuantFormat, bytes: &[u8], elems: usize) -> Vec<f64> {
+    let quants = match format {
+        QuantFormat::Q8_0 => 2..34,
+        QuantFormat::Q4_0 => 2..18,
+        QuantFormat::Q4_1 => 4..20,
+        QuantFormat::Q4_K => 16..144,
+        // The offset of 32 goes into the integer dot products with the quants.
+        QuantFormat::Q6_K => return vec![0.0; elems],
+        _ => unreachable!("{format}"),
+    };
+    let mut zeroed = bytes.to_vec();
+    for block in zeroed.chunks_exact_mut(format.block_bytes()) {
+        block[quants.clone()].fill(0);
+    }
+    dequantized(format, &zeroed, elems)
+}
+
 /// Each row's exact f64 product with the x the blocks stand for, and its bound (the module
-/// comment).
+/// comment): the scaled quants `a = w - c` meet `x̂ = d·q`, the constant `c` (one per block of
+/// x) the block's `s`.
 fn twin(format: QuantFormat, bytes: &[u8], rows: usize, cols: usize, xb: &[Block]) -> (Vec<f64>, Vec<f64>) {
     let w = dequantized(format, bytes, rows * cols);
-    let nb = cols / 32;
+    let c = constant_part(format, bytes, rows * cols);
     let (mut want, mut bound) = (vec![0.0; rows], vec![0.0; rows]);
     for r in 0..rows {
         let (mut sum, mut abs) = (0.0f64, 0.0f64);
         for (b, block) in xb.iter().enumerate() {
-            let raw = &bytes[(r * nb + b) * format.block_bytes()..];
-            let half = |at: usize| half::f16::from_le_bytes([raw[at], raw[at + 1]]).to_f64();
-            let c = match format {
-                QuantFormat::Q8_0 => 0.0,
-                QuantFormat::Q4_0 => -8.0 * half(0),
-                QuantFormat::Q4_1 => half(2),
-                _ => unreachable!(),
-            };
+            let at = r * cols + b * 32;
+            let cb = c[at];
+            assert!(c[at..at + 32].iter().all(|&v| v == cb), "{format}: one constant per block of x");
             for k in 0..32 {
-                let t = (w[r * cols + b * 32 + k] - c) * (block.d as f64 * block.q[k] as f64);
+                let t = (w[at + k] - cb) * (block.d as f64 * block.q[k] as f64);
                 sum += t;
                 abs += t.abs();
             }
-            let t = c * block.s as f64;
+            let t = cb * block.s as f64;
             sum += t;
             abs += t.abs();
         }
@@ -221,8 +239,8 @@ fn q8_calls_refuse_bad_input_before_any_work() {
     let y4 = m.upload_f32(&common::random(&mut rng, 4)).unwrap();
     let q41 =
         m.upload_quant(QuantFormat::Q4_1, 3, 64, &random_blocks(&mut rng, QuantFormat::Q4_1, 3, 64)).unwrap();
-    let k = QuantFormat::Q4_K;
-    let q4k = m.upload_quant(k, 3, 256, &random_blocks(&mut rng, k, 3, 256)).unwrap();
+    let bf = QuantFormat::BF16;
+    let bf16 = m.upload_quant(bf, 3, 256, &random_blocks(&mut rng, bf, 3, 256)).unwrap();
     let g2 = common::logical(2);
     let other = g2.member(1).unwrap().q8_vector(64).unwrap();
     m.flush().unwrap();
@@ -238,7 +256,7 @@ fn q8_calls_refuse_bad_input_before_any_work() {
         matches!(m.matvec_quant_q8(&q41, &xq, &y4), Err(Error::LengthMismatch { .. })),
         "4 rows of y for 3"
     );
-    assert!(matches!(m.matvec_quant_q8(&q4k, &xq256, &y), Err(Error::Unsupported(_))), "Q4_K");
+    assert!(matches!(m.matvec_quant_q8(&bf16, &xq256, &y), Err(Error::Unsupported(_))), "BF16");
     assert!(m.matvec_quant_q8(&q41, &other, &y).is_err(), "another member's x");
     assert!(m.matvec_quant_q8_accumulate(&q41, &xq, &y4).is_err(), "accumulating into 4 rows for 3");
     for format in QuantFormat::ALL {

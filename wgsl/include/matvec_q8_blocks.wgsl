@@ -1,8 +1,9 @@
 // The bindings of the quantized matrix–vector kernels that take x as 8-bit blocks
-// (matvec_q8_0_q8, matvec_q4_0_q8, matvec_q4_1_q8, laid out by matvec_quant_wide.wgsl): W is the
-// GGUF tensor's bytes as stored, `xq` x as quantize_q8.wgsl writes it, y f32. A block of 32
-// elements is 10 words from word 10·b: d (f32 bits), s (f32 bits: d · Σ q, the block's values' sum),
-// then the 32 signed 8-bit values, element 4j + i in byte i of word 2 + j, so x ≈ d · q.
+// (matvec_q8_0_q8, matvec_q4_0_q8, matvec_q4_1_q8, matvec_q4_k_q8, matvec_q6_k_q8, laid out by
+// matvec_quant_wide.wgsl): W is the GGUF tensor's bytes as stored, `xq` x as quantize_q8.wgsl
+// writes it, y f32. A block of 32 elements is 10 words from word 10·b: d (f32 bits), s (f32
+// bits: d · Σ q, the sum of the block's values), then the 32 signed 8-bit values, element
+// 4j + i in byte i of word 2 + j, so x ≈ d · q.
 //
 // A block's products are integer dot products of its quants with x's (`dot4I8Packed`: exact,
 // at most 32 · 127 · 127 < 2^24 in magnitude, so exact in f32 too), scaled by the two d.
@@ -14,26 +15,7 @@ var<immediate> p: MatvecParams;
 // #include "matvec_store.wgsl"
 // #include "ggml_words.wgsl"
 
-// A unit's x: two words of quants, then the block's d and s (as bits).
-alias XUnit = vec4<u32>;
-
 // The quants of elements 4j .. 4j + 4 of block b (j < 8).
 fn xq_word(b: u32, j: u32) -> u32 {
     return xq[10u * b + 2u + j];
-}
-
-// Unit x of quant words j0 and j1 of block b, with the block's d and s.
-fn xq_unit(b: u32, j0: u32, j1: u32) -> XUnit {
-    return vec4<u32>(xq_word(b, j0), xq_word(b, j1), xq[10u * b], xq[10u * b + 1u]);
-}
-
-// d · q of the unit's x dotted with the integers in `lo`, `hi` (four bytes each, signed),
-// against its two quant words: the scale of x times the exact integer dot product.
-fn scaled_dot(lo: u32, hi: u32, xs: XUnit) -> f32 {
-    return bitcast<f32>(xs.z) * f32(dot4I8Packed(lo, xs.x) + dot4I8Packed(hi, xs.y));
-}
-
-// The unit's share of its block's sum of x as quantized: a quarter of s (four units a block).
-fn quarter_sum(xs: XUnit) -> f32 {
-    return 0.25 * bitcast<f32>(xs.w);
 }

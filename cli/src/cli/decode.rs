@@ -64,7 +64,7 @@ pub struct DecodeArgs {
     /// measured faster on a GPU.
     #[arg(long)]
     pub fold_norms: bool,
-    /// Quantize each product's input to 8-bit blocks where its weights are Q8_0, Q4_0 or Q4_1
+    /// Quantize each product's input to 8-bit blocks where its weights are ggml blocks (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K)
     /// (integer dot products, llama.cpp's path; `Decoder::set_q8_activations`): not the f32
     /// product. Off by default until it is measured faster on a GPU.
     #[arg(long)]
@@ -227,9 +227,7 @@ pub fn run_decode(
             println!("residual norms: folded into the products that read them (--fold-norms)");
         }
         if args.q8_activations {
-            println!(
-                "products over Q8_0/Q4_0/Q4_1 weights: inputs quantized to 8-bit blocks (--q8-activations)"
-            );
+            println!("products over ggml blocks: inputs quantized to 8-bit blocks (--q8-activations)");
         }
         let s = args.sampling();
         match s.temperature {

@@ -47,7 +47,7 @@ pub struct GenerateArgs {
     /// How the model is split: `even`, `auto` or weights such as `2:1` (default CROSSGPU_SPLIT, else even).
     #[arg(long)]
     pub split: Option<String>,
-    /// Quantize each product's input to 8-bit blocks where its weights are Q8_0, Q4_0 or Q4_1
+    /// Quantize each product's input to 8-bit blocks where its weights are ggml blocks (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K)
     /// (integer dot products, llama.cpp's path; `Decoder::set_q8_activations`): not the f32
     /// product. Off by default until it is measured faster on a GPU.
     #[arg(long)]
@@ -104,7 +104,7 @@ pub fn generate(args: &GenerateArgs) -> CliResult {
         None => "one member, no all-reduce".into(),
     };
     if model.decoder.quantizes_activations() {
-        mode.push_str("; inputs of Q8_0/Q4_0/Q4_1 products in 8-bit blocks");
+        mode.push_str("; inputs of the products over ggml blocks in 8-bit blocks");
     }
     println!(
         "{} ({} {}, {} layers) loaded in {:.1} s; KV heads per member {:?}; {mode}; {} prompt tokens",

@@ -81,7 +81,7 @@ impl Decoder {
         }
         if q8.iter().flatten().all(Option::is_none) {
             return Err(Error::Unsupported(
-                "set_q8_activations: no layer has Q8_0, Q4_0 or Q4_1 weights, the products that take 8-bit inputs".into(),
+                "set_q8_activations: no layer has Q8_0, Q4_0, Q4_1, Q4_K or Q6_K weights, the products that take 8-bit inputs".into(),
             ));
         }
         let [h, attn, mlp_h, a, vocab] = q8.map(Q8Slots);
