@@ -52,6 +52,11 @@ pub struct GenerateArgs {
     /// product. Off by default until it is measured faster on a GPU.
     #[arg(long)]
     pub q8_activations: bool,
+    /// Leave each residual norm to the fused product that reads it (one member, f16 weights:
+    /// two dispatches fewer per layer; `Decoder::set_fold_norms`). Off by default until it is
+    /// measured faster on a GPU.
+    #[arg(long)]
+    pub fold_norms: bool,
 }
 
 /// `crossgpu generate`.
@@ -96,6 +101,7 @@ pub fn generate(args: &GenerateArgs) -> CliResult {
             loading.update(done)
         })?;
     loading.finish();
+    model.decoder.set_fold_norms(args.fold_norms)?;
     if args.q8_activations {
         model.decoder.set_q8_activations(true)?;
     }
@@ -105,6 +111,9 @@ pub fn generate(args: &GenerateArgs) -> CliResult {
     };
     if model.decoder.quantizes_activations() {
         mode.push_str("; inputs of the products over ggml blocks in 8-bit blocks");
+    }
+    if model.decoder.folds_norms() {
+        mode.push_str("; residual norms folded into the products");
     }
     println!(
         "{} ({} {}, {} layers) loaded in {:.1} s; KV heads per member {:?}; {mode}; {} prompt tokens",
