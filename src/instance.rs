@@ -78,9 +78,10 @@ pub fn adapter_table(adapters: &[AdapterInfo]) -> String {
         );
         let _ = writeln!(
             s,
-            "    shaderFloat16      {}, storageBuffer16BitAccess {}",
+            "    shaderFloat16      {}, storageBuffer16BitAccess {}, shaderIntegerDotProduct {} (8-bit inputs)",
             yes(c.shader_float16),
-            yes(c.storage_buffer_16bit)
+            yes(c.storage_buffer_16bit),
+            yes(c.integer_dot_product)
         );
         let sides: Vec<String> = c.cooperative_matrix_sides.iter().map(|s| format!("{s}×{s}×{s}")).collect();
         let _ = writeln!(

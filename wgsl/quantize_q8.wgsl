@@ -28,6 +28,9 @@ var<immediate> p: QuantizeParams;
 const WG: u32 = 64u;
 // 2^-100: below it a block's quants are 0.
 const TINY: f32 = 7.888609e-31;
+// +Inf's bits; a magnitude's bits at or past them are Inf or NaN.
+const INF_BITS: u32 = 0x7F800000u;
+const NAN_BITS: u32 = 0x7FC00000u;
 
 @compute @workgroup_size(WG)
 fn quantize_q8(
@@ -39,17 +42,26 @@ fn quantize_q8(
     if (b >= p.blocks) {
         return;
     }
-    var amax = 0.0;
-    var sx = 0.0;
+    // The largest magnitude by its bits (a non-negative float orders as its bits), so that an
+    // Inf or NaN shows whatever the compiler assumes of float arithmetic.
+    var top = 0u;
     for (var i = 0u; i < 8u; i++) {
-        let v = x[8u * b + i];
-        let a = abs(v);
-        amax = max(amax, max(max(a.x, a.y), max(a.z, a.w)));
-        sx += (v.x + v.y) + (v.z + v.w);
+        let m = bitcast<vec4<u32>>(x[8u * b + i]) & vec4<u32>(0x7FFFFFFFu);
+        top = max(top, max(max(m.x, m.y), max(m.z, m.w)));
     }
-    let finite = amax >= TINY && amax <= 3.4e38 && sx - sx == 0.0;
-    let scale = select(0.0, 127.0 / amax, finite);
-    let d = amax / 127.0 + (sx - sx);
+    let amax = bitcast<f32>(top);
+    if (top >= INF_BITS) {
+        // Inf or NaN: quants 0, d and s NaN.
+        xq[10u * b] = NAN_BITS;
+        xq[10u * b + 1u] = NAN_BITS;
+        for (var i = 0u; i < 8u; i++) {
+            xq[10u * b + 2u + i] = 0u;
+        }
+        return;
+    }
+    let live = amax >= TINY;
+    let scale = select(0.0, 127.0 / amax, live);
+    let d = select(0.0, amax / 127.0, live);
     var sq = 0;
     for (var i = 0u; i < 8u; i++) {
         let q = vec4<i32>(clamp(round(x[8u * b + i] * scale), vec4<f32>(-127.0), vec4<f32>(127.0)));

@@ -349,14 +349,19 @@ impl RowParallelLinear {
         norm: AddNorm<'a>,
     ) -> Result<Normed<'a>> {
         check_forward("RowParallelLinear", self.weights.len(), members, x.len(), x.len())?;
-        let x = members
-            .iter()
-            .enumerate()
-            .map(|(i, m)| ProductX::for_readers(m, x[i], q8.get(i), &[&self.weights[i]]))
-            .collect::<Result<Vec<_>>>()?;
+        // Each member's input, quantized where its slice takes 8-bit blocks: recorded once the
+        // round is set up, as the products are.
+        let inputs = || {
+            members
+                .iter()
+                .enumerate()
+                .map(|(i, m)| ProductX::for_readers(m, x[i], q8.get(i), &[&self.weights[i]]))
+                .collect::<Result<Vec<_>>>()
+        };
         let reducer = match reducer {
             Some(r) => match r.fused_round(self.out_features)? {
                 Some(mut round) => {
+                    let x = inputs()?;
                     for (i, m) in members.iter().enumerate() {
                         let (out, at) = round.output(i)?;
                         self.weights[i].matvec_into_x(m, x[i], out, at)?;
@@ -371,12 +376,13 @@ impl RowParallelLinear {
                 None => Some(r),
             },
             None if members.len() == 1 && norm.fold => {
+                let x = inputs()?;
                 self.weights[0].matvec_accumulate_x(&members[0], x[0], norm.x.part(0)?)?;
                 return Ok(Normed::Pending(norm));
             }
             None => None,
         };
-        self.forward_from(members, reducer, &x, &mut partial.refs())?;
+        self.forward_from(members, reducer, &inputs()?, &mut partial.refs())?;
         for (i, m) in members.iter().enumerate() {
             let (xs, w, h) = norm.parts(i)?;
             m.transformer().add_rmsnorm(xs, partial.part(i)?, w, h, norm.eps)?;

@@ -125,8 +125,8 @@ impl Matrix {
         self.tensor().check_on(m, what)
     }
 
-    /// Whether the slice multiplies x as 8-bit blocks ([`Member::matvec_quant_q8`]: Q8_0, Q4_0
-    /// and Q4_1 blocks).
+    /// Whether the slice multiplies x as 8-bit blocks ([`Member::matvec_quant_q8`]: every ggml
+    /// block format, not f16 or BF16).
     pub fn takes_q8(&self) -> bool {
         self.quant_format().is_some_and(QuantFormat::takes_q8_vector)
     }

@@ -3,8 +3,9 @@
 //! product against the f64 one:
 //!
 //! - the blocks `quantize_q8` writes hold x: per block `d` within rounding of `max|x| / 127`,
-//!   `s` within one rounding of `d·Σ q`, every `q` in -127 ..= 127 and
-//!   `|x - d·q| <= d·(1/2 + 2^-16)` (a block below 2^-100: all `q` 0);
+//!   `s` within one rounding of `d·Σ q` (±Inf past f32), every `q` in -127 ..= 127 and
+//!   `|x - d·q| <= d·(1/2 + 2^-16)` (a block below 2^-100: `d`, `s` and every `q` 0; one
+//!   holding an Inf or NaN: `d` and `s` NaN, every `q` 0);
 //! - the products, given those blocks (read back from the device), are within a dot product's
 //!   rounding of the exact f64 product they stand for: per block, the weight split into its
 //!   scaled quants `a = d_w·q_w` and the block's constant `c` (Q4_1's min `m`, Q4_0's `-8·d_w`,
@@ -13,9 +14,9 @@
 //!   (at most 5 times), then in the row's sum, at most `5 + cols/8 <= cols + 1` times (the
 //!   integer dot products are exact).
 //!
-//! So against x itself each row is off by at most `Σ|w|·d/2` more (`s` sums the quantized
-//! values, so the block's constant meets them too): the f32 product's error plus half a step
-//! of each block's 1/127. The tests print both, measured.
+//! So against x itself each row is off by at most `Σ|w|·|x - d·q|` (≤ `Σ|w|·d/2`) more, and
+//! the rounding of each `s` (`s` sums the quantized values, so the block's constant meets them
+//! too): checked, and the error printed beside the f32 kernel's.
 
 use crate::common;
 
@@ -69,24 +70,32 @@ fn check_blocks(what: &str, x: &[f32], got: &[Block]) -> f64 {
     assert_eq!(got.len(), x.len() / Q8_BLOCK_ELEMS, "{what}: blocks");
     let mut worst = 0.0f64;
     for (b, (block, xs)) in got.iter().zip(x.chunks_exact(Q8_BLOCK_ELEMS)).enumerate() {
-        let amax = xs.iter().map(|v| v.abs() as f64).fold(0.0, f64::max);
         let (d, s) = (block.d as f64, block.s as f64);
+        if xs.iter().any(|v| !v.is_finite()) {
+            assert!(d.is_nan() && s.is_nan(), "{what}: block {b} holds an Inf or NaN: d {d}, s {s}");
+            assert_eq!(block.q, [0; 32], "{what}: block {b} holds an Inf or NaN: its quants");
+            continue;
+        }
+        let amax = xs.iter().map(|v| v.abs() as f64).fold(0.0, f64::max);
+        if amax < 2f64.powi(-100) {
+            assert_eq!((d, s, block.q), (0.0, 0.0, [0; 32]), "{what}: block {b} of max {amax:e}");
+            continue;
+        }
         let sum_q: f64 = block.q.iter().map(|&q| q as f64).sum();
         assert!(
             (d - amax / 127.0).abs() <= 4.0 * f32::EPSILON as f64 * amax / 127.0,
             "{what}: block {b}: d {d} for max|x| {amax}"
         );
-        assert!(
-            (s - d * sum_q).abs() <= gamma(1) * (d * sum_q).abs(),
-            "{what}: block {b}: s {s} for d·Σq {}",
-            d * sum_q
-        );
+        // One rounding of d·Σq, or its overflow past f32 (a block near the largest magnitude).
+        let sum = d * sum_q;
+        let ok = if sum.abs() > f32::MAX as f64 {
+            s.is_infinite() && s.signum() == sum.signum()
+        } else {
+            (s - sum).abs() <= gamma(1) * sum.abs()
+        };
+        assert!(ok, "{what}: block {b}: s {s} for d·Σq {sum}");
         for (k, (&q, &v)) in block.q.iter().zip(xs).enumerate() {
             assert!(q >= -127, "{what}: block {b} element {k}: q {q}");
-            if amax < 2f64.powi(-100) {
-                assert_eq!(q, 0, "{what}: block {b} of max {amax:e}: element {k}");
-                continue;
-            }
             let off = (v as f64 - d * q as f64).abs() / d;
             assert!(
                 off <= 0.5 + 2f64.powi(-16),
@@ -96,6 +105,45 @@ fn check_blocks(what: &str, x: &[f32], got: &[Block]) -> f64 {
         }
     }
     worst
+}
+
+/// The edges of x: a block with a NaN, one with an Inf (d and s NaN, quants 0, and the rows
+/// that read them NaN), the largest finite magnitude (quantized like any other: 127 at the
+/// top), exact zeros and subnormals (d 0, quants 0), beside ordinary blocks that stay as they
+/// would alone.
+#[test]
+fn quantize_q8_edges() {
+    let _s = serial();
+    let g = common::logical(1);
+    let m = g.member(0).unwrap();
+    let mut rng = common::rng(44);
+    let n = 8 * 32;
+    let mut x = common::random(&mut rng, n);
+    x[32 + 5] = f32::NAN;
+    x[64 + 31] = f32::INFINITY;
+    x[96..128].iter_mut().for_each(|v| *v *= f32::MAX);
+    x[96 + 3] = -f32::MAX;
+    x[128..160].fill(0.0);
+    x[160..192].iter_mut().for_each(|v| *v *= 1e-40);
+    let (xt, xq) = (m.upload_f32(&x).unwrap(), m.q8_vector(n).unwrap());
+    m.quantize_q8(&xt, &xq).unwrap();
+    let got = blocks(&xq);
+    check_blocks("edges", &x, &got);
+    assert_eq!(got[3].q[3], -127, "the largest magnitude is the block's step 127");
+    let alone = m.q8_vector(32).unwrap();
+    m.quantize_q8(&m.upload_f32(&x[192..224]).unwrap(), &alone).unwrap();
+    assert_eq!(blocks(&alone)[0].q, got[6].q, "a block beside non-finite ones, as it is alone");
+    // Rows reading the NaN and Inf blocks are NaN; a matrix over the ordinary blocks only is not.
+    for format in FORMATS {
+        let cols = if format.block_elems() == 256 { 256 } else { 96 };
+        let w = m.upload_quant(format, 3, cols, &random_blocks(&mut rng, format, 3, cols)).unwrap();
+        let (x, xq) = (m.upload_f32(&x[..cols]).unwrap(), m.q8_vector(cols).unwrap());
+        m.quantize_q8(&x, &xq).unwrap();
+        let y = m.empty(&[3], DType::F32).unwrap();
+        m.matvec_quant_q8(&w, &xq, &y).unwrap();
+        assert!(y.read().unwrap().iter().all(|v| v.is_nan()), "{format}: rows over a NaN block");
+    }
+    common::assert_no_validation_errors();
 }
 
 #[test]
@@ -215,6 +263,25 @@ fn products_match_the_f64_product_of_the_blocks() {
                 };
                 worst_x = worst_x.max(err(&got));
                 worst_f32 = worst_f32.max(err(&f32y.read().unwrap()));
+                // And within the derived bound: the blocks' bound, plus Σ|w|·|x - x̂| (x̂ = d·q
+                // meets the whole weight, since s sums the x̂), plus the rounding of each s.
+                let c = constant_part(format, &bytes, rows * cols);
+                for r in 0..rows {
+                    let moved: f64 = (0..cols)
+                        .map(|k| {
+                            let xb = &xb[k / 32];
+                            wf[r * cols + k].abs() * (x[k] as f64 - xb.d as f64 * xb.q[k % 32] as f64).abs()
+                        })
+                        .sum();
+                    let sums: f64 =
+                        xb.iter().enumerate().map(|(b, xb)| (c[r * cols + b * 32] * xb.s as f64).abs()).sum();
+                    let limit = bound[r] + moved + gamma(2) * sums;
+                    let off = (got[r] as f64 - exact.v[r]).abs();
+                    assert!(
+                        off <= limit,
+                        "{what}, row {r}: {off:e} from the product with x, bound {limit:e}"
+                    );
+                }
             }
         }
         eprintln!(
@@ -243,6 +310,12 @@ fn q8_calls_refuse_bad_input_before_any_work() {
     let bf16 = m.upload_quant(bf, 3, 256, &random_blocks(&mut rng, bf, 3, 256)).unwrap();
     let g2 = common::logical(2);
     let other = g2.member(1).unwrap().q8_vector(64).unwrap();
+    let m1 = g2.member(1).unwrap();
+    let x_other = m1.upload_f32(&common::random(&mut rng, 64)).unwrap();
+    let w_other = m1
+        .upload_quant(QuantFormat::Q4_1, 3, 64, &random_blocks(&mut rng, QuantFormat::Q4_1, 3, 64))
+        .unwrap();
+    let y_u32 = m.empty(&[3], DType::U32).unwrap();
     m.flush().unwrap();
     let before = m.stats().submits;
 
@@ -258,11 +331,35 @@ fn q8_calls_refuse_bad_input_before_any_work() {
     );
     assert!(matches!(m.matvec_quant_q8(&bf16, &xq256, &y), Err(Error::Unsupported(_))), "BF16");
     assert!(m.matvec_quant_q8(&q41, &other, &y).is_err(), "another member's x");
+    assert!(m.quantize_q8(&x_other, &xq).is_err(), "quantize_q8: another member's x");
+    assert!(m.quantize_q8(&x, &other).is_err(), "quantize_q8: another member's vector");
+    assert!(m.matvec_quant_q8(&w_other, &xq, &y).is_err(), "another member's w");
+    assert!(m.matvec_quant_q8(&q41, &xq, &y_u32).is_err(), "a u32 y");
     assert!(m.matvec_quant_q8_accumulate(&q41, &xq, &y4).is_err(), "accumulating into 4 rows for 3");
     for format in QuantFormat::ALL {
         assert_eq!(format.takes_q8_vector(), FORMATS.contains(&format), "{format}");
     }
     nothing_recorded(m, before);
+    common::assert_no_validation_errors();
+}
+
+/// No columns: a vector of no blocks quantizes to nothing, and a product over it writes zeros
+/// (accumulating, leaves y), as the f32 kernels do.
+#[test]
+fn no_columns() {
+    let _s = serial();
+    let g = common::logical(1);
+    let m = g.member(0).unwrap();
+    let xq = m.q8_vector(0).unwrap();
+    m.quantize_q8(&m.upload_f32(&[]).unwrap(), &xq).unwrap();
+    for format in FORMATS {
+        let w = m.upload_quant(format, 5, 0, &[]).unwrap();
+        let y = m.upload_f32(&[3.0; 5]).unwrap();
+        m.matvec_quant_q8_accumulate(&w, &xq, &y).unwrap();
+        assert_eq!(y.read().unwrap(), vec![3.0; 5], "{format}: accumulating no columns");
+        m.matvec_quant_q8(&w, &xq, &y).unwrap();
+        assert_eq!(y.read().unwrap(), vec![0.0; 5], "{format}: no columns");
+    }
     common::assert_no_validation_errors();
 }
 

@@ -68,6 +68,10 @@ pub struct Capabilities {
     pub shader_float16: bool,
     /// `storageBuffer16BitAccess`.
     pub storage_buffer_16bit: bool,
+    /// `shaderIntegerDotProduct` (Vulkan 1.3 or VK_KHR_shader_integer_dot_product): kernels
+    /// with `dot4I8Packed` / `dot4U8Packed`, which naga writes as SPIR-V's integer dot
+    /// products, run here. wgpu-hal enables it on every device it opens where it is supported.
+    pub integer_dot_product: bool,
     /// The sides of the square cooperative matrices of f16 inputs summed into f32 that the
     /// device offers (VK_KHR_cooperative_matrix, largest first: 16 on NVIDIA's tensor cores, 8
     /// on Mesa's lavapipe), with subgroup operations beside them: kernels with `enable
@@ -290,12 +294,19 @@ unsafe fn query_adapter(
     let mut f16bit = vk::PhysicalDevice16BitStorageFeatures::default();
     let mut robustness2 = vk::PhysicalDeviceRobustness2FeaturesEXT::default();
     let robustness2_ext = has(ext::robustness2::NAME);
+    let mut dot = vk::PhysicalDeviceShaderIntegerDotProductFeatures::default();
+    // Core in Vulkan 1.3, as wgpu-hal reads it (and enables it where supported).
+    let dot_struct = props.api_version >= vk::API_VERSION_1_3 || has(khr::shader_integer_dot_product::NAME);
     let mut feats2 = vk::PhysicalDeviceFeatures2::default().push_next(&mut f12).push_next(&mut f16bit);
     if robustness2_ext {
         feats2 = feats2.push_next(&mut robustness2);
     }
+    if dot_struct {
+        feats2 = feats2.push_next(&mut dot);
+    }
     // SAFETY: as above; both structs are core in Vulkan 1.2, which wgpu-hal requires for them,
-    // and the robustness2 struct is chained only where the device exposes the extension.
+    // the robustness2 struct is chained only where the device exposes the extension, and the
+    // integer dot product one only where the device has Vulkan 1.3 or the extension.
     unsafe { instance.get_physical_device_features2(phd, &mut feats2) };
 
     let (mut export, mut import, mut opaque_fd) = (false, false, false);
@@ -375,6 +386,7 @@ unsafe fn query_adapter(
             opaque_fd,
             shader_float16: f12.shader_float16 == vk::TRUE,
             storage_buffer_16bit: f16bit.storage_buffer16_bit_access == vk::TRUE,
+            integer_dot_product: dot_struct && dot.shader_integer_dot_product == vk::TRUE,
             cooperative_matrix_sides: cooperative_matrix_sides(exposed),
             robust_buffer_access2: robustness2_ext && robustness2.robust_buffer_access2 == vk::TRUE,
             queue_count: if fam0.queue_flags.contains(vk::QueueFlags::COMPUTE) {

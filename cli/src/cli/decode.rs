@@ -66,7 +66,8 @@ pub struct DecodeArgs {
     pub fold_norms: bool,
     /// Quantize each product's input to 8-bit blocks where its weights are ggml blocks (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K)
     /// (integer dot products, llama.cpp's path; `Decoder::set_q8_activations`): not the f32
-    /// product. Off by default until it is measured faster on a GPU.
+    /// product; the decode steps only (a prompt's batch multiplies in f32). Off by default until
+    /// it is measured faster on a GPU.
     #[arg(long)]
     pub q8_activations: bool,
     /// Split the model over every member of every MPI rank (start under `mpirun`; each rank

@@ -32,22 +32,37 @@ impl Decoder {
         self.fold_norms
     }
 
-    /// Quantizes each product's input to 8-bit blocks (`on`) where its weights are Q8_0, Q4_0
-    /// or Q4_1 blocks, which then multiply it with integer dot products
-    /// ([`crate::Member::matvec_quant_q8`], llama.cpp's path on its GPUs); off (the default),
-    /// every product reads its input in f32. Not the f32 product: each input element moves by
-    /// up to half a step of 1/127 of the largest magnitude in its block of 32 (measured on
-    /// random inputs: within 0.3–0.7% of `Σ|w·x|` a row, where the f32 kernels are within
-    /// 3e-7). One quantization per input: q, k and v share one, gate and up another, `o`,
-    /// `down` and the vocabulary one each; f16 and k-quant slices read f32 as before. Off by default until it is measured faster on a GPU. An error where no layer's
-    /// weights take 8-bit inputs, and, as for [`Decoder::set_fold_norms`], once a step has been
-    /// recorded for replay.
+    /// Quantizes each decode step's product inputs to 8-bit blocks (`on`) where the weights are
+    /// ggml blocks (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K), which then multiply them with integer dot
+    /// products ([`crate::Member::matvec_quant_q8`], llama.cpp's path on its GPUs); off (the
+    /// default), every product reads its input in f32. Not the f32 product: each input element
+    /// moves by up to half a step of 1/127 of the largest magnitude in its block of 32
+    /// (`tests/suite/quant_q8.rs`: on random inputs 0.25–0.38% of `Σ|w·x|` a row at most, where
+    /// the f32 kernels are within 1.4e-7; SmolLM2's next-token distribution within KL 7.1e-3
+    /// nats of the f32 decoder's). One quantization per input: q, k and v share one, gate and
+    /// up another, `o`, `down` and the vocabulary one each; f16 and BF16 slices read f32 as
+    /// before. The prompt's batch ([`Decoder::prefill`]) multiplies in f32 (its matrix
+    /// kernels have no 8-bit path): the setting applies to the steps.
+    ///
+    /// Off by default until it is measured faster on a GPU. An error where no layer's weights
+    /// take 8-bit inputs, where a member's device has no integer dot products
+    /// (`shaderIntegerDotProduct`), and, as for [`Decoder::set_fold_norms`], once a step has
+    /// been recorded for replay.
     pub fn set_q8_activations(&mut self, on: bool) -> Result<()> {
-        if self.recorded.is_some() && on != self.quantizes_activations() {
+        if on == self.quantizes_activations() {
+            return Ok(());
+        }
+        if self.recorded.is_some() {
             return Err(Error::InvalidArgument(
                 "set_q8_activations: a step is already recorded for replay; set it before the first step"
                     .into(),
             ));
+        }
+        if let Some(m) = self.members.iter().find(|m| on && !m.adapter().caps.integer_dot_product) {
+            return Err(Error::Unsupported(format!(
+                "set_q8_activations: {} has no integer dot products (shaderIntegerDotProduct)",
+                m.label()
+            )));
         }
         let (attention, mlp) = (&mut self.act.attention, &mut self.act.mlp);
         if !on {

@@ -1,5 +1,6 @@
 //! Refuses a shader on a device where it exceeds a limit (workgroup size and invocations,
-//! `var<workgroup>` bytes, immediates) or needs f16 arithmetic the device was not opened with:
+//! `var<workgroup>` bytes, immediates) or needs f16 arithmetic, cooperative matrices or integer
+//! dot products the device was not opened with:
 //! Vulkan leaves those undefined.
 
 use crate::device::Device;
@@ -47,6 +48,12 @@ pub(super) fn check_limits(device: &Device, shader: &Shader) -> Result<()> {
     if i.uses_cooperative_matrix && !device.cooperative_matrix_enabled() {
         return refuse(format!(
             "it uses cooperative matrices and subgroups, which {} does not offer (f16 products into f32: VK_KHR_cooperative_matrix)",
+            device.info().name
+        ));
+    }
+    if i.uses_integer_dot_product && !caps.integer_dot_product {
+        return refuse(format!(
+            "it uses integer dot products (dot4I8Packed, dot4U8Packed), which {} does not offer (shaderIntegerDotProduct)",
             device.info().name
         ));
     }

@@ -258,6 +258,7 @@ fn compile(label: &str, src: &str, options: &CompileOptions) -> Result<(Spirv, I
         robust: write(naga::proc::BoundsCheckPolicy::Unchecked)?,
     };
     let uses_cooperative_matrix = options.cooperative_matrix;
+    let uses_integer_dot_product = declares_capability(&words.checked, SPIRV_DOT_PRODUCT);
     // Each cooperative matrix type as (side, role, scalar), for the device check.
     let cooperative_matrices = processed
         .types
@@ -291,6 +292,29 @@ fn compile(label: &str, src: &str, options: &CompileOptions) -> Result<(Spirv, I
             uses_f16,
             uses_cooperative_matrix,
             cooperative_matrices,
+            uses_integer_dot_product,
         },
     ))
+}
+
+/// SPIR-V's `DotProduct` capability (SPV_KHR_integer_dot_product, core in 1.6), which naga
+/// declares for `dot4I8Packed` and `dot4U8Packed`.
+const SPIRV_DOT_PRODUCT: u32 = 6019;
+
+/// Whether the module `words` declares capability `cap` (an `OpCapability`, opcode 17, two
+/// words, in the header's run of them after the five-word header).
+fn declares_capability(words: &[u32], cap: u32) -> bool {
+    const OP_CAPABILITY: u32 = (2 << 16) | 17;
+    let mut at = 5;
+    while let Some(&first) = words.get(at) {
+        let len = (first >> 16) as usize;
+        if first & 0xffff != 17 {
+            return false;
+        }
+        if first == OP_CAPABILITY && words.get(at + 1) == Some(&cap) {
+            return true;
+        }
+        at += len.max(1);
+    }
+    false
 }

@@ -133,6 +133,17 @@ mod tests {
         assert!(format!("{i}").contains("@binding(1) var<storage, read_write> dst"));
     }
 
+    /// A kernel with `dot4I8Packed` says so (naga declares SPIR-V's DotProduct capability for
+    /// it), so a device without `shaderIntegerDotProduct` refuses it; one without does not.
+    #[test]
+    fn integer_dot_products_are_reflected() {
+        let dot = "@group(0) @binding(0) var<storage, read_write> v: array<u32>;\n@compute @workgroup_size(1) fn f() { v[0] = bitcast<u32>(dot4I8Packed(v[1], v[2])); }";
+        let s = Shader::compile("dot.wgsl", dot, &CompileOptions::default()).unwrap();
+        assert!(s.interface().uses_integer_dot_product);
+        let s = Shader::compile("add.wgsl", ADD, &CompileOptions::default()).unwrap();
+        assert!(!s.interface().uses_integer_dot_product);
+    }
+
     #[test]
     fn errors_carry_line_and_column() {
         let e = Shader::compile(

@@ -135,6 +135,9 @@ pub struct Interface {
     /// Its cooperative matrix types as (side, 0 where not square; role `A`, `B` or `C`; its
     /// elements: `f16`, `f32` or `another type`).
     pub cooperative_matrices: Vec<(u32, char, &'static str)>,
+    /// Whether its SPIR-V declares the integer dot product capability (`dot4I8Packed`,
+    /// `dot4U8Packed`): it runs only where the device has `shaderIntegerDotProduct`.
+    pub uses_integer_dot_product: bool,
 }
 
 impl Interface {
