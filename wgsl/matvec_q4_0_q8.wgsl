@@ -12,6 +12,7 @@ const UNIT: u32 = 8u;
 // #include "matvec_quant_wide.wgsl"
 // #include "matvec_q8_blocks.wgsl"
 // #include "q8_quarter_unit.wgsl"
+// #include "ggml_quarters.wgsl"
 
 fn load_x(u: u32, xs: ptr<function, XUnit>) {
     let k = u & 3u;
@@ -19,14 +20,10 @@ fn load_x(u: u32, xs: ptr<function, XUnit>) {
 }
 
 fn unit_dot(row: u32, u: u32, xs: ptr<function, XUnit>) -> f32 {
-    let g = row * (p.cols / 32u) + (u >> 2u);
-    let base = (9u * g) >> 1u;
-    let odd = (g & 1u) == 1u;
-    let k = u & 3u;
-    let q = after_half(w[base + k], w[base + k + 1u], odd);
-    let lo = q & 0x0F0F0F0Fu;
-    let hi = (q >> 4u) & 0x0F0F0F0Fu;
-    return half_at(w[base], odd) * (scaled_dot(lo, hi, *xs) - 8.0 * quarter_sum(*xs));
+    let q = q4_0_quarter(row, u);
+    let lo = q.q & 0x0F0F0F0Fu;
+    let hi = (q.q >> 4u) & 0x0F0F0F0Fu;
+    return q.d * (scaled_dot(lo, hi, *xs) - 8.0 * quarter_sum(*xs));
 }
 
 @compute @workgroup_size(WG)

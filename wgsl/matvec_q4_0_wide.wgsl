@@ -12,6 +12,7 @@ alias XUnit = array<vec4<f32>, UNIT_X>;
 
 // #include "matvec_quant_wide.wgsl"
 // #include "matvec_quant_blocks.wgsl"
+// #include "ggml_quarters.wgsl"
 
 fn load_x(u: u32, xs: ptr<function, XUnit>) {
     let b = u >> 2u;
@@ -21,13 +22,8 @@ fn load_x(u: u32, xs: ptr<function, XUnit>) {
 }
 
 fn unit_dot(row: u32, u: u32, xs: ptr<function, XUnit>) -> f32 {
-    let g = row * (p.cols / 32u) + (u >> 2u);
-    let base = (9u * g) >> 1u;
-    let odd = (g & 1u) == 1u;
-    let k = u & 3u;
-    let q = after_half(w[base + k], w[base + k + 1u], odd);
-    let s = dot(lo4(q) - 8.0, (*xs)[0]) + dot(hi4(q) - 8.0, (*xs)[1]);
-    return half_at(w[base], odd) * s;
+    let q = q4_0_quarter(row, u);
+    return q.d * (dot(lo4(q.q) - 8.0, (*xs)[0]) + dot(hi4(q.q) - 8.0, (*xs)[1]));
 }
 
 @compute @workgroup_size(WG)

@@ -13,6 +13,7 @@ const UNIT: u32 = 8u;
 // #include "matvec_quant_wide.wgsl"
 // #include "matvec_q8_blocks.wgsl"
 // #include "q8_quarter_unit.wgsl"
+// #include "ggml_quarters.wgsl"
 
 fn load_x(u: u32, xs: ptr<function, XUnit>) {
     let k = u & 3u;
@@ -20,12 +21,10 @@ fn load_x(u: u32, xs: ptr<function, XUnit>) {
 }
 
 fn unit_dot(row: u32, u: u32, xs: ptr<function, XUnit>) -> f32 {
-    let base = 5u * (row * (p.cols / 32u) + (u >> 2u));
-    let dm = unpack2x16float(w[base]);
-    let q = w[base + 1u + (u & 3u)];
-    let lo = q & 0x0F0F0F0Fu;
-    let hi = (q >> 4u) & 0x0F0F0F0Fu;
-    return dm.x * scaled_dot(lo, hi, *xs) + dm.y * quarter_sum(*xs);
+    let q = q4_1_quarter(row, u);
+    let lo = q.q & 0x0F0F0F0Fu;
+    let hi = (q.q >> 4u) & 0x0F0F0F0Fu;
+    return q.dm.x * scaled_dot(lo, hi, *xs) + q.dm.y * quarter_sum(*xs);
 }
 
 @compute @workgroup_size(WG)

@@ -12,6 +12,7 @@ alias XUnit = array<vec4<f32>, UNIT_X>;
 
 // #include "matvec_quant_wide.wgsl"
 // #include "matvec_quant_blocks.wgsl"
+// #include "ggml_quarters.wgsl"
 
 fn load_x(u: u32, xs: ptr<function, XUnit>) {
     let b = u >> 2u;
@@ -21,10 +22,9 @@ fn load_x(u: u32, xs: ptr<function, XUnit>) {
 }
 
 fn unit_dot(row: u32, u: u32, xs: ptr<function, XUnit>) -> f32 {
-    let base = 5u * (row * (p.cols / 32u) + (u >> 2u));
-    let dm = unpack2x16float(w[base]);
-    let q = w[base + 1u + (u & 3u)];
-    return dot(lo4(q) * dm.x + dm.y, (*xs)[0]) + dot(hi4(q) * dm.x + dm.y, (*xs)[1]);
+    let q = q4_1_quarter(row, u);
+    let dm = q.dm;
+    return dot(lo4(q.q) * dm.x + dm.y, (*xs)[0]) + dot(hi4(q.q) * dm.x + dm.y, (*xs)[1]);
 }
 
 @compute @workgroup_size(WG)

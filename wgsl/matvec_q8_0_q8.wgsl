@@ -11,6 +11,7 @@ const UNIT: u32 = 8u;
 // #include "matvec_quant_wide.wgsl"
 // #include "matvec_q8_blocks.wgsl"
 // #include "q8_quarter_unit.wgsl"
+// #include "ggml_quarters.wgsl"
 
 fn load_x(u: u32, xs: ptr<function, XUnit>) {
     let k = u & 3u;
@@ -18,14 +19,8 @@ fn load_x(u: u32, xs: ptr<function, XUnit>) {
 }
 
 fn unit_dot(row: u32, u: u32, xs: ptr<function, XUnit>) -> f32 {
-    let g = row * (p.cols / 32u) + (u >> 2u);
-    let base = (17u * g) >> 1u;
-    let odd = (g & 1u) == 1u;
-    let j = base + 2u * (u & 3u);
-    let a0 = w[j];
-    let a1 = w[j + 1u];
-    let a2 = w[j + 2u];
-    return half_at(w[base], odd) * scaled_dot(after_half(a0, a1, odd), after_half(a1, a2, odd), *xs);
+    let q = q8_0_quarter(row, u);
+    return q.d * scaled_dot(q.lo, q.hi, *xs);
 }
 
 @compute @workgroup_size(WG)

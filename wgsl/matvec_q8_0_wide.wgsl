@@ -11,6 +11,7 @@ alias XUnit = array<vec4<f32>, UNIT_X>;
 
 // #include "matvec_quant_wide.wgsl"
 // #include "matvec_quant_blocks.wgsl"
+// #include "ggml_quarters.wgsl"
 
 fn load_x(u: u32, xs: ptr<function, XUnit>) {
     (*xs)[0] = x[2u * u];
@@ -18,15 +19,8 @@ fn load_x(u: u32, xs: ptr<function, XUnit>) {
 }
 
 fn unit_dot(row: u32, u: u32, xs: ptr<function, XUnit>) -> f32 {
-    let g = row * (p.cols / 32u) + (u >> 2u);
-    let base = (17u * g) >> 1u;
-    let odd = (g & 1u) == 1u;
-    let j = base + 2u * (u & 3u);
-    let a0 = w[j];
-    let a1 = w[j + 1u];
-    let a2 = w[j + 2u];
-    let s = dot(i8x4(after_half(a0, a1, odd)), (*xs)[0]) + dot(i8x4(after_half(a1, a2, odd)), (*xs)[1]);
-    return half_at(w[base], odd) * s;
+    let q = q8_0_quarter(row, u);
+    return q.d * (dot(i8x4(q.lo), (*xs)[0]) + dot(i8x4(q.hi), (*xs)[1]));
 }
 
 @compute @workgroup_size(WG)
