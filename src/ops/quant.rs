@@ -369,16 +369,23 @@ impl Member {
             .into_iter()
             .find(|k| k.0 == w.format && k.1.name() == kernel)
             .ok_or_else(|| Error::InvalidArgument(format!("no {} matvec kernel named {kernel}", w.format)))?;
-        y.check_on(&self.shared, "matvec_quant y")?;
-        y.check_dtype(DType::F32, "matvec_quant y")?;
+        self.check_product_y("matvec_quant y", w, y)?;
+        self.matvec_quant_checked(w, x, y, 0, (entry, rows_per_workgroup), accumulate)
+    }
+
+    /// Checks that `y` can take `w`'s whole product: f32 on this member, `w.rows` long
+    /// (`what` names it in the error: "matvec_quant y").
+    pub(super) fn check_product_y(&self, what: &str, w: &QuantMatrix, y: &Tensor) -> Result<()> {
+        y.check_on(&self.shared, what)?;
+        y.check_dtype(DType::F32, what)?;
         if y.len() != w.rows {
             return Err(Error::LengthMismatch {
-                what: "matvec_quant y vs w rows".into(),
+                what: format!("{what} vs w rows"),
                 expected: w.rows,
                 got: y.len(),
             });
         }
-        self.matvec_quant_checked(w, x, y, 0, (entry, rows_per_workgroup), accumulate)
+        Ok(())
     }
 
     /// [`Member::matvec_quant`] into `y[y_offset .. y_offset + rows]`, leaving the rest of `y`

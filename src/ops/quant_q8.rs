@@ -165,15 +165,7 @@ impl Member {
         y: &Tensor,
         accumulate: bool,
     ) -> Result<()> {
-        y.check_on(&self.shared, "matvec_quant_q8 y")?;
-        y.check_dtype(DType::F32, "matvec_quant_q8 y")?;
-        if y.len() != w.rows() {
-            return Err(Error::LengthMismatch {
-                what: "matvec_quant_q8 y vs w rows".into(),
-                expected: w.rows(),
-                got: y.len(),
-            });
-        }
+        self.check_product_y("matvec_quant_q8 y", w, y)?;
         self.matvec_quant_q8_into_with(w, xq, BindRange::whole(&y.buffer), 0, accumulate)
     }
 

@@ -64,15 +64,16 @@ impl Decoder {
                 m.label()
             )));
         }
-        let (attention, mlp) = (&mut self.act.attention, &mut self.act.mlp);
-        if !on {
-            for slots in [&mut attention.q8_h, &mut attention.q8_attn, &mut mlp.q8_h, &mut mlp.q8_a] {
-                *slots = Q8Slots::default();
-            }
-            self.act.q8_vocab = Q8Slots::default();
-            return Ok(());
+        let q8 = if on { self.q8_vectors()? } else { Default::default() };
+        for (slots, vectors) in self.act.q8_slots_mut().into_iter().zip(q8) {
+            *slots = Q8Slots(vectors);
         }
-        // Per member and input, a vector where some layer's reader of it takes 8-bit blocks.
+        Ok(())
+    }
+
+    /// Per input (in the order of `Activations::q8_slots_mut`) and member, a vector where some
+    /// layer's reader of it takes 8-bit blocks; an error where none does.
+    fn q8_vectors(&self) -> Result<[Vec<Option<Q8Vector>>; 5]> {
         let mut q8: [Vec<Option<Q8Vector>>; 5] = Default::default();
         for (i, m) in self.members.iter().enumerate() {
             let (mut qkv, mut o, mut gate_up, mut down) = (vec![], vec![], vec![], vec![]);
@@ -99,15 +100,11 @@ impl Decoder {
                 "set_q8_activations: no layer has Q8_0, Q4_0, Q4_1, Q4_K or Q6_K weights, the products that take 8-bit inputs".into(),
             ));
         }
-        let [h, attn, mlp_h, a, vocab] = q8.map(Q8Slots);
-        (attention.q8_h, attention.q8_attn, mlp.q8_h, mlp.q8_a) = (h, attn, mlp_h, a);
-        self.act.q8_vocab = vocab;
-        Ok(())
+        Ok(q8)
     }
 
     /// Whether products read their inputs as 8-bit blocks ([`Decoder::set_q8_activations`]).
     pub fn quantizes_activations(&self) -> bool {
-        let (a, m) = (&self.act.attention, &self.act.mlp);
-        [&a.q8_h, &a.q8_attn, &m.q8_h, &m.q8_a, &self.act.q8_vocab].iter().any(|s| !s.0.is_empty())
+        self.act.quantizes()
     }
 }

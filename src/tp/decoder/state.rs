@@ -57,6 +57,21 @@ pub(super) struct Activations {
     pub(super) position: Sharded,
 }
 
+impl Activations {
+    /// The vectors of the inputs quantized to 8-bit blocks ([`Decoder::set_q8_activations`]),
+    /// in the order of their readers: q/k/v, `o`, gate/up, `down`, the vocabulary.
+    pub(super) fn q8_slots_mut(&mut self) -> [&mut Q8Slots; 5] {
+        let (a, m) = (&mut self.attention, &mut self.mlp);
+        [&mut a.q8_h, &mut a.q8_attn, &mut m.q8_h, &mut m.q8_a, &mut self.q8_vocab]
+    }
+
+    /// Whether any input is quantized.
+    pub(super) fn quantizes(&self) -> bool {
+        let (a, m) = (&self.attention, &self.mlp);
+        [&a.q8_h, &a.q8_attn, &m.q8_h, &m.q8_a, &self.q8_vocab].iter().any(|s| !s.0.is_empty())
+    }
+}
+
 /// Counters of a decode run.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct DecodeStats {
