@@ -11,6 +11,7 @@ use crossgpu::{DeviceGroup, Error, GroupSpec, Instance};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::load_bar::LoadBar;
+use super::profile::{profile, profile_prompt};
 use super::{fail, plural, print_choice, print_group, CliResult};
 
 /// Options of `crossgpu decode`.
@@ -381,101 +382,6 @@ pub fn run_decode(
         profile(group, &mut dec, args.profile)?;
     }
     Ok(report)
-}
-
-/// Takes the prompt once more from position 0 with a timestamp after every command and prints,
-/// per member, its GPU time by kernel; the decoder is left where it was.
-fn profile_prompt(group: &DeviceGroup, dec: &mut Decoder, prompt: &[u32]) -> CliResult {
-    let members = group.members();
-    let len = prompt.len();
-    let back = dec.position();
-    group.synchronize()?;
-    for m in members {
-        m.start_profile(65_536)?;
-    }
-    dec.rewind(0)?;
-    let t = Instant::now();
-    dec.prefill(prompt)?;
-    let wall = t.elapsed().as_secs_f64() * 1e6;
-    let mut by_kernel: Vec<std::collections::BTreeMap<String, (usize, f64)>> =
-        vec![Default::default(); members.len()];
-    for (m, map) in members.iter().zip(&mut by_kernel) {
-        for (name, ns) in m.take_profile()? {
-            let e = map.entry(name.to_string()).or_default();
-            e.0 += 1;
-            e.1 += ns;
-        }
-    }
-    dec.rewind(back.min(len))?;
-    println!(
-        "GPU profile of the {len}-token prompt (timestamps after every command; a command's time includes the barrier and any wait before it); host wall time {wall:.0} us"
-    );
-    print_profile(members, &by_kernel, 1.0, "prompt");
-    Ok(())
-}
-
-/// Decodes `tokens` more tokens one at a time with a timestamp after every command and prints,
-/// per member, the GPU time per token by kernel: what a token's time is made of.
-fn profile(group: &DeviceGroup, dec: &mut Decoder, tokens: usize) -> CliResult {
-    let members = group.members();
-    group.synchronize()?;
-    // A recording runs many times and carries no timestamps: profile recorded steps.
-    dec.set_replay(false);
-    for m in members {
-        m.start_profile(16_384)?;
-    }
-    // Per member: kernel name -> (commands, ns), over all profiled tokens.
-    let mut by_kernel: Vec<std::collections::BTreeMap<String, (usize, f64)>> =
-        vec![Default::default(); members.len()];
-    let mut walls = Vec::new();
-    for _ in 0..tokens {
-        let t = Instant::now();
-        dec.step()?;
-        for m in members {
-            m.flush()?;
-        }
-        group.synchronize()?;
-        walls.push(t.elapsed().as_secs_f64() * 1e6);
-        for (m, map) in members.iter().zip(&mut by_kernel) {
-            for (name, ns) in m.take_profile()? {
-                let e = map.entry(name.to_string()).or_default();
-                e.0 += 1;
-                e.1 += ns;
-            }
-        }
-    }
-    let n = tokens as f64;
-    println!(
-        "GPU profile, {} one at a time (timestamps after every command; a command's time includes the barrier and any wait before it); host wall time per token {:.0} us",
-        plural(tokens, "token", "tokens"),
-        walls.iter().sum::<f64>() / n
-    );
-    print_profile(members, &by_kernel, n, "token");
-    Ok(())
-}
-
-/// Per member, the GPU time by kernel over `n` units (tokens, or one prompt), largest first.
-fn print_profile(
-    members: &[crossgpu::Member],
-    by_kernel: &[std::collections::BTreeMap<String, (usize, f64)>],
-    n: f64,
-    unit: &str,
-) {
-    for (m, map) in members.iter().zip(by_kernel) {
-        let total: f64 = map.values().map(|v| v.1).sum();
-        println!("  {}: {:.0} us of GPU timeline per {unit}", m.label(), total / 1e3 / n);
-        let mut rows: Vec<_> = map.iter().collect();
-        rows.sort_by(|a, b| b.1 .1.total_cmp(&a.1 .1));
-        for (name, (count, ns)) in rows {
-            println!(
-                "    {name:<28} {:>6.1} per {unit} {:>9.1} us per {unit} {:>7.2} us each {:>5.1}%",
-                *count as f64 / n,
-                ns / 1e3 / n,
-                ns / 1e3 / *count as f64,
-                100.0 * ns / total.max(1.0)
-            );
-        }
-    }
 }
 
 /// Bytes with a decimal unit and three significant digits: `42.6 GB`, `2.35 TB`, `811 kB`.

@@ -6,6 +6,7 @@ pub mod generate;
 mod load_bar;
 #[cfg(feature = "mpi")]
 mod mpirun;
+mod profile;
 pub mod soak;
 
 use crossgpu::{adapter_table, AllReduceOptions, Comm, DType, DeviceGroup, Instance, Precision};
