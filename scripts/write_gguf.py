@@ -10,6 +10,12 @@ Every layer holds the same random matrices (one layer is drawn and quantized, th
 `--layers` times): a decode streams each layer's bytes from their own addresses either way, and
 the file is written in seconds. The output projection is its own tensor (untied embeddings);
 the vocabulary is `<t0>`, `<t1>`, ... (no tokenizer merges: not for `crossgpu generate`).
+
+`--type q4_k_m` lays the file out as llama.cpp's Q4_K_M: Q4_K matrices, Q6_K for `attn_v` and
+`ffn_down` in the layers llama.cpp gives more bits (the first and last eighth, every third
+between) and for the output. The `gguf` package cannot quantize k-quants, so these blocks are
+drawn at random (uniform quants and 6-bit scales, d and dmin sized for values near
+sqrt(3 / cols)): valid blocks of the same bytes, for timing, not a quantized matrix.
 """
 import argparse
 
@@ -26,7 +32,28 @@ TYPES = {
     "q8_0": gguf.GGMLQuantizationType.Q8_0,
     "q4_0": gguf.GGMLQuantizationType.Q4_0,
     "q4_1": gguf.GGMLQuantizationType.Q4_1,
+    "q4_k_m": gguf.GGMLQuantizationType.Q4_K,
 }
+QK_K = 256
+
+
+def random_k_blocks(rng, rows, cols, qtype):
+    """Random valid Q4_K or Q6_K blocks of a rows x cols matrix (bytes, one row per row)."""
+    n = rows * cols // QK_K
+    amp = np.sqrt(3.0 / cols)
+    if qtype == gguf.GGMLQuantizationType.Q4_K:
+        # d, dmin (f16), 12 bytes of 6-bit scales and mins, 128 bytes of nibbles: d·sc·q - dmin·m.
+        d = np.full((n, 1), 2.0 * amp / (63 * 15), dtype=np.float16).view(np.uint8)
+        dmin = np.full((n, 1), amp / 63, dtype=np.float16).view(np.uint8)
+        rest = rng.integers(0, 256, size=(n, 12 + 128), dtype=np.uint8)
+        blocks = np.concatenate([d, dmin, rest], axis=1)
+    else:
+        # 128 bytes of low nibbles, 64 of high bits, 16 int8 scales, d (f16): d·sc·(q - 32).
+        q = rng.integers(0, 256, size=(n, 128 + 64), dtype=np.uint8)
+        sc = rng.integers(-63, 64, size=(n, 16), dtype=np.int8).view(np.uint8)
+        d = np.full((n, 1), amp / (63 * 32), dtype=np.float16).view(np.uint8)
+        blocks = np.concatenate([q, sc, d], axis=1)
+    return blocks.reshape(rows, -1)
 
 
 def main():
@@ -55,16 +82,30 @@ def main():
             w = rng.standard_normal((rows, cols), dtype=np.float32) / np.float32(np.sqrt(cols))
         return w.astype(np.float16) if qtype == gguf.GGMLQuantizationType.F16 else gguf.quants.quantize(w, qtype)
 
+    k_quants = a.type == "q4_k_m"
+    q4k, q6k = gguf.GGMLQuantizationType.Q4_K, gguf.GGMLQuantizationType.Q6_K
+
+    def weight(rows, cols, k_type=q4k):
+        """A matrix and its GGUF type."""
+        if k_quants:
+            return random_k_blocks(rng, rows, cols, k_type), k_type
+        return matrix(rows, cols), qtype
+
     q, kv = q_heads * head_dim, kv_heads * head_dim
     layer = {
-        "attn_q": matrix(q, hidden),
-        "attn_k": matrix(kv, hidden),
-        "attn_v": matrix(kv, hidden),
-        "attn_output": matrix(hidden, q),
-        "ffn_gate": matrix(ffn, hidden),
-        "ffn_up": matrix(ffn, hidden),
-        "ffn_down": matrix(hidden, ffn),
+        "attn_q": weight(q, hidden),
+        "attn_k": weight(kv, hidden),
+        "attn_v": weight(kv, hidden),
+        "attn_output": weight(hidden, q),
+        "ffn_gate": weight(ffn, hidden),
+        "ffn_up": weight(ffn, hidden),
+        "ffn_down": weight(hidden, ffn),
     }
+    # Q4_K_M's layers with more bits (llama.cpp's use_more_bits): Q6_K for attn_v and ffn_down.
+    more = {"attn_v": weight(kv, hidden, q6k), "ffn_down": weight(hidden, ffn, q6k)} if k_quants else {}
+
+    def more_bits(l):
+        return l < layers // 8 or l >= 7 * layers // 8 or (l - layers // 8) % 3 == 2
     ones = np.ones(hidden, dtype=np.float32)
 
     w = gguf.GGUFWriter(a.out, "llama")
@@ -88,10 +129,13 @@ def main():
     for l in range(layers):
         w.add_tensor(f"blk.{l}.attn_norm.weight", ones)
         w.add_tensor(f"blk.{l}.ffn_norm.weight", ones)
-        for name, t in layer.items():
-            w.add_tensor(f"blk.{l}.{name}.weight", t, raw_dtype=qtype)
+        for name, (t, ty) in layer.items():
+            if name in more and more_bits(l):
+                t, ty = more[name]
+            w.add_tensor(f"blk.{l}.{name}.weight", t, raw_dtype=ty)
     w.add_tensor("output_norm.weight", ones)
-    w.add_tensor("output.weight", matrix(vocab, hidden), raw_dtype=qtype)
+    out, ty = weight(vocab, hidden, q6k)
+    w.add_tensor("output.weight", out, raw_dtype=ty)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file(progress=False)

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # On a machine with an NVIDIA GPU, in one call: the decode of checkpoints read from disk beside
 # the seeded preset of the same shape. scripts/write_gguf.py writes the 27B-class shape cut to
-# LAYERS (default 16) layers as GGUF files of TYPES (default "f16 f16i q8_0 q4_1"; f16i: F16
-# holding the seeded preset's kind of values, integers times a power of two) (llama.cpp's gguf package: its
-# wheel and those it needs carried in .dev/pywheels, unpacked onto PYTHONPATH here); then
-# REPEAT (default 3) rounds, alternated, of `crossgpu decode --preset 27b --layers LAYERS` and
-# `crossgpu decode --model FILE` for each file, one member (CROSSGPU_DEVICES=N0), TOKENS
-# (default 64) tokens. With Q8=1, each Q8_0, Q4_0 and Q4_1 file also with --q8-activations (its
-# products' inputs in 8-bit blocks, integer dot products) in the same rounds, and each file's
-# GPU profile once both ways after them. Results in $OUT/checkpoints.tgz, a summary in
+# LAYERS (default 16) layers as GGUF files of TYPES (default "f16 f16i q8_0 q4_1"; also q4_0
+# and q4_k_m; f16i: F16 holding the seeded preset's kind of values, integers times a power of
+# two) (llama.cpp's gguf package: its wheel and those it needs carried in .dev/pywheels,
+# unpacked onto PYTHONPATH here); then REPEAT (default 3) rounds, alternated, of `crossgpu
+# decode --preset 27b --layers LAYERS` and `crossgpu decode --model FILE` for each file, one
+# member (CROSSGPU_DEVICES=N0), TOKENS (default 64) tokens. With Q8=1, each Q8_0, Q4_0, Q4_1
+# and Q4_K_M file also with --q8-activations (its products' inputs in 8-bit blocks, integer dot
+# products) in the same rounds, and each file's GPU profile once both ways after them. Where a
+# `llama-bench` (llama.cpp built with its Vulkan backend) is on PATH (carried in
+# .dev/dev.tar.xz), each round also runs it on each file (`-p 0 -n TOKENS -r 1 -ngl 99`: token
+# generation only, every layer on the GPU). Results in $OUT/checkpoints.tgz, a summary in
 # $OUT/summary.txt.
 set -uo pipefail
 source scripts/gpu-machine/setup.sh
@@ -31,16 +34,21 @@ for k in $(seq 1 "${REPEAT:-3}"); do
         { echo "=== $t $k"; CROSSGPU_DEVICES=$N0 timeout 150 crossgpu decode --model "/tmp/27b-$layers-$t.gguf" \
             --tokens "${TOKENS:-64}"; } >> "$R/decode.txt" 2>&1
         log "$t $k exit $?"
-        if [ -n "${Q8:-}" ] && [[ " q8_0 q4_0 q4_1 " == *" $t "* ]]; then
+        if [ -n "${Q8:-}" ] && [[ " q8_0 q4_0 q4_1 q4_k_m " == *" $t "* ]]; then
             { echo "=== $t q8-activations $k"; CROSSGPU_DEVICES=$N0 timeout 150 crossgpu decode \
                 --model "/tmp/27b-$layers-$t.gguf" --tokens "${TOKENS:-64}" --q8-activations; } >> "$R/decode.txt" 2>&1
             log "$t q8-activations $k exit $?"
+        fi
+        if command -v llama-bench >/dev/null; then
+            { echo "=== $t llama-bench $k"; timeout 150 llama-bench -m "/tmp/27b-$layers-$t.gguf" -p 0 \
+                -n "${TOKENS:-64}" -r 1 -ngl 99; } >> "$R/llama.txt" 2>&1
+            log "$t llama-bench $k exit $?"
         fi
     done
 done
 if [ -n "${Q8:-}" ]; then
     for t in "${types[@]}"; do
-        [[ " q8_0 q4_0 q4_1 " == *" $t "* ]] || continue
+        [[ " q8_0 q4_0 q4_1 q4_k_m " == *" $t "* ]] || continue
         for q8 in "" --q8-activations; do
             { echo "=== profile $t $q8"; CROSSGPU_DEVICES=$N0 timeout 150 crossgpu decode \
                 --model "/tmp/27b-$layers-$t.gguf" --tokens 8 --profile 4 $q8; } >> "$R/profile.txt" 2>&1
@@ -48,5 +56,5 @@ if [ -n "${Q8:-}" ]; then
         done
     done
 fi
-grep -E "^===|tokens/s|read |loaded" "$R/decode.txt" > "$OUT/summary.txt"
+{ grep -E "^===|tokens/s|read |loaded" "$R/decode.txt"; grep -E "^===|tg" "$R/llama.txt" 2>/dev/null; } > "$OUT/summary.txt"
 log finished
