@@ -7,13 +7,14 @@
 const ROWS: u32 = 4u;
 const UNIT: u32 = 8u;
 const UNIT_X: u32 = 2u;
+alias XUnit = array<vec4<f32>, UNIT_X>;
 
 const WG: u32 = 64u;
 
 // #include "matvec_quant.wgsl"
 // #include "matvec_quant_blocks.wgsl"
 
-fn load_x(u: u32, xs: ptr<function, array<vec4<f32>, UNIT_X>>) {
+fn load_x(u: u32, xs: ptr<function, XUnit>) {
     load_x_run(u, xs);
 }
 
@@ -22,7 +23,7 @@ fn bf16x2(v: u32) -> vec2<f32> {
     return vec2<f32>(bitcast<f32>(v << 16u), bitcast<f32>(v & 0xffff0000u));
 }
 
-fn unit_dot(row: u32, u: u32, xs: ptr<function, array<vec4<f32>, UNIT_X>>) -> f32 {
+fn unit_dot(row: u32, u: u32, xs: ptr<function, XUnit>) -> f32 {
     let base = 4u * (row * (p.cols / 8u) + u);
     let a = bf16x2(w[base]);
     let b = bf16x2(w[base + 1u]);

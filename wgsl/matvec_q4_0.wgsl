@@ -13,17 +13,18 @@
 const ROWS: u32 = 2u;
 const UNIT: u32 = 32u;
 const UNIT_X: u32 = 8u;
+alias XUnit = array<vec4<f32>, UNIT_X>;
 
 const WG: u32 = 64u;
 
 // #include "matvec_quant.wgsl"
 // #include "matvec_quant_blocks.wgsl"
 
-fn load_x(u: u32, xs: ptr<function, array<vec4<f32>, UNIT_X>>) {
+fn load_x(u: u32, xs: ptr<function, XUnit>) {
     load_x_run(u, xs);
 }
 
-fn unit_dot(row: u32, u: u32, xs: ptr<function, array<vec4<f32>, UNIT_X>>) -> f32 {
+fn unit_dot(row: u32, u: u32, xs: ptr<function, XUnit>) -> f32 {
     let g = row * (p.cols / 32u) + u;
     let base = (9u * g) >> 1u;
     let odd = (g & 1u) == 1u;

@@ -39,12 +39,13 @@ use rand::Rng;
 
 const ROWS: [usize; 6] = [1, 3, 7, 97, 577, 1000];
 
-/// Columns: one block, three, model widths, and an odd number of blocks past 4096.
+/// Columns: one block, three, model widths, and an odd number of blocks past 4096 (k-quants:
+/// past 8192 too, five 64-element units for some of a wide kernel's 32 lanes).
 pub(crate) fn cols(format: QuantFormat) -> [usize; 5] {
     match format.block_elems() {
         8 => [8, 24, 576, 1544, 4128],
         32 => [32, 96, 576, 1536, 4128],
-        _ => [256, 768, 1536, 2304, 4352],
+        _ => [256, 768, 1536, 4352, 8448],
     }
 }
 
@@ -193,8 +194,8 @@ fn weights_from_quantize_reference() {
 }
 
 /// The kernel `matvec_quant` takes follows the device: the 256-invocation kernels on a GPU,
-/// the whole-block 64-invocation ones on a CPU device (three times faster on lavapipe), the
-/// only kernel of the other formats on both. Here (lavapipe) the product is bitwise the CPU
+/// the whole-block (or, for k-quants, two-row) 64-invocation ones on a CPU device (three times
+/// faster on lavapipe), BF16's only kernel on both. Here (lavapipe) the product is bitwise the CPU
 /// kernel's, and not the wide kernel's, which adds in another order.
 #[test]
 fn the_kernel_in_use_follows_the_device_type() {
@@ -204,7 +205,7 @@ fn the_kernel_in_use_follows_the_device_type() {
         let cpu = format.kernel_name(DeviceType::Cpu);
         assert_eq!(gpu, format.kernel_names()[0], "{format}: a GPU takes the first kernel");
         assert!(format.kernel_names().contains(&cpu), "{format}: {cpu} is one of its kernels");
-        let wide = matches!(format, QuantFormat::Q8_0 | QuantFormat::Q4_0 | QuantFormat::Q4_1);
+        let wide = format != QuantFormat::BF16;
         assert_eq!(gpu.ends_with("_wide"), wide, "{format}: {gpu} on a GPU");
         assert!(!cpu.ends_with("_wide"), "{format}: {cpu} on a CPU device");
     }
@@ -213,8 +214,10 @@ fn the_kernel_in_use_follows_the_device_type() {
     let m = g.member(0).unwrap();
     assert_eq!(m.adapter().device_type, DeviceType::Cpu, "the suite runs on lavapipe");
     let mut rng = common::rng(21);
-    let (rows, cols) = (37, 1536);
-    for format in [QuantFormat::Q8_0, QuantFormat::Q4_0, QuantFormat::Q4_1] {
+    // 8192 columns: 128 k-quant units a row, four for each of the wide kernel's 32 lanes (at
+    // up to 64 units both kernels add the same pairs in the same tree).
+    let (rows, cols) = (37, 8192);
+    for format in QuantFormat::ALL.into_iter().filter(|f| *f != QuantFormat::BF16) {
         let bytes = random_blocks(&mut rng, format, rows, cols);
         let w = m.upload_quant(format, rows, cols, &bytes).unwrap();
         let x = m.upload_f32(&common::random(&mut rng, cols)).unwrap();

@@ -9,7 +9,8 @@
 //   a unit is used ROWS times (x is read once per unit, not once per row);
 // - `UNIT`: elements per unit of work (a whole 32-element block, or a 64-element piece of a
 //   256-element k-quant super-block); one invocation dequantizes whole units in registers;
-// - `UNIT_X`: the vec4<f32> of x a unit multiplies (UNIT / 4);
+// - `UNIT_X`: the vec4<f32> of x a unit multiplies (UNIT / 4), and `alias XUnit =
+//   array<vec4<f32>, UNIT_X>`;
 // - `WG`: invocations per workgroup (a power of two);
 // - `fn load_x(u, xs)`: the x of unit u of a row (the same for every row);
 // - `fn unit_dot(row, u, xs) -> f32`: unit u of `row` dotted with xs (the helpers of
@@ -33,7 +34,7 @@ fn matvec_quant(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) {
     let units = p.cols / UNIT;
     var acc: array<f32, ROWS>;
     for (var u = lid; u < units; u += WG) {
-        var xs: array<vec4<f32>, UNIT_X>;
+        var xs: XUnit;
         load_x(u, &xs);
         for (var r = 0u; r < ROWS; r++) {
             if (first + r < p.rows) {
@@ -56,12 +57,5 @@ fn matvec_quant(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) {
     }
     if (lid < ROWS && first + lid < p.rows) {
         store_row(first + lid, partial[lid * WG]);
-    }
-}
-
-// The contiguous x of a unit: elements UNIT·u .. UNIT·(u + 1).
-fn load_x_run(u: u32, xs: ptr<function, array<vec4<f32>, UNIT_X>>) {
-    for (var i = 0u; i < UNIT_X; i++) {
-        (*xs)[i] = x[UNIT_X * u + i];
     }
 }

@@ -8,3 +8,11 @@
 var<immediate> p: MatvecParams;
 // #include "matvec_store.wgsl"
 // #include "ggml_words.wgsl"
+
+// The contiguous x of a unit: elements UNIT·u .. UNIT·(u + 1) (the includer sets UNIT_X and
+// XUnit, wgsl/include/matvec_quant.wgsl).
+fn load_x_run(u: u32, xs: ptr<function, XUnit>) {
+    for (var i = 0u; i < UNIT_X; i++) {
+        (*xs)[i] = x[UNIT_X * u + i];
+    }
+}
