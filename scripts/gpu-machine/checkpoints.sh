@@ -11,8 +11,9 @@
 # products) in the same rounds, and each file's GPU profile once both ways after them. Where a
 # `llama-bench` (llama.cpp built with its Vulkan backend) is on PATH (carried in
 # .dev/dev.tar.xz), each round also runs it on each file (`-p 0 -n TOKENS -r 1 -ngl 99`: token
-# generation only, every layer on the GPU). Results in $OUT/checkpoints.tgz, a summary in
-# $OUT/summary.txt.
+# generation only, every layer on the GPU); where an older build is (`crossgpu-old`, prepare.sh's
+# CROSSGPU_DEV_EXTRA), it decodes each file too, in the same rounds (e.g. the kernels a file's
+# formats took before a change). Results in $OUT/checkpoints.tgz, a summary in $OUT/summary.txt.
 set -uo pipefail
 source scripts/gpu-machine/setup.sh
 start_results checkpoints
@@ -38,6 +39,11 @@ for k in $(seq 1 "${REPEAT:-3}"); do
             { echo "=== $t q8-activations $k"; CROSSGPU_DEVICES=$N0 timeout 150 crossgpu decode \
                 --model "/tmp/27b-$layers-$t.gguf" --tokens "${TOKENS:-64}" --q8-activations; } >> "$R/decode.txt" 2>&1
             log "$t q8-activations $k exit $?"
+        fi
+        if command -v crossgpu-old >/dev/null; then
+            { echo "=== $t crossgpu-old $k"; CROSSGPU_DEVICES=$N0 timeout 150 crossgpu-old decode \
+                --model "/tmp/27b-$layers-$t.gguf" --tokens "${TOKENS:-64}"; } >> "$R/decode.txt" 2>&1
+            log "$t crossgpu-old $k exit $?"
         fi
         if command -v llama-bench >/dev/null; then
             { echo "=== $t llama-bench $k"; timeout 150 llama-bench -m "/tmp/27b-$layers-$t.gguf" -p 0 \
