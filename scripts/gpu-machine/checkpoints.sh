@@ -21,6 +21,7 @@ mkdir -p /tmp/py && for w in .dev/pywheels/*.whl; do python3 -m zipfile -e "$w" 
 export PYTHONPATH=/tmp/py
 layers=${LAYERS:-16}
 read -ra types <<< "${TYPES:-f16 f16i q8_0 q4_1}"
+q8_types=" q8_0 q4_0 q4_1 q4_k_m "   # the files whose products take --q8-activations
 for t in "${types[@]}"; do
     args=(--type "$t"); [ "$t" = f16i ] && args=(--type f16 --values integers)
     { time python3 scripts/write_gguf.py --shape 27b --layers "$layers" "${args[@]}" --out "/tmp/27b-$layers-$t.gguf"; } \
@@ -35,7 +36,7 @@ for k in $(seq 1 "${REPEAT:-3}"); do
         { echo "=== $t $k"; CROSSGPU_DEVICES=$N0 timeout 150 crossgpu decode --model "/tmp/27b-$layers-$t.gguf" \
             --tokens "${TOKENS:-64}"; } >> "$R/decode.txt" 2>&1
         log "$t $k exit $?"
-        if [ -n "${Q8:-}" ] && [[ " q8_0 q4_0 q4_1 q4_k_m " == *" $t "* ]]; then
+        if [ -n "${Q8:-}" ] && [[ "$q8_types" == *" $t "* ]]; then
             { echo "=== $t q8-activations $k"; CROSSGPU_DEVICES=$N0 timeout 150 crossgpu decode \
                 --model "/tmp/27b-$layers-$t.gguf" --tokens "${TOKENS:-64}" --q8-activations; } >> "$R/decode.txt" 2>&1
             log "$t q8-activations $k exit $?"
@@ -54,7 +55,7 @@ for k in $(seq 1 "${REPEAT:-3}"); do
 done
 if [ -n "${Q8:-}" ]; then
     for t in "${types[@]}"; do
-        [[ " q8_0 q4_0 q4_1 q4_k_m " == *" $t "* ]] || continue
+        [[ "$q8_types" == *" $t "* ]] || continue
         for q8 in "" --q8-activations; do
             { echo "=== profile $t $q8"; CROSSGPU_DEVICES=$N0 timeout 150 crossgpu decode \
                 --model "/tmp/27b-$layers-$t.gguf" --tokens 8 --profile 4 $q8; } >> "$R/profile.txt" 2>&1

@@ -43,7 +43,7 @@
 //! workgroup memory. Q4_K and Q6_K (`matvec_q4_k_wide.wgsl`, `matvec_q6_k_wide.wgsl`) take the
 //! same layout with 64-element units, 32 invocations a row and 8 rows a workgroup. The others
 //! (`matvec_bf16.wgsl`, and the whole-block Q8_0/Q4_0/Q4_1 and two-row Q4_K/Q6_K kernels,
-//! which a CPU device uses: three times faster than the wide ones on lavapipe), around
+//! which a CPU device uses: two to three times faster than the wide ones on lavapipe), around
 //! `wgsl/include/matvec_quant.wgsl`: a workgroup of 64 invocations computes 2 or 4 rows, each
 //! invocation whole units of all of them, loading a unit's x once for those rows. Rows past
 //! 65535 workgroups spill into the grid's y, as for the f16 kernels. Each product `w·x` is of
@@ -104,8 +104,10 @@ const KERNELS: [(QuantFormat, Entry<MatvecParams>, usize); 11] = [
 /// `crossgpu bench matvec --adapter llvmpipe --matvec-shapes 1536x576,576x1536` (Mesa 22.3,
 /// 2026-12-04): Q8_0 15.6 -> 5.8 ms and 6.4 -> 2.3 ms, Q4_0 15.4 -> 5.3 and 6.2 -> 2.2, Q4_1
 /// 15.0 -> 5.2 and 6.2 -> 2.3 (wide -> whole-block); SmolLM2's decode on one lavapipe member
-/// went from 2.2 to 0.8 s a token (`crossgpu decode --model … --profile 1`). Their formats and
-/// rows per workgroup are [`KERNELS`]'.
+/// went from 2.2 to 0.8 s a token (`crossgpu decode --model … --profile 1`). The k-quants' two-row
+/// kernels likewise (`--matvec-shapes 576x1536,1536x1536`, 2026-12-05): Q4_K 4.4 -> 2.4 ms and
+/// 12.3 -> 6.5 ms, Q6_K 7.5 -> 3.9 and 21.6 -> 10.1 (wide -> two-row). Their formats and rows
+/// per workgroup are [`KERNELS`]'.
 const CPU_KERNELS: [Entry<MatvecParams>; 5] =
     [MATVEC_Q8_0, MATVEC_Q4_0, MATVEC_Q4_1, MATVEC_Q4_K, MATVEC_Q6_K];
 

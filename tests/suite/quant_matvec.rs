@@ -194,8 +194,8 @@ fn weights_from_quantize_reference() {
 }
 
 /// The kernel `matvec_quant` takes follows the device: the 256-invocation kernels on a GPU,
-/// the whole-block (or, for k-quants, two-row) 64-invocation ones on a CPU device (three times
-/// faster on lavapipe), BF16's only kernel on both. Here (lavapipe) the product is bitwise the CPU
+/// the whole-block (or, for k-quants, two-row) 64-invocation ones on a CPU device (two to three
+/// times faster on lavapipe), BF16's only kernel on both. Here (lavapipe) the product is bitwise the CPU
 /// kernel's, and not the wide kernel's, which adds in another order.
 #[test]
 fn the_kernel_in_use_follows_the_device_type() {
