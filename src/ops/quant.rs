@@ -40,10 +40,9 @@
 //! invocation takes quarter blocks (8 elements: one or two words of quants and the block's
 //! scale) `i, i + 64, …` of its row, two a trip so that both units' loads are in flight before
 //! either is used, and accumulates in f32; each row's 64 partial sums meet in a tree in
-//! workgroup memory. Q4_K and Q6_K (`matvec_q4_k_wide.wgsl`, `matvec_q6_k_wide.wgsl`) take the
-//! same layout with 64-element units, 32 invocations a row and 8 rows a workgroup. The others
-//! (`matvec_bf16.wgsl`, and the whole-block Q8_0/Q4_0/Q4_1 and two-row Q4_K/Q6_K kernels,
-//! which a CPU device uses: two to three times faster than the wide ones on lavapipe), around
+//! workgroup memory. The others (`matvec_bf16.wgsl`, the two-row Q4_K/Q6_K kernels, and the
+//! whole-block Q8_0/Q4_0/Q4_1 kernels, which a CPU device uses: about three times faster than
+//! the wide ones on lavapipe), around
 //! `wgsl/include/matvec_quant.wgsl`: a workgroup of 64 invocations computes 2 or 4 rows, each
 //! invocation whole units of all of them, loading a unit's x once for those rows. Rows past
 //! 65535 workgroups spill into the grid's y, as for the f16 kernels. Each product `w·x` is of
@@ -68,8 +67,7 @@ use crate::error::{Error, Result};
 use crate::group::{FillRows, Member};
 use crate::kernels::{
     elementwise_groups, row_groups, Entry, FillParams, MatvecParams, FILL_U32, MATVEC_BF16, MATVEC_Q4_0,
-    MATVEC_Q4_0_WIDE, MATVEC_Q4_1, MATVEC_Q4_1_WIDE, MATVEC_Q4_K, MATVEC_Q4_K_WIDE, MATVEC_Q6_K,
-    MATVEC_Q6_K_WIDE, MATVEC_Q8_0, MATVEC_Q8_0_WIDE,
+    MATVEC_Q4_0_WIDE, MATVEC_Q4_1, MATVEC_Q4_1_WIDE, MATVEC_Q4_K, MATVEC_Q6_K, MATVEC_Q8_0, MATVEC_Q8_0_WIDE,
 };
 use crate::tensor::{DType, Tensor, MAX_ELEMENTS};
 
@@ -81,19 +79,20 @@ use crate::tensor::{DType, Tensor, MAX_ELEMENTS};
 /// (2026-12-03) they took Q8_0 from 201 to 263 tokens/s, Q4_0 from 205 to 292 and Q4_1 from 212
 /// to 290 against the quarter-block kernels of 64 invocations at 4 rows (the default before);
 /// 32 invocations a row, two rows an invocation, whole blocks an invocation, and conversions by
-/// exponent bits instead of conversion instructions were each slower there. Q4_K and Q6_K have
-/// the same layout by 64-element units at 32 invocations a row (`_wide`, 8 rows a workgroup),
-/// beside their 64-invocation kernels of 2 rows (not yet timed against them on a GPU).
-const KERNELS: [(QuantFormat, Entry<MatvecParams>, usize); 11] = [
+/// exponent bits instead of conversion instructions were each slower there. Q4_K and Q6_K keep
+/// their 64-invocation kernels of 2 rows on every device: the same wide layout by 64-element
+/// units (32 invocations a row, 8 rows a workgroup of 256) decoded a Q4_K_M file of that shape
+/// at 39.1 tokens/s against their 85.5 on one H200 (2026-12-05, three processes each), and
+/// was twice as slow on lavapipe too, so it was removed. With 8-bit inputs (the decoder's
+/// default on a GPU, [`crate::tp::Decoder::set_q8_activations`]) the same file decodes at 273.
+const KERNELS: [(QuantFormat, Entry<MatvecParams>, usize); 9] = [
     (QuantFormat::Q8_0, MATVEC_Q8_0_WIDE, 4),
     (QuantFormat::Q8_0, MATVEC_Q8_0, 2),
     (QuantFormat::Q4_0, MATVEC_Q4_0_WIDE, 4),
     (QuantFormat::Q4_0, MATVEC_Q4_0, 2),
     (QuantFormat::Q4_1, MATVEC_Q4_1_WIDE, 4),
     (QuantFormat::Q4_1, MATVEC_Q4_1, 2),
-    (QuantFormat::Q4_K, MATVEC_Q4_K_WIDE, 8),
     (QuantFormat::Q4_K, MATVEC_Q4_K, 2),
-    (QuantFormat::Q6_K, MATVEC_Q6_K_WIDE, 8),
     (QuantFormat::Q6_K, MATVEC_Q6_K, 2),
     (QuantFormat::BF16, MATVEC_BF16, 4),
 ];
@@ -104,12 +103,9 @@ const KERNELS: [(QuantFormat, Entry<MatvecParams>, usize); 11] = [
 /// `crossgpu bench matvec --adapter llvmpipe --matvec-shapes 1536x576,576x1536` (Mesa 22.3,
 /// 2026-12-04): Q8_0 15.6 -> 5.8 ms and 6.4 -> 2.3 ms, Q4_0 15.4 -> 5.3 and 6.2 -> 2.2, Q4_1
 /// 15.0 -> 5.2 and 6.2 -> 2.3 (wide -> whole-block); SmolLM2's decode on one lavapipe member
-/// went from 2.2 to 0.8 s a token (`crossgpu decode --model … --profile 1`). The k-quants' two-row
-/// kernels likewise (`--matvec-shapes 576x1536,1536x1536`, 2026-12-05): Q4_K 4.4 -> 2.4 ms and
-/// 12.3 -> 6.5 ms, Q6_K 7.5 -> 3.9 and 21.6 -> 10.1 (wide -> two-row). Their formats and rows
-/// per workgroup are [`KERNELS`]'.
-const CPU_KERNELS: [Entry<MatvecParams>; 5] =
-    [MATVEC_Q8_0, MATVEC_Q4_0, MATVEC_Q4_1, MATVEC_Q4_K, MATVEC_Q6_K];
+/// went from 2.2 to 0.8 s a token (`crossgpu decode --model … --profile 1`). Their formats and
+/// rows per workgroup are [`KERNELS`]'.
+const CPU_KERNELS: [Entry<MatvecParams>; 3] = [MATVEC_Q8_0, MATVEC_Q4_0, MATVEC_Q4_1];
 
 /// A ggml block format with a GPU matrix–vector kernel (`model::quant::GgmlType::quant_format`
 /// maps a GGUF tensor type onto it).

@@ -1,6 +1,6 @@
 // A Q4_K super-block's 64-element chunk as the unit of a quantized product with x in f32
-// (matvec_q4_k.wgsl, matvec_q4_k_wide.wgsl; the layout is in matvec_q4_k.wgsl's header):
-// `load_x` and `unit_dot` for wgsl/include/matvec_quant.wgsl or matvec_quant_wide.wgsl. The
+// (matvec_q4_k.wgsl, whose header has the layout): `load_x` and `unit_dot` for
+// wgsl/include/matvec_quant.wgsl. The
 // includer sets `UNIT_X` = 16 and `alias XUnit = array<vec4<f32>, UNIT_X>` and includes
 // matvec_quant_blocks.wgsl and q4_k_scales.wgsl.
 

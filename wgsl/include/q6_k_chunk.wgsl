@@ -1,6 +1,6 @@
 // A Q6_K super-block's 64-element unit (half n, t) of a quantized product with x in f32
-// (matvec_q6_k.wgsl, matvec_q6_k_wide.wgsl; the layout and the unit are in matvec_q6_k.wgsl's
-// header): `load_x` and `unit_dot` for wgsl/include/matvec_quant.wgsl or matvec_quant_wide.wgsl.
+// (matvec_q6_k.wgsl, whose header has the layout and the unit): `load_x` and `unit_dot` for
+// wgsl/include/matvec_quant.wgsl.
 // The includer sets `UNIT_X` = 16 and `alias XUnit = array<vec4<f32>, UNIT_X>` and includes
 // matvec_quant_blocks.wgsl.
 
