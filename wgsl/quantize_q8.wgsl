@@ -60,8 +60,14 @@ fn quantize_q8(
         return;
     }
     let live = amax >= TINY;
-    let scale = select(0.0, 127.0 / amax, live);
     let d = select(0.0, amax / 127.0, live);
+    // 127 / max|x| as 127 / m · 2^(127 - e), for max|x| = m · 2^(e - 127) with m in [1, 2): no
+    // division by a large number. NVIDIA's divides by one past 2^126 give 0 (H200 and H100,
+    // driver 580: a block holding -f32::MAX quantized to zeros, with 127 / max|x| and with
+    // 1 / d alike, which the compiler may rewrite into it). At most 2^107 (max|x| ≥ 2^-100),
+    // at least 2^-121 (normal).
+    let m = bitcast<f32>((top & 0x007FFFFFu) | 0x3F800000u);
+    let scale = select(0.0, ldexp(127.0 / m, 127 - i32(top >> 23u)), live);
     var sq = 0;
     for (var i = 0u; i < 8u; i++) {
         let q = vec4<i32>(clamp(round(x[8u * b + i] * scale), vec4<f32>(-127.0), vec4<f32>(127.0)));
