@@ -1,5 +1,5 @@
-// The unit of the 32-element formats' products with 8-bit x (matvec_q8_0_q8, matvec_q4_0_q8,
-// matvec_q4_1_q8): a quarter block, whose x is two words of quants and the block's d and s.
+// The unit of the 32-element formats' products with 8-bit x where blocks are not word-aligned
+// (matvec_q8_0_q8, matvec_q4_0_q8; matvec_q4_1_q8 takes whole blocks): a quarter block, whose x is two words of quants and the block's d and s.
 // Needs matvec_q8_blocks.wgsl.
 
 // A unit's x: two words of quants, then the block's d and s (as bits).
