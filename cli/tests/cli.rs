@@ -91,6 +91,11 @@ fn bad_flags_and_sizes_are_refused_before_any_work() {
     refused(&["decode", "--tokens", "0"], &[], &["--tokens"]);
     refused(&["decode", "--first", "1000"], &[], &["--first", "999"]);
     refused(&["decode", "--split", "3:1:1"], &[], &["--split"]);
+    // Flags that exclude each other: clap's usage error (exit 2).
+    let o = crossgpu(&["decode", "--q8-activations", "--f32-activations"], &[]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    assert!(t.contains("'--q8-activations' cannot be used with '--f32-activations'"), "{t}");
     let t = refused(&["decode"], &[("CROSSGPU_SPLIT", "x:1")], &["CROSSGPU_SPLIT"]);
     assert!(!t.contains("--split"), "the user set the variable, not the flag:\n{t}");
     // A length past what one tensor may bind: an error, not an abort on a 400 GB allocation.
@@ -174,6 +179,8 @@ fn generate_prints_the_same_text_on_one_member_and_three() {
         let t = text(&o);
         assert!(o.status.success(), "generate on {devices} failed:\n{t}");
         assert!(t.contains(mode) && t.contains("GGUF llama") && t.contains("loaded in"), "{t}");
+        // lavapipe is a CPU device: its products read f32 inputs unless asked.
+        assert!(!t.contains("8-bit"), "{t}");
         assert!(
             t.contains("prompt: 5 tokens") && t.contains("generated: 6 tokens") && t.contains("greedy"),
             "{t}"

@@ -107,6 +107,7 @@ fn folded_norms_decode_as_the_norm_dispatches() {
             let q8 = d.set_q8_activations(true);
             assert!(matches!(q8, Err(Error::Unsupported(_))), "{q8:?}");
             assert!(!d.quantizes_activations());
+            assert!(!d.q8_activations_pay(), "f16 weights: 8-bit inputs cannot pay");
             let tokens = d.generate(7, STEPS, |_| {}).unwrap();
             assert!(d.replays(), "one member replays its steps");
             let refused = d.set_fold_norms(!fold);

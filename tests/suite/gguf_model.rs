@@ -481,6 +481,12 @@ fn smollm2_with_8_bit_inputs_stays_near_the_f32_decoder() {
         let what = format!("{members} member(s), split {split}, {mode:?}, fold {fold}");
         let split = SplitSpec::parse(split).unwrap();
         let mut d = Decoder::load_from(&g, cfg.clone(), &split, comm, &mut model, |_, _| {}).unwrap();
+        // Worth it on GPUs only (the default of `crossgpu decode` and `generate` there).
+        let gpus = g.members().iter().all(|m| {
+            let a = m.adapter();
+            a.device_type != crossgpu::DeviceType::Cpu && a.caps.integer_dot_product
+        });
+        assert_eq!(d.q8_activations_pay(), gpus, "{what}: pays on GPUs only");
         d.set_fold_norms(fold).unwrap();
         d.set_q8_activations(true).unwrap();
         assert!(d.quantizes_activations());

@@ -60,17 +60,8 @@ pub struct DecodeArgs {
     /// to one member and to DevicePoll; profiling records every step anyway).
     #[arg(long)]
     pub no_replay: bool,
-    /// Leave each residual norm to the fused product that reads it (one member, f16 weights:
-    /// two dispatches fewer per layer; `Decoder::set_fold_norms`). Off by default until it is
-    /// measured faster on a GPU.
-    #[arg(long)]
-    pub fold_norms: bool,
-    /// Quantize each product's input to 8-bit blocks where its weights are ggml blocks (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K)
-    /// (integer dot products, llama.cpp's path; `Decoder::set_q8_activations`): not the f32
-    /// product; the decode steps only (a prompt's batch multiplies in f32). Off by default until
-    /// it is measured faster on a GPU.
-    #[arg(long)]
-    pub q8_activations: bool,
+    #[command(flatten)]
+    pub steps: super::StepSettings,
     /// Split the model over every member of every MPI rank (start under `mpirun`; each rank
     /// opens CROSSGPU_DEVICES or its local rank's adapter; needs crossgpu-cli's `mpi`
     /// feature). Rank 0 prints; `--check` compares with one member on rank 0.
@@ -174,10 +165,7 @@ pub fn run_decode(
     };
     let mut dec = loaded.map_err(|e| with_hint(e, args))?;
     dec.set_replay(!args.no_replay);
-    dec.set_fold_norms(args.fold_norms)?;
-    if args.q8_activations {
-        dec.set_q8_activations(true).map_err(|e| fail(format!("--q8-activations: {e}")))?;
-    }
+    args.steps.apply(&mut dec)?;
     dec.set_sampling(args.sampling()).map_err(|e| fail(format!("--temperature/--top-k/--top-p: {e}")))?;
     for m in group.members() {
         m.synchronize()?;
@@ -225,11 +213,8 @@ pub fn run_decode(
             ),
         }
         println!("all-reduce mode: {mode}");
-        if args.fold_norms {
-            println!("residual norms: folded into the products that read them (--fold-norms)");
-        }
-        if args.q8_activations {
-            println!("products over ggml blocks: inputs quantized to 8-bit blocks (--q8-activations)");
+        for said in args.steps.describe(&dec) {
+            println!("{said}");
         }
         let s = args.sampling();
         match s.temperature {

@@ -47,17 +47,8 @@ pub struct GenerateArgs {
     /// How the model is split: `even`, `auto` or weights such as `2:1` (default CROSSGPU_SPLIT, else even).
     #[arg(long)]
     pub split: Option<String>,
-    /// Quantize each product's input to 8-bit blocks where its weights are ggml blocks (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K)
-    /// (integer dot products, llama.cpp's path; `Decoder::set_q8_activations`): not the f32
-    /// product; the decode steps only (a prompt's batch multiplies in f32). Off by default until
-    /// it is measured faster on a GPU.
-    #[arg(long)]
-    pub q8_activations: bool,
-    /// Leave each residual norm to the fused product that reads it (one member, f16 weights:
-    /// two dispatches fewer per layer; `Decoder::set_fold_norms`). Off by default until it is
-    /// measured faster on a GPU.
-    #[arg(long)]
-    pub fold_norms: bool,
+    #[command(flatten)]
+    pub steps: super::StepSettings,
 }
 
 /// `crossgpu generate`.
@@ -102,19 +93,14 @@ pub fn generate(args: &GenerateArgs) -> CliResult {
             loading.update(done)
         })?;
     loading.finish();
-    model.decoder.set_fold_norms(args.fold_norms)?;
-    if args.q8_activations {
-        model.decoder.set_q8_activations(true)?;
-    }
+    args.steps.apply(&mut model.decoder)?;
     let mut mode = match model.decoder.comm() {
         Some(c) => format!("all-reduce mode {}", c.mode()),
         None => "one member, no all-reduce".into(),
     };
-    if model.decoder.quantizes_activations() {
-        mode.push_str("; inputs of the products over ggml blocks in 8-bit blocks");
-    }
-    if model.decoder.folds_norms() {
-        mode.push_str("; residual norms folded into the products");
+    for said in args.steps.describe(&model.decoder) {
+        mode.push_str("; ");
+        mode.push_str(&said);
     }
     println!(
         "{} ({} {}, {} layers) loaded in {:.1} s; KV heads per member {:?}; {mode}; {} prompt tokens",

@@ -8,6 +8,9 @@ mod load_bar;
 mod mpirun;
 mod profile;
 pub mod soak;
+mod step_settings;
+
+pub use step_settings::StepSettings;
 
 use crossgpu::{adapter_table, AllReduceOptions, Comm, DType, DeviceGroup, Instance, Precision};
 

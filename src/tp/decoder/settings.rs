@@ -1,6 +1,8 @@
 //! How a [`Decoder`] computes its steps, set before the first one: the residual norms folded
 //! into the products, and the products' inputs quantized to 8-bit blocks.
 
+use vk_native::DeviceType;
+
 use super::state::Decoder;
 use crate::error::{Error, Result};
 use crate::ops::Q8Vector;
@@ -14,8 +16,9 @@ impl Decoder {
     /// fused q/k/v or gate/up kernel reads the stream as [`crate::tp::ProductInput::Normed`],
     /// scaling its finished sums: two dispatches fewer per layer, within rounding of the
     /// written norms but not their bits. Readers that cannot norm their input (quantized or
-    /// biased products, the vocabulary) get it written first. Off by default until it is measured
-    /// faster on a GPU (docs/BENCHMARKS.md, "The norms"). Set it before the first step: an
+    /// biased products, the vocabulary) get it written first. Off by default: on one H200 it
+    /// made the 27B-class decode slower, 61.1 against 67.7 tokens/s (2026-12-05,
+    /// docs/BENCHMARKS.md, "The norms"). Set it before the first step: an
     /// error once a step has been recorded for replay.
     pub fn set_fold_norms(&mut self, on: bool) -> Result<()> {
         if self.recorded.is_some() && on != self.fold_norms {
@@ -44,7 +47,9 @@ impl Decoder {
     /// before. The prompt's batch ([`Decoder::prefill`]) multiplies in f32 (its matrix
     /// kernels have no 8-bit path): the setting applies to the steps.
     ///
-    /// Off by default until it is measured faster on a GPU. An error where no layer's weights
+    /// Off by default here, so that a decoder multiplies in f32 unless asked; where it pays
+    /// ([`Decoder::q8_activations_pay`]: on GPUs) `crossgpu decode` and `generate` turn it on.
+    /// An error where no layer's weights
     /// take 8-bit inputs, where a member's device has no integer dot products
     /// (`shaderIntegerDotProduct`), and, as for [`Decoder::set_fold_norms`], once a step has
     /// been recorded for replay.
@@ -71,25 +76,49 @@ impl Decoder {
         Ok(())
     }
 
+    /// Whether [`Decoder::set_q8_activations`] is expected to make the steps faster here: some
+    /// layer's weights are ggml blocks that take 8-bit inputs, and every member is a GPU (not
+    /// a CPU device) with integer dot products. Measured (docs/BENCHMARKS.md, "8-bit inputs"):
+    /// on one H200 the 27B-class shape cut to 16 layers decodes a Q4_1 file at 369 tokens/s
+    /// against 307 in f32 and a Q4_K_M file at 273 against 85; on lavapipe (a CPU device)
+    /// SmolLM2's Q4_1 file decodes at 0.45 tokens/s against 1.08.
+    pub fn q8_activations_pay(&self) -> bool {
+        let gpus = self.members.iter().all(|m| {
+            let a = m.adapter();
+            a.device_type != DeviceType::Cpu && a.caps.integer_dot_product
+        });
+        let takes = |i| {
+            self.q8_readers(i)
+                .is_ok_and(|inputs| inputs.iter().flat_map(|(readers, _)| readers).any(|m| m.takes_q8()))
+        };
+        gpus && (0..self.members.len()).any(takes)
+    }
+
+    /// The slices of member `i` that read each input (in the order of
+    /// `Activations::q8_slots_mut`), and the input's length on that member.
+    fn q8_readers(&self, i: usize) -> Result<[(Vec<&Matrix>, usize); 5]> {
+        let (mut qkv, mut o, mut gate_up, mut down) = (vec![], vec![], vec![], vec![]);
+        for l in &self.layers {
+            let (a, f) = (&l.attention, &l.mlp);
+            qkv.extend([a.q.matrix(i)?, a.k.matrix(i)?, a.v.matrix(i)?]);
+            o.push(a.o.matrix(i)?);
+            gate_up.extend([f.gate.matrix(i)?, f.up.matrix(i)?]);
+            down.push(f.down.matrix(i)?);
+        }
+        let first = self.layers.first();
+        let o_cols = first.map_or(0, |l| l.attention.o.ranges[i].len());
+        let down_cols = first.map_or(0, |l| l.mlp.down.ranges[i].len());
+        let hidden = self.cfg.hidden;
+        let vocab = vec![self.vocab.matrix(i)?];
+        Ok([(qkv, hidden), (o, o_cols), (gate_up, hidden), (down, down_cols), (vocab, hidden)])
+    }
+
     /// Per input (in the order of `Activations::q8_slots_mut`) and member, a vector where some
     /// layer's reader of it takes 8-bit blocks; an error where none does.
     fn q8_vectors(&self) -> Result<[Vec<Option<Q8Vector>>; 5]> {
         let mut q8: [Vec<Option<Q8Vector>>; 5] = Default::default();
         for (i, m) in self.members.iter().enumerate() {
-            let (mut qkv, mut o, mut gate_up, mut down) = (vec![], vec![], vec![], vec![]);
-            for l in &self.layers {
-                let (a, f) = (&l.attention, &l.mlp);
-                qkv.extend([a.q.matrix(i)?, a.k.matrix(i)?, a.v.matrix(i)?]);
-                o.push(a.o.matrix(i)?);
-                gate_up.extend([f.gate.matrix(i)?, f.up.matrix(i)?]);
-                down.push(f.down.matrix(i)?);
-            }
-            let first = self.layers.first();
-            let o_cols = first.map_or(0, |l| l.attention.o.ranges[i].len());
-            let down_cols = first.map_or(0, |l| l.mlp.down.ranges[i].len());
-            let hidden = self.cfg.hidden;
-            let vocab = vec![self.vocab.matrix(i)?];
-            let inputs = [(qkv, hidden), (o, o_cols), (gate_up, hidden), (down, down_cols), (vocab, hidden)];
+            let inputs = self.q8_readers(i)?;
             for (slots, (readers, cols)) in q8.iter_mut().zip(inputs) {
                 let takes = readers.into_iter().any(Matrix::takes_q8);
                 slots.push(takes.then(|| m.q8_vector(cols)).transpose()?);

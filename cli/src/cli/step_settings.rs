@@ -1,0 +1,56 @@
+//! How `crossgpu decode` and `generate` compute a decode step: the flags they share and what
+//! each sets on the [`Decoder`].
+
+use crossgpu::tp::Decoder;
+
+use super::{fail, CliResult};
+
+/// The step settings of `decode` and `generate`.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct StepSettings {
+    /// Leave each residual norm to the fused product that reads it (one member, f16 weights:
+    /// two dispatches fewer per layer; `Decoder::set_fold_norms`). Off by default: on one H200
+    /// it made the 27B-class decode slower (61.1 against 67.7 tokens/s).
+    #[arg(long)]
+    pub fold_norms: bool,
+    /// Quantize each product's input to 8-bit blocks where its weights are ggml blocks (Q8_0,
+    /// Q4_0, Q4_1, Q4_K, Q6_K): integer dot products, llama.cpp's path
+    /// (`Decoder::set_q8_activations`); not the f32 product; the decode steps only (a prompt's
+    /// batch multiplies in f32). The default where every member is a GPU with integer dot
+    /// products (`Decoder::q8_activations_pay`); this flag asks for it anywhere, and fails
+    /// where it cannot be had.
+    #[arg(long, conflicts_with = "f32_activations")]
+    pub q8_activations: bool,
+    /// Multiply every product's input in f32, also where 8-bit inputs would be the default.
+    #[arg(long)]
+    pub f32_activations: bool,
+}
+
+impl StepSettings {
+    /// Sets these on `dec`, before its first step.
+    pub fn apply(&self, dec: &mut Decoder) -> CliResult {
+        dec.set_fold_norms(self.fold_norms)?;
+        let q8 = self.q8_activations || (!self.f32_activations && dec.q8_activations_pay());
+        if q8 {
+            dec.set_q8_activations(true).map_err(|e| fail(format!("--q8-activations: {e}")))?;
+        }
+        Ok(())
+    }
+
+    /// What [`StepSettings::apply`] set on `dec`, one phrase each, and why.
+    pub fn describe(&self, dec: &Decoder) -> Vec<String> {
+        let mut said = Vec::new();
+        if dec.folds_norms() {
+            said.push("residual norms folded into the products that read them (--fold-norms)".to_string());
+        }
+        if dec.quantizes_activations() {
+            let why = if self.q8_activations {
+                "--q8-activations"
+            } else {
+                "the default on GPUs; --f32-activations for f32"
+            };
+            said.push(format!("inputs of the products over ggml blocks quantized to 8-bit blocks ({why})"));
+        }
+        said
+    }
+}
