@@ -1,29 +1,33 @@
 // matvec_q4_0_q8: y = W x for W in ggml's Q4_0 (layout: matvec_q4_0.wgsl) and x as 8-bit blocks
-// (quantize_q8.wgsl), laid out as matvec_q4_0_wide (quarter blocks, 64 invocations a row, 4
-// rows a workgroup of 256; wgsl/include/matvec_quant_wide.wgsl). Unit k of a block is its qs
-// bytes 4k .. 4k + 4 (funnelled out of two words where the 18-byte block starts at a word's
-// byte 2): low nibbles elements 4k .. 4k + 4, high nibbles 16 + 4k .. 20 + 4k. With x ≈ dx · qx
-// and the weight (q - 8) · d, the unit adds d · (dx · Σ q · qx - 8 · s / 4): ggml's
+// (quantize_q8.wgsl), by whole blocks: 32 invocations a row, 8 rows a workgroup of 256
+// (wgsl/include/matvec_quant_wide.wgsl), two blocks a trip. An 18-byte block starts at byte 2
+// of word (9g) >> 1 for odd g and on it for even g: its qs word k (funnelled out of words k and
+// k + 1 from there, five words in all) holds elements 4k .. 4k + 4 in its low nibbles (x's
+// quant word k) and 16 + 4k .. 20 + 4k in its high nibbles (word 4 + k). With x ≈ dx · qx and
+// the weight (q - 8) · d, the block adds d · (dx · Σ q · qx - 8 · s): ggml's
 // vec_dot_q4_0_q8_1, with s = dx · Σ qx the block's sum of x as quantized, in f32.
 
-const LANES: u32 = 64u;
-const UNIT: u32 = 8u;
+const LANES: u32 = 32u;
+const UNIT: u32 = 32u;
 
 // #include "matvec_quant_wide.wgsl"
 // #include "matvec_q8_blocks.wgsl"
-// #include "q8_quarter_unit.wgsl"
-// #include "ggml_quarters.wgsl"
-
-fn load_x(u: u32, xs: ptr<function, XUnit>) {
-    let k = u & 3u;
-    *xs = xq_unit(u >> 2u, k, 4u + k);
-}
+// #include "q8_block_unit.wgsl"
 
 fn unit_dot(row: u32, u: u32, xs: ptr<function, XUnit>) -> f32 {
-    let q = q4_0_quarter(row, u);
-    let lo = q.q & 0x0F0F0F0Fu;
-    let hi = (q.q >> 4u) & 0x0F0F0F0Fu;
-    return q.d * (scaled_dot(lo, hi, *xs) - 8.0 * quarter_sum(*xs));
+    let g = row * (p.cols / 32u) + u;
+    let base = (9u * g) >> 1u;
+    let odd = (g & 1u) == 1u;
+    let a0 = w[base];
+    let a1 = w[base + 1u];
+    let a2 = w[base + 2u];
+    let a3 = w[base + 3u];
+    let a4 = w[base + 4u];
+    let q = vec4<u32>(after_half(a0, a1, odd), after_half(a1, a2, odd), after_half(a2, a3, odd), after_half(a3, a4, odd));
+    let nib = vec4<u32>(0x0F0F0F0Fu);
+    let x = *xs;
+    let sum = dot16(q & nib, x.lo) + dot16((q >> vec4<u32>(4u)) & nib, x.hi);
+    return half_at(a0, odd) * (x.ds.x * f32(sum) - 8.0 * x.ds.y);
 }
 
 @compute @workgroup_size(WG)

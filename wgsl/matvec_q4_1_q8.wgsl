@@ -6,43 +6,26 @@
 // high nibbles (word 4 + k). With x ≈ dx · qx and the weight q · d + m, the block adds
 // d · (dx · Σ q · qx) + m · s (Σ q · qx an exact integer dot product of eight dot4I8Packed;
 // s = dx · Σ qx, the block's sum of x as quantized): ggml's vec_dot_q4_1_q8_1, with s in f32
-// rather than f16. (By quarter blocks, 64 invocations a row, each unit loaded a word of quants
-// beside its block's scale and x's: six loads per four bytes of W against three here.)
+// rather than f16. By quarter blocks (64 invocations a row, a word of quants a unit beside
+// its block's scale and x's: twice the loads per byte of W), the 16-layer 27B-class Q4_1 file
+// decoded at 350 tokens/s on one H100 against 394 with this kernel; 16 invocations a row gave
+// the same (docs/BENCHMARKS.md, "8-bit inputs").
 
 const LANES: u32 = 32u;
 const UNIT: u32 = 32u;
 
 // #include "matvec_quant_wide.wgsl"
 // #include "matvec_q8_blocks.wgsl"
-
-// A block of x: quant words 0 .. 4 (elements 0 .. 16) and 4 .. 8 (16 .. 32), then d and s.
-struct XUnit {
-    lo: vec4<u32>,
-    hi: vec4<u32>,
-    ds: vec2<f32>,
-}
-
-fn load_x(u: u32, xs: ptr<function, XUnit>) {
-    let a = 10u * u;
-    *xs = XUnit(
-        vec4<u32>(xq[a + 2u], xq[a + 3u], xq[a + 4u], xq[a + 5u]),
-        vec4<u32>(xq[a + 6u], xq[a + 7u], xq[a + 8u], xq[a + 9u]),
-        vec2<f32>(bitcast<f32>(xq[a]), bitcast<f32>(xq[a + 1u])),
-    );
-}
+// #include "q8_block_unit.wgsl"
 
 fn unit_dot(row: u32, u: u32, xs: ptr<function, XUnit>) -> f32 {
     let base = 5u * (row * (p.cols / 32u) + u);
     let dm = unpack2x16float(w[base]);
     let q = vec4<u32>(w[base + 1u], w[base + 2u], w[base + 3u], w[base + 4u]);
-    let lo = q & vec4<u32>(0x0F0F0F0Fu);
-    let hi = (q >> vec4<u32>(4u)) & vec4<u32>(0x0F0F0F0Fu);
+    let nib = vec4<u32>(0x0F0F0F0Fu);
     let x = *xs;
-    let low = (dot4I8Packed(lo.x, x.lo.x) + dot4I8Packed(lo.y, x.lo.y))
-        + (dot4I8Packed(lo.z, x.lo.z) + dot4I8Packed(lo.w, x.lo.w));
-    let high = (dot4I8Packed(hi.x, x.hi.x) + dot4I8Packed(hi.y, x.hi.y))
-        + (dot4I8Packed(hi.z, x.hi.z) + dot4I8Packed(hi.w, x.hi.w));
-    return dm.x * (x.ds.x * f32(low + high)) + dm.y * x.ds.y;
+    let sum = dot16(q & nib, x.lo) + dot16((q >> vec4<u32>(4u)) & nib, x.hi);
+    return dm.x * (x.ds.x * f32(sum)) + dm.y * x.ds.y;
 }
 
 @compute @workgroup_size(WG)

@@ -1,50 +1,70 @@
 // matvec_q4_k_q8: y = W x for W in ggml's Q4_K (layout: matvec_q4_k.wgsl) and x as 8-bit blocks
-// (quantize_q8.wgsl), in the wide layout (64 invocations a row, 4 rows a workgroup of 256;
-// wgsl/include/matvec_quant_wide.wgsl). A super-block's sub-blocks of 32 are x's blocks of 32.
-// A unit is half of a 64-element chunk c: its qs words 4h .. 4h + 4 (h = 0, 1), whose low
-// nibbles are elements 16h .. 16h + 16 of sub-block 2c (x's quant words 4h .. 4h + 4 of that
-// block) and high nibbles the same elements of sub-block 2c + 1. With x ≈ dx · qx and the
-// weight d · sc · q - dmin · m, each of the two sub-blocks adds
-// d · sc · (dx · Σ q · qx) - dmin · m · s / 2 (Σ q · qx four integer dot products; s = dx · Σ qx,
-// the block's sum of x as quantized, half of it per unit): ggml's vec_dot_q4_K_q8_1.
+// (quantize_q8.wgsl), by 64-element chunks: 32 invocations a row, 8 rows a workgroup of 256
+// (wgsl/include/matvec_quant_wide.wgsl), two chunks a trip. Chunk c of a super-block is its qs
+// words 8c .. 8c + 8, whose low nibbles are sub-block 2c (x's block 2u for unit u = 4g + c)
+// and high nibbles sub-block 2c + 1 (block 2u + 1). With x ≈ dx · qx and the weight
+// d · sc · q - dmin · m, each sub-block adds d · sc · (dx · Σ q · qx) - dmin · m · s
+// (Σ q · qx eight integer dot products; s = dx · Σ qx, the block's sum of x as quantized):
+// ggml's vec_dot_q4_K_q8_1. The eight 6-bit scales and mins are unpacked into bytes as ggml's
+// CPU kernels do (no branch, no indexing by lane). (By half chunks, 64 invocations a row with
+// a branch per scale, the same file decoded 28% slower than llama.cpp's Vulkan backend.)
 
-const LANES: u32 = 64u;
-const UNIT: u32 = 32u;
-
-// The unit's x: the first sub-block's four quant words, the second's, then (d, s) of each.
-alias XUnit = array<vec4<u32>, 3>;
+const LANES: u32 = 32u;
+const UNIT: u32 = 64u;
 
 // #include "matvec_quant_wide.wgsl"
 // #include "matvec_q8_blocks.wgsl"
-// #include "q4_k_scales.wgsl"
+
+// A chunk's x: block 2u's quant words 0 .. 4 and 4 .. 8, block 2u + 1's, then both blocks'
+// (d, s).
+struct XUnit {
+    a0: vec4<u32>,
+    a1: vec4<u32>,
+    b0: vec4<u32>,
+    b1: vec4<u32>,
+    ds: vec4<f32>,
+}
 
 fn load_x(u: u32, xs: ptr<function, XUnit>) {
-    let b = 8u * (u >> 3u) + 2u * ((u >> 1u) & 3u);
-    let j = 4u * (u & 1u);
-    (*xs)[0] = vec4<u32>(xq_word(b, j), xq_word(b, j + 1u), xq_word(b, j + 2u), xq_word(b, j + 3u));
-    (*xs)[1] = vec4<u32>(xq_word(b + 1u, j), xq_word(b + 1u, j + 1u), xq_word(b + 1u, j + 2u), xq_word(b + 1u, j + 3u));
-    (*xs)[2] = vec4<u32>(xq[10u * b], xq[10u * b + 1u], xq[10u * b + 10u], xq[10u * b + 11u]);
+    let a = 20u * u;
+    *xs = XUnit(
+        vec4<u32>(xq[a + 2u], xq[a + 3u], xq[a + 4u], xq[a + 5u]),
+        vec4<u32>(xq[a + 6u], xq[a + 7u], xq[a + 8u], xq[a + 9u]),
+        vec4<u32>(xq[a + 12u], xq[a + 13u], xq[a + 14u], xq[a + 15u]),
+        vec4<u32>(xq[a + 16u], xq[a + 17u], xq[a + 18u], xq[a + 19u]),
+        bitcast<vec4<f32>>(vec4<u32>(xq[a], xq[a + 1u], xq[a + 10u], xq[a + 11u])),
+    );
 }
 
 fn unit_dot(row: u32, u: u32, xs: ptr<function, XUnit>) -> f32 {
-    let base = 36u * (row * (p.cols / 256u) + (u >> 3u));
-    let c = (u >> 1u) & 3u;
+    let base = 36u * (row * (p.cols / 256u) + (u >> 2u));
+    let c = u & 3u;
     let dm = unpack2x16float(w[base]);
-    let sw = vec3<u32>(w[base + 1u], w[base + 2u], w[base + 3u]);
-    let sm1 = scale_min(sw, 2u * c);
-    let sm2 = scale_min(sw, 2u * c + 1u);
-    let qs = base + 4u + 8u * c + 4u * (u & 1u);
-    let q = vec4<u32>(w[qs], w[qs + 1u], w[qs + 2u], w[qs + 3u]);
-    let lo = q & vec4<u32>(0x0F0F0F0Fu);
-    let hi = (q >> vec4<u32>(4u)) & vec4<u32>(0x0F0F0F0Fu);
-    let x1 = (*xs)[0];
-    let x2 = (*xs)[1];
-    let s1 = (dot4I8Packed(lo.x, x1.x) + dot4I8Packed(lo.y, x1.y)) + (dot4I8Packed(lo.z, x1.z) + dot4I8Packed(lo.w, x1.w));
-    let s2 = (dot4I8Packed(hi.x, x2.x) + dot4I8Packed(hi.y, x2.y)) + (dot4I8Packed(hi.z, x2.z) + dot4I8Packed(hi.w, x2.w));
-    let ds = bitcast<vec4<f32>>((*xs)[2]);
-    let scaled = sm1.x * (ds.x * f32(s1)) + sm2.x * (ds.z * f32(s2));
-    let mins = sm1.y * ds.y + sm2.y * ds.w;
-    return dm.x * scaled - dm.y * (0.5 * mins);
+    let s0 = w[base + 1u];
+    let s1 = w[base + 2u];
+    let s2 = w[base + 3u];
+    // Scales 0 .. 4 are the low 6 bits of bytes 0 .. 4 and mins 0 .. 4 of bytes 4 .. 8; scales
+    // and mins 4 .. 8 are the low and high nibbles of bytes 8 .. 12 under the top two bits of
+    // bytes 0 .. 4 and 4 .. 8 (ggml's get_scale_min_k4). Chunk c takes bytes 2c, 2c + 1 of the
+    // first four or 2c - 4, 2c - 3 of the second.
+    let six = 0x3F3F3F3Fu;
+    let nib = 0x0F0F0F0Fu;
+    let top = 0x03030303u;
+    let high = c >= 2u;
+    let scales = select(s0 & six, (s2 & nib) | (((s0 >> 6u) & top) << 4u), high);
+    let mins = select(s1 & six, ((s2 >> 4u) & nib) | (((s1 >> 6u) & top) << 4u), high);
+    let sh = 16u * (c & 1u);
+    let sc = vec2<f32>(f32((scales >> sh) & 255u), f32((scales >> (sh + 8u)) & 255u));
+    let mn = vec2<f32>(f32((mins >> sh) & 255u), f32((mins >> (sh + 8u)) & 255u));
+    let qs = base + 4u + 8u * c;
+    let q0 = vec4<u32>(w[qs], w[qs + 1u], w[qs + 2u], w[qs + 3u]);
+    let q1 = vec4<u32>(w[qs + 4u], w[qs + 5u], w[qs + 6u], w[qs + 7u]);
+    let m4 = vec4<u32>(nib);
+    let x = *xs;
+    let sa = dot16(q0 & m4, x.a0) + dot16(q1 & m4, x.a1);
+    let sb = dot16((q0 >> vec4<u32>(4u)) & m4, x.b0) + dot16((q1 >> vec4<u32>(4u)) & m4, x.b1);
+    let scaled = sc.x * (x.ds.x * f32(sa)) + sc.y * (x.ds.z * f32(sb));
+    return dm.x * scaled - dm.y * (mn.x * x.ds.y + mn.y * x.ds.w);
 }
 
 @compute @workgroup_size(WG)

@@ -1,26 +1,35 @@
 // matvec_q8_0_q8: y = W x for W in ggml's Q8_0 (layout: matvec_q8_0.wgsl) and x as 8-bit blocks
-// (quantize_q8.wgsl), laid out as matvec_q8_0_wide (quarter blocks, 64 invocations a row, 4
-// rows a workgroup of 256; wgsl/include/matvec_quant_wide.wgsl). Unit k of a block is its qs
-// bytes 8k .. 8k + 8 (funnelled out of three words where the 34-byte block starts at a word's
-// byte 2), elements 8k .. 8k + 8 (x's quant words 2k, 2k + 1). With x ≈ dx · qx and the weight
-// q · d, the unit adds d · (dx · Σ q · qx): ggml's vec_dot_q8_0_q8_1.
+// (quantize_q8.wgsl), by whole blocks: 32 invocations a row, 8 rows a workgroup of 256
+// (wgsl/include/matvec_quant_wide.wgsl), two blocks a trip. A 34-byte block starts at byte 2
+// of word (17g) >> 1 for odd g and on it for even g: its qs word j (elements 4j .. 4j + 4, x's
+// quant word j) is funnelled out of words j and j + 1 from there, nine words in all. With
+// x ≈ dx · qx and the weight q · d, the block adds d · (dx · Σ q · qx): ggml's
+// vec_dot_q8_0_q8_1.
 
-const LANES: u32 = 64u;
-const UNIT: u32 = 8u;
+const LANES: u32 = 32u;
+const UNIT: u32 = 32u;
 
 // #include "matvec_quant_wide.wgsl"
 // #include "matvec_q8_blocks.wgsl"
-// #include "q8_quarter_unit.wgsl"
-// #include "ggml_quarters.wgsl"
-
-fn load_x(u: u32, xs: ptr<function, XUnit>) {
-    let k = u & 3u;
-    *xs = xq_unit(u >> 2u, 2u * k, 2u * k + 1u);
-}
+// #include "q8_block_unit.wgsl"
 
 fn unit_dot(row: u32, u: u32, xs: ptr<function, XUnit>) -> f32 {
-    let q = q8_0_quarter(row, u);
-    return q.d * scaled_dot(q.lo, q.hi, *xs);
+    let g = row * (p.cols / 32u) + u;
+    let base = (17u * g) >> 1u;
+    let odd = (g & 1u) == 1u;
+    let a0 = w[base];
+    let a1 = w[base + 1u];
+    let a2 = w[base + 2u];
+    let a3 = w[base + 3u];
+    let a4 = w[base + 4u];
+    let a5 = w[base + 5u];
+    let a6 = w[base + 6u];
+    let a7 = w[base + 7u];
+    let a8 = w[base + 8u];
+    let lo = vec4<u32>(after_half(a0, a1, odd), after_half(a1, a2, odd), after_half(a2, a3, odd), after_half(a3, a4, odd));
+    let hi = vec4<u32>(after_half(a4, a5, odd), after_half(a5, a6, odd), after_half(a6, a7, odd), after_half(a7, a8, odd));
+    let x = *xs;
+    return half_at(a0, odd) * (x.ds.x * f32(dot16(lo, x.lo) + dot16(hi, x.hi)));
 }
 
 @compute @workgroup_size(WG)

@@ -53,10 +53,10 @@ const QUANTIZE_WG: usize = 64;
 
 /// The kernels that take x as a [`Q8Vector`], per format, and their rows per workgroup.
 const KERNELS: [(QuantFormat, Entry<MatvecParams>, usize); 5] = [
-    (QuantFormat::Q8_0, MATVEC_Q8_0_Q8, 4),
-    (QuantFormat::Q4_0, MATVEC_Q4_0_Q8, 4),
+    (QuantFormat::Q8_0, MATVEC_Q8_0_Q8, 8),
+    (QuantFormat::Q4_0, MATVEC_Q4_0_Q8, 8),
     (QuantFormat::Q4_1, MATVEC_Q4_1_Q8, 8),
-    (QuantFormat::Q4_K, MATVEC_Q4_K_Q8, 4),
+    (QuantFormat::Q4_K, MATVEC_Q4_K_Q8, 8),
     (QuantFormat::Q6_K, MATVEC_Q6_K_Q8, 4),
 ];
 

@@ -19,3 +19,8 @@ var<immediate> p: MatvecParams;
 fn xq_word(b: u32, j: u32) -> u32 {
     return xq[10u * b + 2u + j];
 }
+
+// Σ q · x over four words of each, as signed bytes (4-bit quants are 0 ..= 15 in them).
+fn dot16(q: vec4<u32>, x: vec4<u32>) -> i32 {
+    return (dot4I8Packed(q.x, x.x) + dot4I8Packed(q.y, x.y)) + (dot4I8Packed(q.z, x.z) + dot4I8Packed(q.w, x.w));
+}

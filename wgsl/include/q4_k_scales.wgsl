@@ -1,4 +1,4 @@
-// Q4_K's packed sub-block scales and mins (matvec_q4_k, matvec_q4_k_q8): `sw` is
+// Q4_K's packed sub-block scales and mins (matvec_q4_k; matvec_q4_k_q8 unpacks all eight at once): `sw` is
 // a super-block's three words of `scales` (its bytes 4 .. 16).
 
 // Byte i (0..12) of the scales, from their three words.
