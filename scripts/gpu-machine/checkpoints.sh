@@ -6,9 +6,10 @@
 # two) (llama.cpp's gguf package: its wheel and those it needs carried in .dev/pywheels,
 # unpacked onto PYTHONPATH here); then REPEAT (default 3) rounds, alternated, of `crossgpu
 # decode --preset 27b --layers LAYERS` and `crossgpu decode --model FILE` for each file, one
-# member (CROSSGPU_DEVICES=N0), TOKENS (default 64) tokens. With Q8=1, each Q8_0, Q4_0, Q4_1
-# and Q4_K_M file also with --q8-activations (its products' inputs in 8-bit blocks, integer dot
-# products) in the same rounds, and each file's GPU profile once both ways after them. Where a
+# member (CROSSGPU_DEVICES=N0), TOKENS (default 64) tokens; quantized files take 8-bit inputs (the
+# default on a GPU). With F32=1, each Q8_0, Q4_0, Q4_1 and Q4_K_M file also with --f32-activations
+# (its products' inputs in f32) in the same rounds, and each file's GPU profile once both ways
+# after them. Where a
 # `llama-bench` (llama.cpp built with its Vulkan backend) is on PATH (carried in
 # .dev/dev.tar.xz), each round also runs it on each file (`-p 0 -n TOKENS -r 1 -ngl 99`: token
 # generation only, every layer on the GPU); where an older build is (`crossgpu-old`, prepare.sh's
@@ -21,7 +22,7 @@ mkdir -p /tmp/py && for w in .dev/pywheels/*.whl; do python3 -m zipfile -e "$w" 
 export PYTHONPATH=/tmp/py
 layers=${LAYERS:-16}
 read -ra types <<< "${TYPES:-f16 f16i q8_0 q4_1}"
-q8_types=" q8_0 q4_0 q4_1 q4_k_m "   # the files whose products take --q8-activations
+q8_types=" q8_0 q4_0 q4_1 q4_k_m "   # the files whose products take 8-bit inputs (--f32-activations: not)
 for t in "${types[@]}"; do
     args=(--type "$t"); [ "$t" = f16i ] && args=(--type f16 --values integers)
     { time python3 scripts/write_gguf.py --shape 27b --layers "$layers" "${args[@]}" --out "/tmp/27b-$layers-$t.gguf"; } \
@@ -36,10 +37,10 @@ for k in $(seq 1 "${REPEAT:-3}"); do
         { echo "=== $t $k"; CROSSGPU_DEVICES=$N0 timeout 150 crossgpu decode --model "/tmp/27b-$layers-$t.gguf" \
             --tokens "${TOKENS:-64}"; } >> "$R/decode.txt" 2>&1
         log "$t $k exit $?"
-        if [ -n "${Q8:-}" ] && [[ "$q8_types" == *" $t "* ]]; then
-            { echo "=== $t q8-activations $k"; CROSSGPU_DEVICES=$N0 timeout 150 crossgpu decode \
-                --model "/tmp/27b-$layers-$t.gguf" --tokens "${TOKENS:-64}" --q8-activations; } >> "$R/decode.txt" 2>&1
-            log "$t q8-activations $k exit $?"
+        if [ -n "${F32:-}" ] && [[ "$q8_types" == *" $t "* ]]; then
+            { echo "=== $t f32-activations $k"; CROSSGPU_DEVICES=$N0 timeout 150 crossgpu decode \
+                --model "/tmp/27b-$layers-$t.gguf" --tokens "${TOKENS:-64}" --f32-activations; } >> "$R/decode.txt" 2>&1
+            log "$t f32-activations $k exit $?"
         fi
         if command -v crossgpu-old >/dev/null; then
             { echo "=== $t crossgpu-old $k"; CROSSGPU_DEVICES=$N0 timeout 150 crossgpu-old decode \
@@ -53,13 +54,13 @@ for k in $(seq 1 "${REPEAT:-3}"); do
         fi
     done
 done
-if [ -n "${Q8:-}" ]; then
+if [ -n "${F32:-}" ]; then
     for t in "${types[@]}"; do
         [[ "$q8_types" == *" $t "* ]] || continue
-        for q8 in "" --q8-activations; do
-            { echo "=== profile $t $q8"; CROSSGPU_DEVICES=$N0 timeout 150 crossgpu decode \
-                --model "/tmp/27b-$layers-$t.gguf" --tokens 8 --profile 4 $q8; } >> "$R/profile.txt" 2>&1
-            log "profile $t $q8 exit $?"
+        for inputs in "" --f32-activations; do
+            { echo "=== profile $t $inputs"; CROSSGPU_DEVICES=$N0 timeout 150 crossgpu decode \
+                --model "/tmp/27b-$layers-$t.gguf" --tokens 8 --profile 4 $inputs; } >> "$R/profile.txt" 2>&1
+            log "profile $t $inputs exit $?"
         done
     done
 fi

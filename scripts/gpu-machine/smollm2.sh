@@ -7,7 +7,8 @@
 # behind it), decode tokens/s with replay, and every matrix-vector kernel at the model's shapes
 # (`bench matvec`, its table in bench.txt). The model file is larger than a
 # carry, so it comes in parts (.models/smollm2.part-*, made by `split -b 40M`) over two calls;
-# with Q8=1 each round also decodes with --q8-activations (8-bit inputs, integer dot products);
+# the decode takes 8-bit inputs (the default on a GPU); with F32=1 each round also decodes with
+# --f32-activations (the products' inputs in f32);
 # MODEL overrides where it is. Results in $OUT/smollm2.tgz, a summary in $OUT/summary.txt.
 set -uo pipefail
 source scripts/gpu-machine/setup.sh
@@ -33,10 +34,10 @@ for k in $(seq 1 "${REPEAT:-3}"); do
     { echo "=== decode $k"; CROSSGPU_DEVICES=$N0 timeout 60 crossgpu decode --model "$M" --tokens 256; } \
         >> "$R/decode.txt" 2>&1
     log "decode $k exit $?"
-    if [ -n "${Q8:-}" ]; then
-        { echo "=== decode q8-activations $k"; CROSSGPU_DEVICES=$N0 timeout 60 crossgpu decode --model "$M" \
-            --tokens 256 --q8-activations; } >> "$R/decode.txt" 2>&1
-        log "decode q8-activations $k exit $?"
+    if [ -n "${F32:-}" ]; then
+        { echo "=== decode f32-activations $k"; CROSSGPU_DEVICES=$N0 timeout 60 crossgpu decode --model "$M" \
+            --tokens 256 --f32-activations; } >> "$R/decode.txt" 2>&1
+        log "decode f32-activations $k exit $?"
     fi
 done
 # Every product kernel at SmolLM2's one-member shapes (q/o 576x576, k/v 192x576, gate/up
