@@ -133,23 +133,48 @@ fn interleaved(group: &DeviceGroup) {
     assert_ne!(work[0].cpu_a, work[1].cpu_a);
 }
 
-/// `n` members, each its own VkDevice with queue 0 (what `common::logical` and `"{l},{l}"`
-/// open), on the adapters the layout names (adapter 0 here; spread over GPUs with
-/// `CROSSGPU_TEST_ADAPTERS`).
-fn check_members(group: &DeviceGroup, n: usize) {
+/// The stand-ins `common::logical` opens instead of one VkDevice per member:
+/// `CROSSGPU_TEST_STANDINS` (`1` or `shared`) unless `CROSSGPU_TEST_ADAPTERS` spreads them.
+fn logical_standins() -> Option<String> {
+    let spread = std::env::var_os("CROSSGPU_TEST_ADAPTERS").is_some();
+    std::env::var("CROSSGPU_TEST_STANDINS").ok().filter(|_| !spread)
+}
+
+/// `n` members each its own VkDevice with queue 0 (`"{l},{l}"`, and what `common::logical`
+/// opens), on the adapters the layout names (adapter 0 here; spread over GPUs with
+/// `CROSSGPU_TEST_ADAPTERS`); or, for `standins` (`logical_standins`), one VkDevice whose `n`
+/// queues stand in for devices (`1`) or whose one queue the `n` members share (`shared`).
+fn check_members(group: &DeviceGroup, n: usize, standins: Option<&str>) {
     assert_eq!(group.len(), n);
     assert!(!group.is_empty());
     assert_eq!(group.members().len(), n);
-    assert_eq!(group.layout().len(), n);
     for (i, m) in group.members().iter().enumerate() {
         assert_eq!(m.index(), i);
         assert_eq!(group.member(i).unwrap().index(), i);
         assert_eq!(m.group_id(), group.id());
-        assert_eq!(group.layout()[i], (m.adapter().index, 1), "member {i}'s layout entry");
-        // Each item is its own VkDevice, with queue 0.
+    }
+    let kind = standins.filter(|k| matches!(*k, "1" | "shared"));
+    match kind {
+        Some(k) => {
+            let adapter = group.members()[0].adapter().index;
+            assert_eq!(group.layout(), &[(adapter, n as u32)], "one VkDevice of {n} members ({k})");
+        }
+        None => {
+            assert_eq!(group.layout().len(), n);
+            for (i, m) in group.members().iter().enumerate() {
+                assert_eq!(group.layout()[i], (m.adapter().index, 1), "member {i}'s layout entry");
+            }
+        }
+    }
+    for (i, m) in group.members().iter().enumerate() {
+        let want = match kind {
+            Some("1") => format!("VkDevice 0, queue {i})"),
+            Some(_) => "VkDevice 0, shared queue 0)".to_string(),
+            // Each item is its own VkDevice, with queue 0.
+            None => format!("VkDevice {i}, queue 0)"),
+        };
         assert!(
-            m.label().contains(&format!("member {i}:"))
-                && m.label().contains(&format!("VkDevice {i}, queue 0")),
+            m.label().contains(&format!("member {i}:")) && m.label().contains(&want),
             "label {:?}",
             m.label()
         );
@@ -160,7 +185,7 @@ fn check_members(group: &DeviceGroup, n: usize) {
 fn two_logical_devices_interleaved() {
     let _s = serial();
     let group = common::logical(2);
-    check_members(&group, 2);
+    check_members(&group, 2, logical_standins().as_deref());
     interleaved(&group);
     common::assert_no_validation_errors();
 }
@@ -169,7 +194,7 @@ fn two_logical_devices_interleaved() {
 fn three_logical_devices_interleaved() {
     let _s = serial();
     let group = common::logical(3);
-    check_members(&group, 3);
+    check_members(&group, 3, logical_standins().as_deref());
     interleaved(&group);
     group.synchronize().unwrap();
     common::assert_no_validation_errors();
@@ -251,7 +276,7 @@ fn open_from_parsed_specs() {
     let Some(l) = common::lavapipe_index() else { return };
 
     let g = open(&format!("{l},{l}"));
-    check_members(&g, 2);
+    check_members(&g, 2, None);
     assert_eq!(g.layout(), &[(l, 1), (l, 1)]);
     works(&g);
 
@@ -270,7 +295,7 @@ fn open_from_parsed_specs() {
     }
     // Index and name mixed: two VkDevices on the same adapter.
     let g = open(&format!("{l}, llvmpipe"));
-    check_members(&g, 2);
+    check_members(&g, 2, None);
     works(&g);
     // One queue, spelled out.
     let g = open(&format!("{l}x1"));
