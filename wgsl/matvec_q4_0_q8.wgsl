@@ -18,16 +18,11 @@ fn unit_dot(row: u32, u: u32, xs: ptr<function, XUnit>) -> f32 {
     let g = row * (p.cols / 32u) + u;
     let base = (9u * g) >> 1u;
     let odd = (g & 1u) == 1u;
-    let a0 = w[base];
-    let a1 = w[base + 1u];
-    let a2 = w[base + 2u];
-    let a3 = w[base + 3u];
-    let a4 = w[base + 4u];
-    let q = vec4<u32>(after_half(a0, a1, odd), after_half(a1, a2, odd), after_half(a2, a3, odd), after_half(a3, a4, odd));
+    let q = after_half4(base, odd);
     let nib = vec4<u32>(0x0F0F0F0Fu);
     let x = *xs;
     let sum = dot16(q & nib, x.lo) + dot16((q >> vec4<u32>(4u)) & nib, x.hi);
-    return half_at(a0, odd) * (x.ds.x * f32(sum) - 8.0 * x.ds.y);
+    return half_at(w[base], odd) * (x.ds.x * f32(sum) - 8.0 * x.ds.y);
 }
 
 @compute @workgroup_size(WG)

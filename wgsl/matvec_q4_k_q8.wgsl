@@ -15,25 +15,14 @@ const UNIT: u32 = 64u;
 // #include "matvec_quant_wide.wgsl"
 // #include "matvec_q8_blocks.wgsl"
 
-// A chunk's x: block 2u's quant words 0 .. 4 and 4 .. 8, block 2u + 1's, then both blocks'
-// (d, s).
+// A chunk's x: x's blocks 2u and 2u + 1 (sub-blocks 2c and 2c + 1).
 struct XUnit {
-    a0: vec4<u32>,
-    a1: vec4<u32>,
-    b0: vec4<u32>,
-    b1: vec4<u32>,
-    ds: vec4<f32>,
+    a: XBlock,
+    b: XBlock,
 }
 
 fn load_x(u: u32, xs: ptr<function, XUnit>) {
-    let a = 20u * u;
-    *xs = XUnit(
-        vec4<u32>(xq[a + 2u], xq[a + 3u], xq[a + 4u], xq[a + 5u]),
-        vec4<u32>(xq[a + 6u], xq[a + 7u], xq[a + 8u], xq[a + 9u]),
-        vec4<u32>(xq[a + 12u], xq[a + 13u], xq[a + 14u], xq[a + 15u]),
-        vec4<u32>(xq[a + 16u], xq[a + 17u], xq[a + 18u], xq[a + 19u]),
-        bitcast<vec4<f32>>(vec4<u32>(xq[a], xq[a + 1u], xq[a + 10u], xq[a + 11u])),
-    );
+    *xs = XUnit(x_block(2u * u), x_block(2u * u + 1u));
 }
 
 fn unit_dot(row: u32, u: u32, xs: ptr<function, XUnit>) -> f32 {
@@ -61,10 +50,10 @@ fn unit_dot(row: u32, u: u32, xs: ptr<function, XUnit>) -> f32 {
     let q1 = vec4<u32>(w[qs + 4u], w[qs + 5u], w[qs + 6u], w[qs + 7u]);
     let m4 = vec4<u32>(nib);
     let x = *xs;
-    let sa = dot16(q0 & m4, x.a0) + dot16(q1 & m4, x.a1);
-    let sb = dot16((q0 >> vec4<u32>(4u)) & m4, x.b0) + dot16((q1 >> vec4<u32>(4u)) & m4, x.b1);
-    let scaled = sc.x * (x.ds.x * f32(sa)) + sc.y * (x.ds.z * f32(sb));
-    return dm.x * scaled - dm.y * (mn.x * x.ds.y + mn.y * x.ds.w);
+    let sa = dot16(q0 & m4, x.a.lo) + dot16(q1 & m4, x.a.hi);
+    let sb = dot16((q0 >> vec4<u32>(4u)) & m4, x.b.lo) + dot16((q1 >> vec4<u32>(4u)) & m4, x.b.hi);
+    let scaled = sc.x * (x.a.ds.x * f32(sa)) + sc.y * (x.b.ds.x * f32(sb));
+    return dm.x * scaled - dm.y * (mn.x * x.a.ds.y + mn.y * x.b.ds.y);
 }
 
 @compute @workgroup_size(WG)

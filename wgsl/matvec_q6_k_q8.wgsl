@@ -31,10 +31,7 @@ fn load_x(u: u32, xs: ptr<function, XUnit>) {
 
 // Σ (q - 32) · qx over four words of quants `q` (bytes 0 ..= 63) and of x.
 fn offset_dot(q: vec4<u32>, x: vec4<u32>) -> i32 {
-    let qx = (dot4I8Packed(q.x, x.x) + dot4I8Packed(q.y, x.y)) + (dot4I8Packed(q.z, x.z) + dot4I8Packed(q.w, x.w));
-    let ones = 0x01010101u;
-    let sx = (dot4I8Packed(ones, x.x) + dot4I8Packed(ones, x.y)) + (dot4I8Packed(ones, x.z) + dot4I8Packed(ones, x.w));
-    return qx - 32 * sx;
+    return dot16(q, x) - 32 * dot16(vec4<u32>(0x01010101u), x);
 }
 
 // Signed byte i (0..4) of v.
@@ -52,18 +49,8 @@ fn unit_dot(row: u32, u: u32, xs: ptr<function, XUnit>) -> f32 {
     let d = half_at(w[base + 52u], odd);
     let ql = base + 16u * n + 8u * t + 4u * h;
     let qh = base + 32u + 8u * n + 4u * h;
-    let lw = vec4<u32>(
-        straddle(w[ql], w[ql + 1u], odd),
-        straddle(w[ql + 1u], w[ql + 2u], odd),
-        straddle(w[ql + 2u], w[ql + 3u], odd),
-        straddle(w[ql + 3u], w[ql + 4u], odd),
-    );
-    let hw = vec4<u32>(
-        straddle(w[qh], w[qh + 1u], odd),
-        straddle(w[qh + 1u], w[qh + 2u], odd),
-        straddle(w[qh + 2u], w[qh + 3u], odd),
-        straddle(w[qh + 3u], w[qh + 4u], odd),
-    );
+    let lw = straddle4(ql, odd);
+    let hw = straddle4(qh, odd);
     let nibbles = vec4<u32>(0x0F0F0F0Fu);
     let pairs = vec4<u32>(0x03030303u);
     let q1 = (lw & nibbles) | (((hw >> vec4<u32>(2u * t)) & pairs) << vec4<u32>(4u));

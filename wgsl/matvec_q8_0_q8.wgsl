@@ -17,19 +17,10 @@ fn unit_dot(row: u32, u: u32, xs: ptr<function, XUnit>) -> f32 {
     let g = row * (p.cols / 32u) + u;
     let base = (17u * g) >> 1u;
     let odd = (g & 1u) == 1u;
-    let a0 = w[base];
-    let a1 = w[base + 1u];
-    let a2 = w[base + 2u];
-    let a3 = w[base + 3u];
-    let a4 = w[base + 4u];
-    let a5 = w[base + 5u];
-    let a6 = w[base + 6u];
-    let a7 = w[base + 7u];
-    let a8 = w[base + 8u];
-    let lo = vec4<u32>(after_half(a0, a1, odd), after_half(a1, a2, odd), after_half(a2, a3, odd), after_half(a3, a4, odd));
-    let hi = vec4<u32>(after_half(a4, a5, odd), after_half(a5, a6, odd), after_half(a6, a7, odd), after_half(a7, a8, odd));
+    let lo = after_half4(base, odd);
+    let hi = after_half4(base + 4u, odd);
     let x = *xs;
-    return half_at(a0, odd) * (x.ds.x * f32(dot16(lo, x.lo) + dot16(hi, x.hi)));
+    return half_at(w[base], odd) * (x.ds.x * f32(dot16(lo, x.lo) + dot16(hi, x.hi)));
 }
 
 @compute @workgroup_size(WG)

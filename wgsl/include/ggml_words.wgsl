@@ -13,6 +13,27 @@ fn after_half(lo: u32, hi: u32, odd: bool) -> u32 {
     return select((lo >> 16u) | (hi << 16u), hi, odd);
 }
 
+// Four `straddle` words of the block from word j = `at` of `w` (counted as for `straddle`):
+// the block's bytes 4j .. 4j + 16, from five loads.
+fn straddle4(at: u32, odd: bool) -> vec4<u32> {
+    let a0 = w[at];
+    let a1 = w[at + 1u];
+    let a2 = w[at + 2u];
+    let a3 = w[at + 3u];
+    let a4 = w[at + 4u];
+    return vec4<u32>(straddle(a0, a1, odd), straddle(a1, a2, odd), straddle(a2, a3, odd), straddle(a3, a4, odd));
+}
+
+// Four `after_half` words likewise: the block's bytes 4j + 2 .. 4j + 18.
+fn after_half4(at: u32, odd: bool) -> vec4<u32> {
+    let a0 = w[at];
+    let a1 = w[at + 1u];
+    let a2 = w[at + 2u];
+    let a3 = w[at + 3u];
+    let a4 = w[at + 4u];
+    return vec4<u32>(after_half(a0, a1, odd), after_half(a1, a2, odd), after_half(a2, a3, odd), after_half(a3, a4, odd));
+}
+
 // The f16 at the block's bytes 4j .. 4j + 2, from word j (counted as for `straddle`).
 fn half_at(aj: u32, odd: bool) -> f32 {
     let h = unpack2x16float(aj);

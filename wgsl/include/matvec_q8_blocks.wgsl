@@ -20,6 +20,23 @@ fn xq_word(b: u32, j: u32) -> u32 {
     return xq[10u * b + 2u + j];
 }
 
+// Block b of x: its quant words 0 .. 4 (elements 0 .. 16) and 4 .. 8 (16 .. 32), then its d
+// and s.
+struct XBlock {
+    lo: vec4<u32>,
+    hi: vec4<u32>,
+    ds: vec2<f32>,
+}
+
+fn x_block(b: u32) -> XBlock {
+    let a = 10u * b;
+    return XBlock(
+        vec4<u32>(xq[a + 2u], xq[a + 3u], xq[a + 4u], xq[a + 5u]),
+        vec4<u32>(xq[a + 6u], xq[a + 7u], xq[a + 8u], xq[a + 9u]),
+        vec2<f32>(bitcast<f32>(xq[a]), bitcast<f32>(xq[a + 1u])),
+    );
+}
+
 // Σ q · x over four words of each, as signed bytes (4-bit quants are 0 ..= 15 in them).
 fn dot16(q: vec4<u32>, x: vec4<u32>) -> i32 {
     return (dot4I8Packed(q.x, x.x) + dot4I8Packed(q.y, x.y)) + (dot4I8Packed(q.z, x.z) + dot4I8Packed(q.w, x.w));
