@@ -19,6 +19,7 @@ use super::ops::{AttentionShape, Position, ATTENTION_CHUNK};
 use super::reduce::Reducer;
 use crate::error::Result;
 use crate::group::Member;
+use crate::tensor::Tensor;
 
 use super::linear::{ColumnParallelLinear, RowParallelLinear};
 use super::matrix::{ProductX, Q8Slots};
@@ -73,6 +74,34 @@ pub(crate) struct Step<'a> {
     /// Query heads per KV head.
     pub(crate) group: usize,
     pub(crate) rope_base: f32,
+    /// The L2 warm of each product's weights beside the dispatch before it.
+    pub(crate) warm: Warm<'a>,
+}
+
+/// How much of the next product's weights a decode step fetches into the GPU's L2 beside each
+/// dispatch that leaves most of the GPU idle ([`crate::tp::TransformerOps::warm_l2`]):
+/// attention before `o`, and each norm before q/k/v, gate/up or the vocabulary. The fetches
+/// change no value; they move the start of the product's stream into time the GPU would
+/// otherwise spend waiting ([`crate::tp::Decoder::set_warm_l2`]).
+#[derive(Clone, Copy)]
+pub(crate) struct Warm<'a> {
+    /// Bytes per product, shared between the matrices it reads first; 0: none.
+    pub(crate) bytes: u64,
+    /// Each member's u32 tensor for `warm_l2`'s store.
+    pub(crate) sink: &'a Sharded,
+}
+
+impl Warm<'_> {
+    /// Records member `i`'s warm of the first bytes of `first` (the matrices a product reads
+    /// from its first workgroups on), the bytes shared evenly; nothing where it is off.
+    pub(crate) fn record(&self, m: &Member, i: usize, first: &[&Tensor]) -> Result<()> {
+        if self.bytes == 0 || first.is_empty() {
+            return Ok(());
+        }
+        let each = self.bytes / first.len() as u64;
+        let tensors: Vec<(&Tensor, u64)> = first.iter().map(|t| (*t, each)).collect();
+        m.transformer().warm_l2(&tensors, self.sink.part(i)?)
+    }
 }
 
 /// Attention over one layer's cache, its weights split by KV-head groups.
@@ -103,6 +132,12 @@ impl QkvBias {
 }
 
 impl Attention {
+    /// The matrices member `i`'s q/k/v products read first: q's (the fused kernel's first
+    /// workgroups and the unfused path's first product both start there).
+    pub(crate) fn first_weights(&self, i: usize) -> Result<Vec<&Tensor>> {
+        Ok(vec![self.q.matrix(i)?.tensor()])
+    }
+
     /// `x += o(attention(q(h), cache + (k(h), v(h)) at the step's position))` from the normed
     /// `h`, summed over the members, then `h = norm(x)` ([`AddNorm`], returned as it stands):
     /// every member's `x` and `h` bitwise equal. `h` is replicated; `partial` holds the output
@@ -178,6 +213,7 @@ impl Attention {
                     m.transformer().attention_at(q, caches.0, caches.1, scores, out, shape, Some(counter))?
                 }
             }
+            step.warm.record(m, i, &[self.o.matrix(i)?.tensor()])?;
         }
         self.o.forward_add_norm(members, comm, &s.attn.refs(), &s.q8_attn, partial, norm)
     }
@@ -191,6 +227,16 @@ pub(crate) struct Mlp {
 }
 
 impl Mlp {
+    /// The matrices member `i`'s gate/up products read first: both, row by row, in the fused
+    /// kernel; gate's, whose product comes first, otherwise.
+    pub(crate) fn first_weights(&self, i: usize) -> Result<Vec<&Tensor>> {
+        let (gate, up) = (self.gate.matrix(i)?, self.up.matrix(i)?);
+        Ok(match (self.gate.in_features.is_multiple_of(8), gate.dense(), up.dense()) {
+            (true, Some(g), Some(u)) => vec![g, u],
+            _ => vec![gate.tensor()],
+        })
+    }
+
     /// `x += down(silu(gate(h)) * up(h))` from the normed `h`, summed over the members, then
     /// `h = norm(x)` ([`AddNorm`], returned as it stands), every member's `x` and `h` bitwise
     /// equal; `partial` as in [`Attention::forward`].

@@ -34,3 +34,4 @@ mod tp_linear;
 mod tp_model;
 mod two_comms;
 mod user_kernels;
+mod warm_l2;

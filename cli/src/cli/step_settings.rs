@@ -24,12 +24,20 @@ pub struct StepSettings {
     /// Multiply every product's input in f32, also where 8-bit inputs would be the default.
     #[arg(long)]
     pub f32_activations: bool,
+    /// MiB of each product's first weights fetched into the GPU's L2 cache beside the norm or
+    /// attention dispatch before it (`Decoder::set_warm_l2`; the same tokens either way); 0:
+    /// none.
+    #[arg(long, value_name = "MIB")]
+    pub warm_l2: Option<u64>,
 }
 
 impl StepSettings {
     /// Sets these on `dec`, before its first step.
     pub fn apply(&self, dec: &mut Decoder) -> CliResult {
         dec.set_fold_norms(self.fold_norms)?;
+        if let Some(mib) = self.warm_l2 {
+            dec.set_warm_l2(mib << 20)?;
+        }
         let q8 = self.q8_activations || (!self.f32_activations && dec.q8_activations_pay());
         if q8 {
             dec.set_q8_activations(true).map_err(|e| fail(format!("--q8-activations: {e}")))?;
@@ -42,6 +50,12 @@ impl StepSettings {
         let mut said = Vec::new();
         if dec.folds_norms() {
             said.push("residual norms folded into the products that read them (--fold-norms)".to_string());
+        }
+        if dec.warm_l2_bytes() > 0 {
+            said.push(format!(
+                "{} MiB of each product's weights warmed into L2 (--warm-l2)",
+                dec.warm_l2_bytes() >> 20
+            ));
         }
         if dec.quantizes_activations() {
             let why = if self.q8_activations {

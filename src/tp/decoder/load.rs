@@ -293,6 +293,7 @@ impl Decoder {
             token: u32s(1)?,
             history: u32s(cfg.max_seq)?,
             position: u32s(1)?,
+            warm_sink: u32s(1)?,
         };
         for m in &members {
             m.flush()?;
@@ -314,6 +315,7 @@ impl Decoder {
             step_host_time: std::time::Duration::ZERO,
             replay: true,
             fold_norms: false,
+            warm_l2_bytes: 0,
             recorded: None,
             rounds_per_step: 0,
             all_reduces_per_step: 0,

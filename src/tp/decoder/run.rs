@@ -5,7 +5,8 @@ use super::state::{reducer, Decoder};
 use crate::comm::Comm;
 use crate::error::{Error, Result};
 use crate::step::{capture, submit_recorded, Capture};
-use crate::tp::block::Step;
+use crate::tensor::Tensor;
+use crate::tp::block::{Step, Warm};
 use crate::tp::ops::Position;
 use crate::tp::residual::{AddNorm, Normed};
 
@@ -143,7 +144,7 @@ impl Decoder {
         e
     }
 
-    fn record_step(&mut self) -> Result<()> {
+    fn record_step<'d>(&'d mut self) -> Result<()> {
         let cfg = &self.cfg;
         let (members, act) = (&self.members, &self.act);
         let step = Step {
@@ -152,7 +153,9 @@ impl Decoder {
             head_dim: cfg.head_dim,
             group: cfg.q_heads / cfg.kv_heads,
             rope_base: cfg.rope_base,
+            warm: Warm { bytes: self.warm_l2_bytes, sink: &act.warm_sink },
         };
+        let warm = step.warm;
         for (i, m) in members.iter().enumerate() {
             m.transformer().embed(&self.embed[i], act.token.part(i)?, act.x.part(i)?)?;
         }
@@ -170,11 +173,23 @@ impl Decoder {
             }
             h = Normed::Ready(&act.h);
         }
+        // Beside each written norm, the first weights of the product that reads it go into L2
+        // (`Warm`; a pending norm has no dispatch to run beside).
+        let warm_after = |h: Normed<'_>, first: &dyn Fn(usize) -> Result<Vec<&'d Tensor>>| -> Result<()> {
+            if let Normed::Ready(_) = h {
+                for (i, m) in members.iter().enumerate() {
+                    warm.record(m, i, &first(i)?)?;
+                }
+            }
+            Ok(())
+        };
         for (l, layer) in self.layers.iter().enumerate() {
+            warm_after(h, &|i| layer.attention.first_weights(i))?;
             let next_norm = self.layers.get(l + 1).map_or(&self.final_norm, |n| &n.attention_norm);
             let r = reducer(&mut self.comm, &mut self.remote);
             let (scratch, partial) = (&act.attention, &act.o);
             h = layer.attention.forward(members, r, scratch, partial, step, h, add_norm(&layer.mlp_norm))?;
+            warm_after(h, &|i| layer.mlp.first_weights(i))?;
             let r = reducer(&mut self.comm, &mut self.remote);
             h = layer.mlp.forward(members, r, &act.mlp, &act.d, h, add_norm(next_norm))?;
         }
@@ -182,6 +197,7 @@ impl Decoder {
         for (i, m) in members.iter().enumerate() {
             h.tensor(m, i)?;
         }
+        warm_after(Normed::Ready(&act.h), &|i| Ok(vec![self.vocab.matrix(i)?.tensor()]))?;
         // The next token: each member's candidates from its vocabulary slice, all-gathered
         // (one member writes them in place), then drawn from them all as the settings say,
         // alike on every member.

@@ -1,5 +1,6 @@
 //! How a [`Decoder`] computes its steps, set before the first one: the residual norms folded
-//! into the products, and the products' inputs quantized to 8-bit blocks.
+//! into the products, the products' inputs quantized to 8-bit blocks, and their weights warmed
+//! into L2.
 
 use vk_native::DeviceType;
 
@@ -33,6 +34,31 @@ impl Decoder {
     /// Whether the residual norms are folded into the products ([`Decoder::set_fold_norms`]).
     pub fn folds_norms(&self) -> bool {
         self.fold_norms
+    }
+
+    /// Fetches the first `bytes` of each product's weights into the GPU's L2 cache beside the
+    /// dispatch before it ([`crate::tp::TransformerOps::warm_l2`]): beside attention, `o`'s;
+    /// beside each written norm, those of the q/k/v, gate/up or vocabulary product that reads
+    /// it (shared between gate and up where one kernel reads both). A norm is one workgroup and
+    /// attention one per head, so the rest of the GPU is idle while they run; the warm moves
+    /// the start of the next weight stream into that time. It changes no value (the decode's
+    /// tokens and logits are bitwise the same); 0, the default, records no warm. On a CPU
+    /// device it is extra work and nothing else. Capped at
+    /// [`crate::tp::WARM_MAX_BYTES`] per matrix. As for [`Decoder::set_fold_norms`], an error
+    /// once a step has been recorded for replay.
+    pub fn set_warm_l2(&mut self, bytes: u64) -> Result<()> {
+        if self.recorded.is_some() && bytes != self.warm_l2_bytes {
+            return Err(Error::InvalidArgument(
+                "set_warm_l2: a step is already recorded for replay; set it before the first step".into(),
+            ));
+        }
+        self.warm_l2_bytes = bytes;
+        Ok(())
+    }
+
+    /// Bytes of each product's weights warmed into L2 ([`Decoder::set_warm_l2`]; 0: off).
+    pub fn warm_l2_bytes(&self) -> u64 {
+        self.warm_l2_bytes
     }
 
     /// Quantizes each decode step's product inputs to 8-bit blocks (`on`) where the weights are

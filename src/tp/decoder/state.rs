@@ -55,6 +55,8 @@ pub(super) struct Activations {
     pub(super) history: Sharded,
     /// The position of the next step (u32), advanced on the devices by the step's last kernel.
     pub(super) position: Sharded,
+    /// What `warm_l2` stores into (u32; [`Decoder::set_warm_l2`]): read by nothing.
+    pub(super) warm_sink: Sharded,
 }
 
 impl Activations {
@@ -135,6 +137,9 @@ pub struct Decoder {
     /// Whether the residual norms are left to the fused products that read them (one member
     /// without a communicator: see [`Decoder::set_fold_norms`]).
     pub(super) fold_norms: bool,
+    /// Bytes of each product's first weights fetched into L2 beside the dispatch before it
+    /// ([`Decoder::set_warm_l2`]); 0: none.
+    pub(super) warm_l2_bytes: u64,
     /// Each member's recording of a step, once made.
     pub(super) recorded: Option<Vec<Replay>>,
     /// Rounds in the recording (all-reduces and the all-gather).

@@ -11,6 +11,8 @@
 //! - `sample.rs`: a drawn token (each member's candidates, then the draw from them all).
 //! - `prompt.rs`: the same work over many rows of a prompt at once.
 //! - `init_weights.rs`: weights generated on the device.
+//! - `warm.rs`: the next product's weights fetched into L2 beside a dispatch that leaves the
+//!   GPU idle.
 
 mod attention;
 mod init_weights;
@@ -21,9 +23,11 @@ mod qkv;
 mod sample;
 mod token;
 mod transformer;
+mod warm;
 
 pub use attention::{attention_partials_len, AttentionShape, ATTENTION_CHUNK};
 pub use prompt::{PromptShape, PROMPT_MAX_HEAD_DIM};
 pub use sample::{sampling_chunk_floats, SAMPLING_CHUNK, SAMPLING_MAX_MEMBERS, SAMPLING_SETTINGS_WORDS};
 pub(crate) use transformer::Position;
 pub use transformer::{ProductInput, TransformerOps};
+pub use warm::{WARM_L2_KEY, WARM_MAX_BYTES};
