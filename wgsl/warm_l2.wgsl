@@ -35,34 +35,24 @@ const SECTORS: u32 = 2048u;
 // 32-bit words per 32-byte sector.
 const WORDS: u32 = 8u;
 
-fn from_a(first: u32) -> u32 {
-    var acc = 0u;
-    for (var k = 0u; k < 8u; k++) {
-        let s = first + k * 256u;
-        if (s < p.sectors_a) {
-            acc ^= a[s * WORDS];
-        }
+// Word i of buffer `which` (0 a, 1 b, 2 c; the same for a whole workgroup).
+fn word(which: u32, i: u32) -> u32 {
+    if (which == 0u) {
+        return a[i];
+    } else if (which == 1u) {
+        return b[i];
     }
-    return acc;
+    return c[i];
 }
 
-fn from_b(first: u32) -> u32 {
+// The xor of the first words of sectors first + 256 k (k < 8) of buffer `which`, of which the
+// first `sectors` are read.
+fn read_eight(which: u32, first: u32, sectors: u32) -> u32 {
     var acc = 0u;
     for (var k = 0u; k < 8u; k++) {
         let s = first + k * 256u;
-        if (s < p.sectors_b) {
-            acc ^= b[s * WORDS];
-        }
-    }
-    return acc;
-}
-
-fn from_c(first: u32) -> u32 {
-    var acc = 0u;
-    for (var k = 0u; k < 8u; k++) {
-        let s = first + k * 256u;
-        if (s < p.sectors_c) {
-            acc ^= c[s * WORDS];
+        if (s < sectors) {
+            acc ^= word(which, s * WORDS);
         }
     }
     return acc;
@@ -77,11 +67,11 @@ fn warm_l2(
     let g = wid.y * nwg.x + wid.x;
     var acc = 0u;
     if (g < p.groups_a) {
-        acc = from_a(g * SECTORS + lid);
+        acc = read_eight(0u, g * SECTORS + lid, p.sectors_a);
     } else if (g < p.groups_a + p.groups_b) {
-        acc = from_b((g - p.groups_a) * SECTORS + lid);
+        acc = read_eight(1u, (g - p.groups_a) * SECTORS + lid, p.sectors_b);
     } else {
-        acc = from_c((g - p.groups_a - p.groups_b) * SECTORS + lid);
+        acc = read_eight(2u, (g - p.groups_a - p.groups_b) * SECTORS + lid, p.sectors_c);
     }
     if (acc == p.key) {
         atomicMax(&sink[0], acc);

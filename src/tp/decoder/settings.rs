@@ -22,10 +22,8 @@ impl Decoder {
     /// docs/BENCHMARKS.md, "The norms"). Set it before the first step: an
     /// error once a step has been recorded for replay.
     pub fn set_fold_norms(&mut self, on: bool) -> Result<()> {
-        if self.recorded.is_some() && on != self.fold_norms {
-            return Err(Error::InvalidArgument(
-                "set_fold_norms: a step is already recorded for replay; set it before the first step".into(),
-            ));
+        if on != self.fold_norms {
+            self.check_unrecorded("set_fold_norms")?;
         }
         self.fold_norms = on;
         Ok(())
@@ -47,13 +45,22 @@ impl Decoder {
     /// [`crate::tp::WARM_MAX_BYTES`] per matrix. As for [`Decoder::set_fold_norms`], an error
     /// once a step has been recorded for replay.
     pub fn set_warm_l2(&mut self, bytes: u64) -> Result<()> {
-        if self.recorded.is_some() && bytes != self.warm_l2_bytes {
-            return Err(Error::InvalidArgument(
-                "set_warm_l2: a step is already recorded for replay; set it before the first step".into(),
-            ));
+        if bytes != self.warm_l2_bytes {
+            self.check_unrecorded("set_warm_l2")?;
         }
         self.warm_l2_bytes = bytes;
         Ok(())
+    }
+
+    /// An error naming `setter` once a step has been recorded for replay: the recording holds
+    /// the step as it was set.
+    fn check_unrecorded(&self, setter: &str) -> Result<()> {
+        match self.recorded {
+            Some(_) => Err(Error::InvalidArgument(format!(
+                "{setter}: a step is already recorded for replay; set it before the first step"
+            ))),
+            None => Ok(()),
+        }
     }
 
     /// Bytes of each product's weights warmed into L2 ([`Decoder::set_warm_l2`]; 0: off).
@@ -83,12 +90,7 @@ impl Decoder {
         if on == self.quantizes_activations() {
             return Ok(());
         }
-        if self.recorded.is_some() {
-            return Err(Error::InvalidArgument(
-                "set_q8_activations: a step is already recorded for replay; set it before the first step"
-                    .into(),
-            ));
-        }
+        self.check_unrecorded("set_q8_activations")?;
         if let Some(m) = self.members.iter().find(|m| on && !m.adapter().caps.integer_dot_product) {
             return Err(Error::Unsupported(format!(
                 "set_q8_activations: {} has no integer dot products (shaderIntegerDotProduct)",
