@@ -43,7 +43,7 @@ pub mod split;
 mod weights;
 
 pub use config::DecoderConfig;
-pub use decoder::{DecodeStats, Decoder, PROMPT_CHUNK, PROMPT_CHUNK_ON_UNITS};
+pub use decoder::{DecodeStats, Decoder, PROMPT_CHUNK, PROMPT_CHUNK_ON_UNITS, WARM_L2_DISCRETE};
 pub use linear::{ColumnParallelLinear, RowParallelLinear};
 pub use matrix::Matrix;
 pub use ops::{

@@ -7,7 +7,8 @@
 
 use crate::common::{self, serial};
 
-use crossgpu::tp::{Decoder, DecoderConfig, SplitSpec, WARM_L2_KEY};
+use crossgpu::tp::{Decoder, DecoderConfig, SplitSpec, WARM_L2_DISCRETE, WARM_L2_KEY};
+use crossgpu::DeviceType;
 use crossgpu::{Comm, CommOptions, Error, Mode, ModeRequest};
 use rand::Rng;
 
@@ -135,6 +136,11 @@ fn decode(cfg: &DecoderConfig, members: usize, mode: Option<Mode>, warm: u64) ->
         }
     };
     let mut d = Decoder::with_comm(&g, cfg.clone(), &SplitSpec::Even, comm).unwrap();
+    // The default warms where every member is a discrete GPU (the seeded weights are f16), and
+    // the decoder warms nothing unless asked.
+    let discrete = g.members().iter().all(|m| m.adapter().device_type == DeviceType::Discrete);
+    assert_eq!(d.warm_l2_default(), if discrete { WARM_L2_DISCRETE } else { 0 });
+    assert_eq!(d.warm_l2_bytes(), 0);
     d.set_warm_l2(warm).unwrap();
     assert_eq!(d.warm_l2_bytes(), warm);
     let tokens = d.generate(7, STEPS, |_| {}).unwrap();

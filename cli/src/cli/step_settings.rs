@@ -26,7 +26,8 @@ pub struct StepSettings {
     pub f32_activations: bool,
     /// MiB of each product's first weights fetched into the GPU's L2 cache beside the norm or
     /// attention dispatch before it (`Decoder::set_warm_l2`; the same tokens either way); 0:
-    /// none.
+    /// none. Default: 12 where every member is a discrete GPU and the weights are f16
+    /// (`Decoder::warm_l2_default`: +4.3% on an H100's 27B-class decode), else 0.
     #[arg(long, value_name = "MIB")]
     pub warm_l2: Option<u64>,
 }
@@ -35,9 +36,8 @@ impl StepSettings {
     /// Sets these on `dec`, before its first step.
     pub fn apply(&self, dec: &mut Decoder) -> CliResult {
         dec.set_fold_norms(self.fold_norms)?;
-        if let Some(mib) = self.warm_l2 {
-            dec.set_warm_l2(mib << 20)?;
-        }
+        let warm = self.warm_l2.map_or_else(|| dec.warm_l2_default(), |mib| mib << 20);
+        dec.set_warm_l2(warm)?;
         let q8 = self.q8_activations || (!self.f32_activations && dec.q8_activations_pay());
         if q8 {
             dec.set_q8_activations(true).map_err(|e| fail(format!("--q8-activations: {e}")))?;

@@ -28,4 +28,5 @@ mod settings;
 mod state;
 
 pub use prompt::{PROMPT_CHUNK, PROMPT_CHUNK_ON_UNITS};
+pub use settings::WARM_L2_DISCRETE;
 pub use state::{DecodeStats, Decoder};

@@ -9,6 +9,10 @@ use crate::error::{Error, Result};
 use crate::ops::Q8Vector;
 use crate::tp::matrix::{Matrix, Q8Slots};
 
+/// Bytes of each product's weights [`Decoder::warm_l2_default`] warms on discrete GPUs (f16
+/// weights).
+pub const WARM_L2_DISCRETE: u64 = 12 << 20;
+
 impl Decoder {
     /// Leaves each residual norm to the product that reads it (`on`) or writes it out as a
     /// dispatch of its own (the default). It applies where the residual stream stays on one
@@ -60,6 +64,35 @@ impl Decoder {
                 "{setter}: a step is already recorded for replay; set it before the first step"
             ))),
             None => Ok(()),
+        }
+    }
+
+    /// The warm [`Decoder::set_warm_l2`] is expected to pay with here: [`WARM_L2_DISCRETE`]
+    /// where every member is a discrete GPU and every layer's weights are f16, else 0. A CPU
+    /// device runs the warm as extra work; an integrated GPU's cache is unmeasured; and
+    /// quantized products are bound by their arithmetic, not by memory, so their weights in L2
+    /// buy nothing. Measured on one H100 (2026-12-06, one call, three processes each,
+    /// docs/BENCHMARKS.md, "Weights warmed into L2"): the 27B-class f16 decode at 56.98–57.03
+    /// tokens/s with 12 MiB against 54.61–54.65 without (+4.3%; 16 MiB the same, 32 MiB, past
+    /// what the 50 MB L2 keeps beside the product's own stream, nothing); cut to 16 layers, a
+    /// Q4_1 file 394.99–396.40 against 393.52–394.74 and a Q4_K_M file 293.25–294.54 against
+    /// 295.97–297.88. `crossgpu decode` and `generate` use it unless `--warm-l2` says otherwise;
+    /// the library's `Decoder` warms nothing unless asked.
+    pub fn warm_l2_default(&self) -> u64 {
+        let discrete = self.members.iter().all(|m| m.adapter().device_type == DeviceType::Discrete);
+        let f16 = (0..self.members.len()).all(|i| {
+            self.layers.iter().all(|l| {
+                let (a, f) = (&l.attention, &l.mlp);
+                [a.q.matrix(i), a.k.matrix(i), a.v.matrix(i), a.o.matrix(i)]
+                    .into_iter()
+                    .chain([f.gate.matrix(i), f.up.matrix(i), f.down.matrix(i)])
+                    .all(|m| m.is_ok_and(|m| m.dense().is_some()))
+            })
+        });
+        if discrete && f16 {
+            WARM_L2_DISCRETE
+        } else {
+            0
         }
     }
 
