@@ -80,15 +80,8 @@ impl Decoder {
     /// the library's `Decoder` warms nothing unless asked.
     pub fn warm_l2_default(&self) -> u64 {
         let discrete = self.members.iter().all(|m| m.adapter().device_type == DeviceType::Discrete);
-        let f16 = (0..self.members.len()).all(|i| {
-            self.layers.iter().all(|l| {
-                let (a, f) = (&l.attention, &l.mlp);
-                [a.q.matrix(i), a.k.matrix(i), a.v.matrix(i), a.o.matrix(i)]
-                    .into_iter()
-                    .chain([f.gate.matrix(i), f.up.matrix(i), f.down.matrix(i)])
-                    .all(|m| m.is_ok_and(|m| m.dense().is_some()))
-            })
-        });
+        let f16 = (0..self.members.len())
+            .all(|i| self.layer_matrices(i).all(|m| m.is_ok_and(|m| m.dense().is_some())));
         if discrete && f16 {
             WARM_L2_DISCRETE
         } else {

@@ -6,6 +6,7 @@ use crate::sample::Sampling;
 use crate::tp::block::{Attention, AttentionScratch, Mlp, MlpScratch};
 use crate::tp::config::DecoderConfig;
 use crate::tp::linear::ColumnParallelLinear;
+use crate::tp::matrix::Matrix;
 use crate::tp::matrix::Q8Slots;
 use crate::tp::plan::Plan;
 use crate::tp::reduce::Reducer;
@@ -207,20 +208,25 @@ impl Decoder {
     pub fn weight_bytes(&self) -> Vec<u64> {
         (0..self.members.len())
             .map(|i| {
-                let mut matrices = vec![self.vocab.matrix(i)];
-                for l in &self.layers {
-                    let (a, m) = (&l.attention, &l.mlp);
-                    matrices.extend([
-                        a.q.matrix(i),
-                        a.k.matrix(i),
-                        a.v.matrix(i),
-                        m.gate.matrix(i),
-                        m.up.matrix(i),
-                    ]);
-                    matrices.extend([a.o.matrix(i), m.down.matrix(i)]);
-                }
-                matrices.into_iter().filter_map(|m| m.ok()).map(|m| m.bytes()).sum()
+                let matrices = std::iter::once(self.vocab.matrix(i)).chain(self.layer_matrices(i));
+                matrices.filter_map(|m| m.ok()).map(|m| m.bytes()).sum()
             })
             .collect()
+    }
+
+    /// Member `i`'s slices of every layer's matrices (q, k, v, o, gate, up, down), layer by layer.
+    pub(super) fn layer_matrices(&self, i: usize) -> impl Iterator<Item = Result<&Matrix>> {
+        self.layers.iter().flat_map(move |l| {
+            let (a, m) = (&l.attention, &l.mlp);
+            [
+                a.q.matrix(i),
+                a.k.matrix(i),
+                a.v.matrix(i),
+                a.o.matrix(i),
+                m.gate.matrix(i),
+                m.up.matrix(i),
+                m.down.matrix(i),
+            ]
+        })
     }
 }
