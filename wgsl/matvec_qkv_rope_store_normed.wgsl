@@ -1,8 +1,9 @@
-// matvec_qkv_rope_store_normed: matvec_qkv_rope_store of h = rmsnorm(x) * nw without h: each dot
-// product reads x * nw, sums x's squares in the same loop and scales its sum by
-// s = 1 / sqrt(mean(x²) + eps) before RoPE (wgsl/include/matvec_f16_group_normed.wgsl): the
-// decoder's residual norm without its dispatch. Within rounding of rmsnorm then
-// matvec_qkv_rope_store, not bitwise.
+// matvec_qkv_rope_store_normed: matvec_qkv_rope_store of h = rmsnorm(y) * nw without h, where
+// the product before left the norm pending (wgsl/include/matvec_add_norm_pending.wgsl): x =
+// y * nw and partial sums of y²; each dot product's finished sum is multiplied by
+// s = 1 / sqrt(Σ sq / cols + eps) (wgsl/include/norm_pending.wgsl) before RoPE: the decoder's
+// residual norm without its dispatch. The same loads and sums as matvec_qkv_rope_store; within
+// rounding of rmsnorm then matvec_qkv_rope_store, not bitwise.
 
 struct QkvNormedParams {
     q_rows: u32,
@@ -13,13 +14,17 @@ struct QkvNormedParams {
     max_seq: u32,
     base: f32,
     eps: f32,
+    squares: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 @group(0) @binding(0) var<storage, read> wq: array<vec4<u32>>;
 @group(0) @binding(1) var<storage, read> wk: array<vec4<u32>>;
 @group(0) @binding(2) var<storage, read> wv: array<vec4<u32>>;
 @group(0) @binding(3) var<storage, read> x: array<vec4<f32>>;
-@group(0) @binding(4) var<storage, read> nw: array<vec4<f32>>;
+@group(0) @binding(4) var<storage, read> sq: array<f32>;
 @group(0) @binding(5) var<storage, read_write> q: array<f32>;
 @group(0) @binding(6) var<storage, read_write> k_cache: array<f32>;
 @group(0) @binding(7) var<storage, read_write> v_cache: array<f32>;
@@ -29,12 +34,9 @@ var<immediate> p: QkvNormedParams;
 const LANES: u32 = 32u;
 const PAIRED: bool = true;
 const NORMED: bool = true;
-// #include "matvec_f16_group_normed.wgsl"
+// #include "matvec_f16_group.wgsl"
+// #include "norm_pending.wgsl"
 // #include "matvec_qkv_rope_store.wgsl"
-
-fn dot_step(acc: vec2<f32>, v: vec4<u32>, g: u32) -> vec2<f32> {
-    return add_group_normed(acc, v, g);
-}
 
 @compute @workgroup_size(256)
 fn matvec_qkv_rope_store_normed(

@@ -6,8 +6,8 @@
 //!
 //! Each half ends with its row-parallel layer's all-reduce and the residual norm that consumes
 //! it (`RowParallelLinear::forward_add_norm`), so a round opens and closes inside the layer.
-//! On one member the norm is left pending ([`Normed`]) and the next half's fused product norms
-//! its own input; the unfused paths write it out first.
+//! Folded on one member, the output projection leaves the norm pending ([`Normed`]) and the
+//! next half's fused product finishes it on its way in; the unfused paths write it out first.
 //!
 //! Where the hidden size is a multiple of 8 and the weights are f16, q, k, v, the ropes and the
 //! cache store run as one kernel (`TransformerOps::matvec_qkv_rope_store`) and gate, up and

@@ -330,9 +330,10 @@ impl RowParallelLinear {
     /// order (`reduce_add_rmsnorm`); else the products go into `partial`, are all-reduced and
     /// added (`add_rmsnorm`). Both give the same bits, and return [`Normed::Ready`].
     ///
-    /// Folded (`norm.fold`), with one member and nothing to reduce with, the product adds itself
-    /// into `x_stream` (`matvec_accumulate`, add_rmsnorm's addition) and the norm is left to
-    /// whoever reads it: [`Normed::Pending`], which the fused products apply on their way in
+    /// Folded (`norm.fold`), with one member, nothing to reduce with and an f16 slice whose
+    /// rows and columns are multiples of 8, the product adds itself into `x_stream`
+    /// (`matvec_add_norm_pending`: matvec_accumulate's addition) and leaves the norm pending for
+    /// whoever reads it: [`Normed::Pending`], which the fused products finish on their way in
     /// (within rounding of `add_rmsnorm`'s h, not bitwise: the norm's scale multiplies their
     /// finished sums).
     ///
@@ -375,11 +376,17 @@ impl RowParallelLinear {
                 }
                 None => Some(r),
             },
-            None if members.len() == 1 && norm.fold => {
-                let x = inputs()?;
-                self.weights[0].matvec_accumulate_x(&members[0], x[0], norm.x.part(0)?)?;
-                return Ok(Normed::Pending(norm));
-            }
+            None if members.len() == 1 => match (norm.fold, self.weights[0].dense()) {
+                // Where the stream's readers can finish the norm (they read 8 at a time too);
+                // an f16 slice reads x in f32 (it takes no 8-bit blocks).
+                (Some(fold), Some(w)) if w.shape().iter().all(|d| d % 8 == 0) => {
+                    let (xs, nw, _) = norm.parts(0)?;
+                    let (weighted, squares) = (fold.weighted.part(0)?, fold.squares.part(0)?);
+                    members[0].transformer().matvec_add_norm_pending(w, x[0], xs, nw, weighted, squares)?;
+                    return Ok(Normed::Pending(norm, fold));
+                }
+                _ => None,
+            },
             None => None,
         };
         self.forward_from(members, reducer, &inputs()?, &mut partial.refs())?;

@@ -147,14 +147,6 @@ impl Matrix {
         }
     }
 
-    /// [`Matrix::matvec_accumulate`] from a [`ProductX`].
-    pub(crate) fn matvec_accumulate_x(&self, m: &Member, x: ProductX<'_>, y: &Tensor) -> Result<()> {
-        match self.q8_of(x) {
-            Some((q, xq)) => m.matvec_quant_q8_accumulate(q, xq, y),
-            None => self.matvec_accumulate(m, x.x, y),
-        }
-    }
-
     /// [`Matrix::matvec_into`] from a [`ProductX`].
     pub(crate) fn matvec_into_x(
         &self,

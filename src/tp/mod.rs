@@ -47,9 +47,9 @@ pub use decoder::{DecodeStats, Decoder, PROMPT_CHUNK, PROMPT_CHUNK_ON_UNITS, WAR
 pub use linear::{ColumnParallelLinear, RowParallelLinear};
 pub use matrix::Matrix;
 pub use ops::{
-    attention_partials_len, sampling_chunk_floats, AttentionShape, ProductInput, PromptShape, TransformerOps,
-    ATTENTION_CHUNK, PROMPT_MAX_HEAD_DIM, SAMPLING_CHUNK, SAMPLING_MAX_MEMBERS, SAMPLING_SETTINGS_WORDS,
-    WARM_L2_KEY, WARM_MAX_BYTES,
+    attention_partials_len, pending_norm_squares, sampling_chunk_floats, AttentionShape, ProductInput,
+    PromptShape, TransformerOps, ATTENTION_CHUNK, PROMPT_MAX_HEAD_DIM, SAMPLING_CHUNK, SAMPLING_MAX_MEMBERS,
+    SAMPLING_SETTINGS_WORDS, WARM_L2_KEY, WARM_MAX_BYTES,
 };
 pub use plan::{check_fits, check_fits_with, Footprint, Plan};
 pub use reduce::Reducer;

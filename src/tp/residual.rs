@@ -1,8 +1,9 @@
 //! The residual stream's norms between a decoder block's halves: each half ends by adding its
 //! row-parallel product into the replicated stream `x` and norming it for the next half
-//! ([`AddNorm`]); the normed vector is either written out (`h`, [`Normed::Ready`]) or left for
-//! the products that read it to compute on their way in ([`Normed::Pending`]), which saves the
-//! norm's dispatch where the stream stays on one member.
+//! ([`AddNorm`]); the normed vector is either written out (`h`, [`Normed::Ready`]) or, where
+//! the stream stays on one member, left pending by the product that adds into it (its
+//! weighted vector and partial sums of squares, [`PendingNorm`]) for the products that read it
+//! to finish on their way in ([`Normed::Pending`]), which saves the norm's dispatch.
 
 use super::ops::ProductInput;
 use super::sharded::Sharded;
@@ -18,9 +19,17 @@ pub(crate) struct AddNorm<'a> {
     pub(crate) weight: &'a Sharded,
     pub(crate) h: &'a Sharded,
     pub(crate) eps: f32,
-    /// Whether the norm may be left to the products that read it ([`Normed::Pending`]) where
-    /// the stream stays on one member.
-    pub(crate) fold: bool,
+    /// Where the norm may be left pending for the products that read it ([`Normed::Pending`])
+    /// when the stream stays on one member; `None` writes it.
+    pub(crate) fold: Option<PendingNorm<'a>>,
+}
+
+/// Where a pending norm's product leaves what its readers finish the norm from: `x · weight`
+/// and the partial sums of `x²` ([`crate::tp::TransformerOps::matvec_add_norm_pending`]).
+#[derive(Clone, Copy)]
+pub(crate) struct PendingNorm<'a> {
+    pub(crate) weighted: &'a Sharded,
+    pub(crate) squares: &'a Sharded,
 }
 
 impl<'a> AddNorm<'a> {
@@ -35,9 +44,9 @@ impl<'a> AddNorm<'a> {
 pub(crate) enum Normed<'a> {
     /// In `h` on every member.
     Ready(&'a Sharded),
-    /// `rmsnorm(x) · weight` of the [`AddNorm`], not computed yet (its `h` is where it goes when
-    /// a reader needs it in memory).
-    Pending(AddNorm<'a>),
+    /// `rmsnorm(x) · weight` of the [`AddNorm`], left pending in the [`PendingNorm`] (its `h`
+    /// is where it goes when a reader needs it in memory).
+    Pending(AddNorm<'a>, PendingNorm<'a>),
 }
 
 impl<'a> Normed<'a> {
@@ -46,9 +55,11 @@ impl<'a> Normed<'a> {
     pub(crate) fn product_input(&self, i: usize) -> Result<ProductInput<'a>> {
         Ok(match *self {
             Normed::Ready(h) => ProductInput::Plain(h.part(i)?),
-            Normed::Pending(n) => {
-                ProductInput::Normed { x: n.x.part(i)?, weight: n.weight.part(i)?, eps: n.eps }
-            }
+            Normed::Pending(n, p) => ProductInput::PendingNorm {
+                weighted: p.weighted.part(i)?,
+                squares: p.squares.part(i)?,
+                eps: n.eps,
+            },
         })
     }
 
@@ -57,7 +68,7 @@ impl<'a> Normed<'a> {
     pub(crate) fn tensor(&self, m: &Member, i: usize) -> Result<&'a Tensor> {
         match *self {
             Normed::Ready(h) => h.part(i),
-            Normed::Pending(n) => {
+            Normed::Pending(n, _) => {
                 let (x, w, h) = n.parts(i)?;
                 m.transformer().rmsnorm(x, w, h, n.eps)?;
                 Ok(h)

@@ -14,7 +14,7 @@
 use crate::common;
 
 use crate::common::reference::{self, gamma, ErrorModel, Ev, U};
-use crate::common::{assert_bits, assert_within_ev, no_panic, scaled, serial, to_f16};
+use crate::common::{assert_bits, assert_within, assert_within_ev, no_panic, scaled, serial, to_f16};
 use crossgpu::tp::split_ranges;
 use crossgpu::tp::AttentionShape;
 use crossgpu::{AllReduceOptions, Comm, DType, Error, Precision, Tensor};
@@ -926,56 +926,97 @@ fn model_ops_reject_overflowing_arguments_without_panicking() {
     );
 }
 
-/// The fused products with a normed input (`ProductInput::Normed`, the decoder's residual norms
-/// left to the products that read them: `s·W(x∘w)`, the scale applied to each finished sum)
-/// against the f64 reference of `rmsnorm` then the product, within the bound derived in
+/// A norm left pending by the product before it (`matvec_add_norm_pending`, the decoder's
+/// output projections with the norms folded) and finished by the fused products that read it
+/// (`ProductInput::PendingNorm`: `s·W(y∘w)`, the scale summed from the partial sums of squares
+/// and applied to each finished sum). The producer: the stream `y0 + W a` within the f64
+/// product's bound and, from 4096 columns (where `matvec` also runs eight rows per workgroup),
+/// bitwise `matvec_accumulate`; the weighted vector bitwise `y·w` in f32; each partial sum of
+/// squares within gamma_9 of its eight rows' f64 sum. The readers: against the f64 reference
+/// of `rmsnorm` of that stream then the product, within the bound derived in
 /// `reference::normed_matvec` carried through SiLU·up (`silu_mul_of_bounded`) and RoPE
 /// (`rope_of_bounded`): gate/up and q/k/v at widths of one group of eight, a few, past 2048,
-/// the 27B model's and past 8192, inputs small enough for eps to matter and large, a norm
-/// weight of mixed signs; RoPE at position 2 (the caches' other positions keep their bits).
-/// The same kernels without the norm stay bitwise the unfused dispatches (the tests above).
-/// x and the norm's weight are left as they were. Bad requests: a weight of another length
-/// or dtype, an output that is the weight.
+/// the 27B model's and past 8192, streams small enough for eps to matter and large, a norm
+/// weight of mixed signs; producers of 8 columns to past 8192 (the four-load kernel); RoPE at
+/// position 2 (the caches' other positions keep their bits). The same kernels without the
+/// norm stay bitwise the unfused dispatches (the tests above). Bad requests of both are
+/// refused before anything runs.
 #[test]
-fn normed_products_match_the_f64_norm_then_the_product() {
+fn pending_norms_match_the_f64_norm_then_the_product() {
     let _s = serial();
     let g = common::logical(1);
     let m = g.member(0).unwrap();
     let t = m.transformer();
     let mut rng = common::rng(171);
     let (eps, base) = (1e-5f32, 10_000.0f32);
-    for (cols, scale) in [(8usize, 1.0f32), (24, 0.003), (2056, 20.0), (5120, 1.0), (8200, 0.5)] {
-        let x = scaled(&mut rng, cols, scale);
+    let f16s = |rng: &mut rand::rngs::StdRng, rows: usize, cols: usize| {
+        let v: Vec<f32> = common::random(rng, rows * cols).into_iter().map(to_f16).collect();
+        (m.upload(&v, &[rows, cols], DType::F16).unwrap(), reference::f64s(&v))
+    };
+    // The producer alone at a stream of 37 rows (its last workgroup's sum over 5).
+    let cases = [
+        (37usize, 16usize, 1.0f32),
+        (8, 4104, 1.0),
+        (24, 8200, 0.003),
+        (2056, 24, 20.0),
+        (5120, 4096, 1.0),
+        (8200, 8, 0.5),
+    ];
+    for (cols, k, scale) in cases {
+        let what = format!("add_norm_pending, a stream of {cols} from {k} cols at scale {scale}");
+        let y0 = scaled(&mut rng, cols, scale);
+        let a = scaled(&mut rng, k, scale / (k as f32).sqrt());
         let nw = scaled(&mut rng, cols, 2.0);
-        let (xt, nwt) = (m.upload_f32(&x).unwrap(), m.upload_f32(&nw).unwrap());
-        let normed = crossgpu::tp::ProductInput::Normed { x: &xt, weight: &nwt, eps };
-        let f16s = |rng: &mut rand::rngs::StdRng, rows: usize| {
-            let v: Vec<f32> = common::random(rng, rows * cols).into_iter().map(to_f16).collect();
-            (m.upload(&v, &[rows, cols], DType::F16).unwrap(), reference::f64s(&v))
-        };
-        let product = |w: &[f64], rows| reference::normed_matvec(w, rows, &x, &nw, eps as f64);
+        let (wo, wo64) = f16s(&mut rng, cols, k);
+        let (at, nwt) = (m.upload_f32(&a).unwrap(), m.upload_f32(&nw).unwrap());
+        let yt = m.upload_f32(&y0).unwrap();
+        let squares_len = crossgpu::tp::pending_norm_squares(cols);
+        let weighted = m.upload_f32(&common::random(&mut rng, cols)).unwrap();
+        let squares = m.upload_f32(&common::random(&mut rng, squares_len)).unwrap();
+        t.matvec_add_norm_pending(&wo, &at, &yt, &nwt, &weighted, &squares).unwrap();
+        let y = yt.read().unwrap();
+        let product =
+            reference::matvec(&wo64, cols, &reference::Ev::from_f32(&a), ErrorModel::Bound { extra: 1 });
+        assert_within_ev(&format!("{what}: the stream"), &y, &reference::add_to_bounded(&product, &y0));
+        if k >= 4096 {
+            let again = m.upload_f32(&y0).unwrap();
+            m.matvec_accumulate(&wo, &at, &again).unwrap();
+            assert_bits(&format!("{what}: the stream against matvec_accumulate"), &y, &again.read().unwrap());
+        }
+        let want: Vec<f32> = y.iter().zip(&nw).map(|(v, w)| v * w).collect();
+        assert_bits(&format!("{what}: weighted"), &weighted.read().unwrap(), &want);
+        let exact: Vec<f64> = y.chunks(8).map(|c| c.iter().map(|&v| (v as f64).powi(2)).sum()).collect();
+        let bound: Vec<f64> = exact.iter().map(|s| reference::gamma(9) * s + f64::MIN_POSITIVE).collect();
+        assert_within(&format!("{what}: squares"), &squares.read().unwrap(), &exact, &bound);
+        assert_bits(&format!("{what}: a kept"), &at.read().unwrap(), &a);
+        assert_bits(&format!("{what}: norm weight kept"), &nwt.read().unwrap(), &nw);
+        if !cols.is_multiple_of(8) {
+            continue;
+        }
+        let pending = crossgpu::tp::ProductInput::PendingNorm { weighted: &weighted, squares: &squares, eps };
+        let product = |w: &[f64], rows| reference::normed_matvec(w, rows, &y, &nw, eps as f64);
         // gate/up, an odd row count (a workgroup's second row out of range).
         let rows = 37;
-        let ((wg, wg64), (wu, wu64)) = (f16s(&mut rng, rows), f16s(&mut rng, rows));
-        let a = m.upload_f32(&common::random(&mut rng, rows)).unwrap();
-        t.matvec_gate_up_silu(&wg, &wu, normed, &a).unwrap();
-        let what = format!("gate/up normed, {cols} cols at scale {scale}");
+        let ((wg, wg64), (wu, wu64)) = (f16s(&mut rng, rows, cols), f16s(&mut rng, rows, cols));
+        let out = m.upload_f32(&common::random(&mut rng, rows)).unwrap();
+        t.matvec_gate_up_silu(&wg, &wu, pending, &out).unwrap();
+        let what = format!("gate/up pending, {cols} cols at scale {scale}");
         let want = reference::silu_mul_of_bounded(&product(&wg64, rows), &product(&wu64, rows));
-        assert_within_ev(&what, &a.read().unwrap(), &want);
+        assert_within_ev(&what, &out.read().unwrap(), &want);
         // q/k/v: 3 query heads and 1 KV head of 6, at position 2 of 4.
         let (d, qh, kvh, pos, max_seq) = (6, 3, 1, 2, 4);
         let ((wq, wq64), (wk, wk64), (wv, wv64)) =
-            (f16s(&mut rng, qh * d), f16s(&mut rng, kvh * d), f16s(&mut rng, kvh * d));
+            (f16s(&mut rng, qh * d, cols), f16s(&mut rng, kvh * d, cols), f16s(&mut rng, kvh * d, cols));
         let cache0 = common::random(&mut rng, kvh * max_seq * d);
         let q = m.empty(&[qh * d], DType::F32).unwrap();
         let (kc, vc) = (m.upload_f32(&cache0).unwrap(), m.upload_f32(&cache0).unwrap());
-        t.matvec_qkv_rope_store((&wq, &wk, &wv), normed, &q, (&kc, &vc), d, pos, max_seq, base).unwrap();
+        t.matvec_qkv_rope_store((&wq, &wk, &wv), pending, &q, (&kc, &vc), d, pos, max_seq, base).unwrap();
         let mut want_q = product(&wq64, qh * d);
         let mut want_k = product(&wk64, kvh * d);
         let want_v = product(&wv64, kvh * d);
         reference::rope_of_bounded(&mut want_q, qh, d, pos, base as f64);
         reference::rope_of_bounded(&mut want_k, kvh, d, pos, base as f64);
-        let what = format!("qkv normed, {cols} cols at scale {scale}");
+        let what = format!("qkv pending, {cols} cols at scale {scale}");
         assert_within_ev(&format!("{what}: q"), &q.read().unwrap(), &want_q);
         for (part, cache, want) in [("k cache", &kc, &want_k), ("v cache", &vc, &want_v)] {
             let got = cache.read().unwrap();
@@ -989,34 +1030,52 @@ fn normed_products_match_the_f64_norm_then_the_product() {
             }
             assert_bits(&format!("{what}: {part} elsewhere"), &others, &kept);
         }
-        assert_bits(&format!("{what}: x kept"), &xt.read().unwrap(), &x);
-        assert_bits(&format!("{what}: weight kept"), &nwt.read().unwrap(), &nw);
     }
-    // Bad requests, each refused before anything runs.
+    // Bad requests, each refused before anything runs: the readers' sums of squares of another
+    // length or dtype, an output that is one of the pending norm's tensors, a bad eps.
     let w = m.upload(&[0.5; 16], &[2, 8], DType::F16).unwrap();
     let x = m.upload_f32(&[1.0; 8]).unwrap();
-    let (short, half) = (m.upload_f32(&[1.0; 4]).unwrap(), m.upload(&[1.0; 8], &[8], DType::F16).unwrap());
+    let (short, half) = (m.upload_f32(&[1.0; 4]).unwrap(), m.upload(&[1.0; 1], &[1], DType::F16).unwrap());
+    let one = m.upload_f32(&[8.0]).unwrap();
     let a = m.upload_f32(&[3.0; 2]).unwrap();
-    let normed = |weight| crossgpu::tp::ProductInput::Normed { x: &x, weight, eps };
-    assert!(matches!(t.matvec_gate_up_silu(&w, &w, normed(&short), &a), Err(Error::LengthMismatch { .. })));
-    assert!(matches!(t.matvec_gate_up_silu(&w, &w, normed(&half), &a), Err(Error::DtypeMismatch { .. })));
+    let pending = |squares, eps| crossgpu::tp::ProductInput::PendingNorm { weighted: &x, squares, eps };
+    for (input, what) in [
+        (pending(&short, eps), "4 sums of squares"),
+        (pending(&half, eps), "f16 sums of squares"),
+        (pending(&x, eps), "the weighted vector as its sums"),
+        (pending(&one, f32::NAN), "eps NaN"),
+        (pending(&one, -1.0), "eps -1"),
+        (pending(&a, eps), "the output as the sums"),
+    ] {
+        assert!(t.matvec_gate_up_silu(&w, &w, input, &a).is_err(), "gate/up accepted {what}");
+    }
     let a8 = m.upload_f32(&[3.0; 8]).unwrap();
     let w88 = m.upload(&[0.5; 64], &[8, 8], DType::F16).unwrap();
-    assert!(matches!(t.matvec_gate_up_silu(&w88, &w88, normed(&a8), &a8), Err(Error::InvalidArgument(_))));
+    let into_weighted = crossgpu::tp::ProductInput::PendingNorm { weighted: &a8, squares: &one, eps };
+    assert!(matches!(t.matvec_gate_up_silu(&w88, &w88, into_weighted, &a8), Err(Error::InvalidArgument(_))));
     assert_eq!(a.read().unwrap(), vec![3.0; 2], "a refused call writes nothing");
     assert_eq!(a8.read().unwrap(), vec![3.0; 8]);
     // q/k/v with 8 query rows and 4 KV rows of heads of 2, caches of 2 positions; the same call
-    // with the weight as q's output is refused as well.
+    // with the sums as q's output is refused as well.
     let w4 = m.upload(&[0.5; 32], &[4, 8], DType::F16).unwrap();
     let (q, kc, vc) = (
         m.upload_f32(&[7.0; 8]).unwrap(),
         m.upload_f32(&[7.0; 8]).unwrap(),
         m.upload_f32(&[7.0; 8]).unwrap(),
     );
-    let qkv = |input| t.matvec_qkv_rope_store((&w88, &w4, &w4), input, &q, (&kc, &vc), 2, 0, 2, base);
-    assert!(matches!(qkv(normed(&short)), Err(Error::LengthMismatch { .. })));
-    assert!(matches!(qkv(normed(&q)), Err(Error::InvalidArgument(_))));
-    qkv(normed(&a8)).unwrap();
+    let q1 = m.upload_f32(&[7.0]).unwrap();
+    let qkv =
+        |input, q: &Tensor| t.matvec_qkv_rope_store((&w88, &w4, &w4), input, q, (&kc, &vc), 2, 0, 2, base);
+    assert!(matches!(qkv(pending(&short, eps), &q), Err(Error::LengthMismatch { .. })));
+    assert!(matches!(
+        qkv(pending(&q1, eps), &q1),
+        Err(Error::LengthMismatch { .. } | Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        qkv(pending(&kc, eps), &q),
+        Err(Error::LengthMismatch { .. } | Error::InvalidArgument(_))
+    ));
+    qkv(pending(&one, eps), &q).unwrap();
     assert!(q.read().unwrap().iter().all(|&v| v != 7.0), "the accepted call writes q");
     for (what, t) in [("k cache", &kc), ("v cache", &vc)] {
         // [2 heads, 2 positions, 2]: position 0 stored, position 1 untouched.
@@ -1025,5 +1084,37 @@ fn normed_products_match_the_f64_norm_then_the_product() {
         assert!(at0.iter().all(|&v| v != 7.0), "{what}: position 0 stored: {got:?}");
         assert_eq!([got[2], got[3], got[6], got[7]], [7.0; 4], "{what}: position 1 untouched");
     }
+    // The producer: f16 weights of a multiple of 8 columns only, every length as its weights
+    // say, and its three outputs apart from each other and from its inputs.
+    let y = m.upload_f32(&[2.0; 8]).unwrap();
+    let (weighted, sums) = (m.upload_f32(&[5.0; 8]).unwrap(), m.upload_f32(&[6.0]).unwrap());
+    let w32 = m.upload(&[0.5; 64], &[8, 8], DType::F32).unwrap();
+    let w12 = m.upload(&[0.5; 96], &[8, 12], DType::F16).unwrap();
+    let nw = m.upload_f32(&[1.5; 8]).unwrap();
+    let produce = |w: &Tensor, x: &Tensor, y: &Tensor, nw: &Tensor, weighted: &Tensor, sums: &Tensor| {
+        t.matvec_add_norm_pending(w, x, y, nw, weighted, sums)
+    };
+    for (r, what) in [
+        (produce(&w32, &x, &y, &nw, &weighted, &sums), "f32 weights"),
+        (produce(&w12, &x, &y, &nw, &weighted, &sums), "12 columns"),
+        (produce(&w88, &short, &y, &nw, &weighted, &sums), "a short x"),
+        (produce(&w88, &x, &short, &nw, &weighted, &sums), "a short stream"),
+        (produce(&w88, &x, &y, &short, &weighted, &sums), "a short norm weight"),
+        (produce(&w88, &x, &y, &nw, &short, &sums), "a short weighted vector"),
+        (produce(&w88, &x, &y, &nw, &weighted, &half), "f16 sums"),
+        (produce(&w88, &x, &y, &nw, &weighted, &x), "8 sums"),
+        (produce(&w88, &x, &y, &nw, &y, &sums), "the stream as the weighted vector"),
+        (produce(&w88, &x, &y, &y, &weighted, &sums), "the stream as the norm weight"),
+        (produce(&w88, &y, &y, &nw, &weighted, &sums), "the stream as x"),
+        (produce(&w88, &x, &y, &nw, &x, &sums), "x as the weighted vector"),
+        (produce(&w88, &x, &y, &nw, &weighted, &one), "accepted"),
+    ] {
+        assert_eq!(r.is_ok(), what == "accepted", "add_norm_pending with {what}: {r:?}");
+    }
+    let want: Vec<f32> = vec![2.0 + 4.0; 8];
+    assert_eq!(y.read().unwrap(), want, "the accepted call adds W x (8 · 0.5 · 1) once");
+    assert_eq!(weighted.read().unwrap(), vec![6.0 * 1.5; 8]);
+    assert_eq!(one.read().unwrap(), vec![8.0 * 36.0]);
+    assert_eq!(sums.read().unwrap(), vec![6.0], "refused calls write nothing");
     common::assert_no_validation_errors();
 }

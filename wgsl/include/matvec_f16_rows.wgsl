@@ -5,8 +5,8 @@
 // kernels do, or one after the other) and `UNROLL` (1, or 4: a thread issues four 16-byte
 // weight loads, LANES groups apart, before it uses the first; the additions keep their order,
 // so the bits do not depend on it), includes matvec_f16_group.wgsl (add_group: one group of
-// eight f16 weights against x) and calls `matvec_rows` from its entry point. The row's partial
-// sums meet in a tree.
+// eight f16 weights against x) and calls `matvec_rows` (or, to finish the rows its own way,
+// `row_sum`) from its entry point. The row's partial sums meet in a tree.
 
 @group(0) @binding(0) var<storage, read> w: array<vec4<u32>>;
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
@@ -18,9 +18,16 @@ var<workgroup> partial: array<f32, 256>;
 
 const LANES: u32 = 256u / ROWS;
 
-fn matvec_rows(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) {
+// The row thread `lid` of workgroup `wid` (of `nwg`) works on (may be past p.rows).
+fn matvec_row(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 {
+    return (wid.y * nwg.x + wid.x) * ROWS + lid / LANES;
+}
+
+// The row's W x, valid on the row's first thread (lid % LANES == 0); every thread of the
+// workgroup must call it (it waits at barriers).
+fn row_sum(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> f32 {
     let lane = lid % LANES;
-    let row = (wid.y * nwg.x + wid.x) * ROWS + lid / LANES;
+    let row = matvec_row(wid, nwg, lid);
     var acc = 0.0;
     // No early return: every thread must reach the barriers below.
     if (row < p.rows) {
@@ -52,7 +59,13 @@ fn matvec_rows(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) {
         }
         workgroupBarrier();
     }
-    if (lane == 0u && row < p.rows) {
-        store_row(row, partial[lid]);
+    return partial[lid];
+}
+
+fn matvec_rows(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) {
+    let v = row_sum(wid, nwg, lid);
+    let row = matvec_row(wid, nwg, lid);
+    if (lid % LANES == 0u && row < p.rows) {
+        store_row(row, v);
     }
 }

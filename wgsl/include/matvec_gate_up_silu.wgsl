@@ -1,12 +1,9 @@
 // The body of matvec_gate_up_silu and matvec_gate_up_silu_normed (how the work is cut: the
-// former's header). The includer declares the bindings `wg`, `wu` and `a`, `p` (rows, cols),
-// `NORMED` and `dot_step(acc, v, g)`: one weight group added to a thread's running sum `acc.x`
-// (and, NORMED, its sum of squares of x `acc.y`, and `normed_scale`), with PAIRED = false.
+// former's header). The includer declares the bindings `wg`, `wu`, `x` and `a`, `p` (rows,
+// cols), `NORMED` and `pending_scale(lid)` (NORMED: norm_pending.wgsl's, the scale of the norm
+// x is waiting for), includes matvec_f16_group.wgsl, with PAIRED = false.
 
 var<workgroup> partial: array<f32, 256>;
-// Each dot product's sum of squares of x (NORMED only; every dot product sums all of x's
-// columns in the same order, so the four of a workgroup hold the same bits).
-var<workgroup> squares: array<f32, 256>;
 
 // Weight group i of the up (is_up) or the gate matrix.
 fn weights(is_up: bool, i: u32) -> vec4<u32> {
@@ -22,7 +19,7 @@ fn gate_up_silu(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) {
     let dot_row = lid / 64u;
     let row = (wid.y * nwg.x + wid.x) * 2u + dot_row / 2u;
     let is_up = dot_row % 2u == 1u;
-    var acc = vec2<f32>(0.0, 0.0);
+    var acc = 0.0;
     // No early return: every thread must reach the barriers below.
     if (row < p.rows) {
         let groups = p.cols / 8u;
@@ -30,28 +27,22 @@ fn gate_up_silu(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) {
         // One load at a time: four in flight, as matvec_f16_vec8_rows8_x4 issues them, made
         // this kernel slower on the H200 (docs/BENCHMARKS.md, "Matrix–vector products").
         for (var q = lane; q < groups; q += 64u) {
-            acc = dot_step(acc, weights(is_up, base + q), q);
+            acc = add_group(acc, weights(is_up, base + q), q);
         }
     }
-    partial[lid] = acc.x;
-    if (NORMED) {
-        squares[lid] = acc.y;
-    }
+    partial[lid] = acc;
     workgroupBarrier();
     for (var s = 32u; s > 0u; s >>= 1u) {
         if (lane < s) {
             partial[lid] += partial[lid + s];
-            if (NORMED) {
-                squares[lid] += squares[lid + s];
-            }
         }
         workgroupBarrier();
     }
+    let scale = pending_scale(lid);
     if (lane == 0u && !is_up && row < p.rows) {
         var g = partial[lid];
         var u = partial[lid + 64u];
         if (NORMED) {
-            let scale = normed_scale(squares[lid]);
             g = g * scale;
             u = u * scale;
         }

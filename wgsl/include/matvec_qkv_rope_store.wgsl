@@ -1,13 +1,10 @@
 // The body of matvec_qkv_rope_store and matvec_qkv_rope_store_normed (how the work is cut: the
-// former's header). The includer declares the bindings `wq`, `wk`, `wv`, `q`, `k_cache`,
+// former's header). The includer declares the bindings `wq`, `wk`, `wv`, `x`, `q`, `k_cache`,
 // `v_cache` and `position`, `p` (q_rows, kv_rows, cols, dim, pos, max_seq, base), `NORMED` and
-// `dot_step(acc, v, g)`: one weight group added to a thread's running sum `acc.x` (and, NORMED,
-// its sum of squares of x `acc.y`, and `normed_scale`), with LANES = 32 and PAIRED = true.
+// `pending_scale(lid)` (NORMED: norm_pending.wgsl's, the scale of the norm x is waiting for),
+// includes matvec_f16_group.wgsl, with LANES = 32 and PAIRED = true.
 
 var<workgroup> partial: array<f32, 256>;
-// Each dot product's sum of squares of x (NORMED only; every dot product sums all of x's
-// columns in the same order, so the eight of a workgroup hold the same bits).
-var<workgroup> squares: array<f32, 256>;
 
 // The step's position: `p.pos` plus the counter `position[0]`, which the decoder's GPU work
 // advances every token (so a recorded token can be replayed); 0 for a single call.
@@ -59,7 +56,7 @@ fn qkv_rope_store(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) {
     let pairs = (p.q_rows + 2u * p.kv_rows) / 2u;
     let at = locate(pair);
     let row = pair_row(at.y, second);
-    var acc = vec2<f32>(0.0, 0.0);
+    var acc = 0.0;
     // No early return: every thread must reach the barriers below.
     if (pair < pairs) {
         let groups = p.cols / 8u;
@@ -67,28 +64,22 @@ fn qkv_rope_store(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) {
         // One load at a time: four in flight, as matvec_f16_vec8_rows8_x4 issues them, made
         // this kernel slower on the H200 (docs/BENCHMARKS.md, "Matrix–vector products").
         for (var g = lane; g < groups; g += LANES) {
-            acc = dot_step(acc, weights(at.x, base + g), g);
+            acc = add_group(acc, weights(at.x, base + g), g);
         }
     }
-    partial[lid] = acc.x;
-    if (NORMED) {
-        squares[lid] = acc.y;
-    }
+    partial[lid] = acc;
     workgroupBarrier();
     for (var s = LANES / 2u; s > 0u; s >>= 1u) {
         if (lane < s) {
             partial[lid] += partial[lid + s];
-            if (NORMED) {
-                squares[lid] += squares[lid + s];
-            }
         }
         workgroupBarrier();
     }
+    let scale = pending_scale(lid);
     if (lane == 0u && !second && pair < pairs) {
         var a = partial[lid];
         var b = partial[lid + LANES];
         if (NORMED) {
-            let scale = normed_scale(squares[lid]);
             a = a * scale;
             b = b * scale;
         }

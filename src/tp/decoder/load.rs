@@ -9,7 +9,9 @@ use crate::tp::block::{splits_attention, Attention, AttentionScratch, Mlp, MlpSc
 use crate::tp::config::DecoderConfig;
 use crate::tp::linear::{ColumnParallelLinear, RowParallelLinear};
 use crate::tp::matrix::Q8Slots;
-use crate::tp::ops::{attention_partials_len, sampling_chunk_floats, AttentionShape, SAMPLING_MAX_MEMBERS};
+use crate::tp::ops::{
+    attention_partials_len, pending_norm_squares, sampling_chunk_floats, AttentionShape, SAMPLING_MAX_MEMBERS,
+};
 use crate::tp::plan::{check_fits_with, Plan};
 use crate::tp::reduce::Reducer;
 use crate::tp::sharded::Sharded;
@@ -263,6 +265,8 @@ impl Decoder {
         let act = Activations {
             x: f32s(&|_| h)?,
             h: f32s(&|_| h)?,
+            norm_weighted: f32s(&|_| h)?,
+            norm_squares: f32s(&|_| pending_norm_squares(h))?,
             attention: AttentionScratch {
                 q: f32s(&|i| kvh(i) * group_size * d)?,
                 k: f32s(&|i| kvh(i) * d)?,

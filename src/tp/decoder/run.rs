@@ -8,7 +8,7 @@ use crate::step::{capture, submit_recorded, Capture};
 use crate::tensor::Tensor;
 use crate::tp::block::{Step, Warm};
 use crate::tp::ops::Position;
-use crate::tp::residual::{AddNorm, Normed};
+use crate::tp::residual::{AddNorm, Normed, PendingNorm};
 
 impl Decoder {
     /// Whether steps are recorded once and then replayed: one submit of a pre-recorded command
@@ -159,19 +159,17 @@ impl Decoder {
         for (i, m) in members.iter().enumerate() {
             m.transformer().embed(&self.embed[i], act.token.part(i)?, act.x.part(i)?)?;
         }
-        // The first norm (folded: left to the first product that reads it); then each half
-        // ends in the next one: its all-reduced output is added to the residual stream `x`,
-        // which is normed into `h` (`forward_add_norm`) or, folded on one member, left for the
-        // next half's product to norm on its way in.
-        let fold = self.fold_norms && members.len() == 1 && self.comm.is_none() && self.remote.is_none();
+        // The first norm; then each half ends in the next one: its all-reduced output is added
+        // to the residual stream `x`, which is normed into `h` (`forward_add_norm`) or, folded
+        // on one member, left pending by that product for the next half's to finish.
+        let fold = (self.fold_norms && members.len() == 1 && self.comm.is_none() && self.remote.is_none())
+            .then_some(PendingNorm { weighted: &act.norm_weighted, squares: &act.norm_squares });
         let add_norm = |weight| AddNorm { x: &act.x, weight, h: &act.h, eps: cfg.eps, fold };
         let first_norm = self.layers.first().map_or(&self.final_norm, |l| &l.attention_norm);
-        let mut h = Normed::Pending(add_norm(first_norm));
-        if !fold {
-            for (i, m) in members.iter().enumerate() {
-                h.tensor(m, i)?;
-            }
-            h = Normed::Ready(&act.h);
+        let mut h = Normed::Ready(&act.h);
+        for (i, m) in members.iter().enumerate() {
+            let (x, w, h) = add_norm(first_norm).parts(i)?;
+            m.transformer().rmsnorm(x, w, h, cfg.eps)?;
         }
         // Beside each written norm, the first weights of the product that reads it go into L2
         // (`Warm`; a pending norm has no dispatch to run beside).

@@ -16,15 +16,17 @@ pub const WARM_L2_DISCRETE: u64 = 12 << 20;
 impl Decoder {
     /// Leaves each residual norm to the product that reads it (`on`) or writes it out as a
     /// dispatch of its own (the default). It applies where the residual stream stays on one
-    /// member (one member, no communicator; elsewhere every norm is written): the output
-    /// projections add themselves into the stream (`matvec_accumulate`) and the next half's
-    /// fused q/k/v or gate/up kernel reads the stream as [`crate::tp::ProductInput::Normed`],
-    /// scaling its finished sums: two dispatches fewer per layer, within rounding of the
-    /// written norms but not their bits. Readers that cannot norm their input (quantized or
-    /// biased products, the vocabulary) get it written first. Off by default: on one H200 it
-    /// made the 27B-class decode slower, 61.1 against 67.7 tokens/s (2026-12-05,
-    /// docs/BENCHMARKS.md, "The norms"). Set it before the first step: an
-    /// error once a step has been recorded for replay.
+    /// member (one member, no communicator; elsewhere every norm is written): each output
+    /// projection adds itself into the stream and, in the same dispatch, writes the stream
+    /// times the norm's weight and one partial sum of squares per eight rows
+    /// ([`crate::tp::TransformerOps::matvec_add_norm_pending`]); the next half's fused q/k/v or
+    /// gate/up kernel reads those as [`crate::tp::ProductInput::PendingNorm`], sums the
+    /// partials into the norm's scale once per workgroup and scales its finished sums: two
+    /// dispatches fewer per layer, within rounding of the written norms but not their bits.
+    /// Readers that cannot finish a pending norm (quantized or biased products, the
+    /// vocabulary) get it written first. Off by default: it was slower on the 27B-class
+    /// decode (docs/BENCHMARKS.md, "The norms"). Set it before the first step: an error once a
+    /// step has been recorded for replay.
     pub fn set_fold_norms(&mut self, on: bool) -> Result<()> {
         if on != self.fold_norms {
             self.check_unrecorded("set_fold_norms")?;

@@ -30,6 +30,10 @@ pub(super) struct Activations {
     pub(super) x: Sharded,
     /// The normed input of the next half (replicated).
     pub(super) h: Sharded,
+    /// A norm left pending on one member ([`Decoder::set_fold_norms`]): the stream times the
+    /// norm's weight, and the stream's partial sums of squares.
+    pub(super) norm_weighted: Sharded,
+    pub(super) norm_squares: Sharded,
     pub(super) attention: AttentionScratch,
     /// The attention's output, all-reduced (replicated).
     pub(super) o: Sharded,

@@ -31,7 +31,7 @@ impl<'m> TransformerOps<'m> {
     /// `[rows, cols]` (`cols % 8 == 0`), `x` f32 of `cols` and `a` f32 of `rows`. Bitwise equal
     /// to `matvec` of each through `matvec_f16_vec8_rows4` followed by [`TransformerOps::silu_mul`]
     /// (the kernel performs their operations in their order). `x` may be
-    /// [`ProductInput::Normed`]: the product then reads the RMSNorm of a vector without a
+    /// [`ProductInput::PendingNorm`]: the product then reads the RMSNorm of a vector without a
     /// dispatch before it, within rounding of [`TransformerOps::rmsnorm`] first (not bitwise).
     pub fn matvec_gate_up_silu<'a>(
         &self,
@@ -76,9 +76,11 @@ impl<'m> TransformerOps<'m> {
                 let b: [&dyn GpuBuffer; 4] = [&wg.buffer, &wu.buffer, &x.buffer, &a.buffer];
                 self.m.shared.dispatch(MATVEC_GATE_UP_SILU, &b, &[], &GateUpParams { rows, cols }, groups)
             }
-            ProductInput::Normed { x, weight, eps } => {
-                let b: [&dyn GpuBuffer; 5] = [&wg.buffer, &wu.buffer, &x.buffer, &weight.buffer, &a.buffer];
-                let imm = GateUpNormedParams { rows, cols, eps };
+            ProductInput::PendingNorm { weighted, squares, eps } => {
+                let b: [&dyn GpuBuffer; 5] =
+                    [&wg.buffer, &wu.buffer, &weighted.buffer, &squares.buffer, &a.buffer];
+                let imm =
+                    GateUpNormedParams { rows, cols, eps, squares: word("gate/up squares", squares.len())? };
                 self.m.shared.dispatch(MATVEC_GATE_UP_SILU_NORMED, &b, &[], &imm, groups)
             }
         }

@@ -29,5 +29,5 @@ pub use attention::{attention_partials_len, AttentionShape, ATTENTION_CHUNK};
 pub use prompt::{PromptShape, PROMPT_MAX_HEAD_DIM};
 pub use sample::{sampling_chunk_floats, SAMPLING_CHUNK, SAMPLING_MAX_MEMBERS, SAMPLING_SETTINGS_WORDS};
 pub(crate) use transformer::Position;
-pub use transformer::{ProductInput, TransformerOps};
+pub use transformer::{pending_norm_squares, ProductInput, TransformerOps};
 pub use warm::{WARM_L2_KEY, WARM_MAX_BYTES};

@@ -5,12 +5,14 @@ use vk_native::{BindRange, GpuBuffer};
 
 use crate::error::{Error, Result};
 use crate::kernels::{
-    NormParams, ReduceNormParams, ReduceNormPollParams, ADD_RMSNORM, REDUCE_ADD_RMSNORM,
+    row_groups, MatvecParams, NormParams, ReduceNormParams, ReduceNormPollParams, ADD_RMSNORM,
+    MATVEC_F16_ROWS8_ADD_NORM_PENDING, MATVEC_F16_ROWS8_X4_ADD_NORM_PENDING, REDUCE_ADD_RMSNORM,
     REDUCE_ADD_RMSNORM_POLL, RMSNORM,
 };
+use crate::ops::MATVEC_F16_FOUR_LOADS_FROM_COLS;
 use crate::tensor::{DType, Tensor};
 
-use super::transformer::{need_len, TransformerOps};
+use super::transformer::{need_len, pending_norm_squares, word, TransformerOps, PENDING_NORM_ROWS};
 
 impl<'m> TransformerOps<'m> {
     /// `y = x / sqrt(mean(x²) + eps) * w`, all f32 of the same length.
@@ -45,6 +47,79 @@ impl<'m> TransformerOps<'m> {
         }
         let b: [&dyn GpuBuffer; 4] = [&r.buffer, &w.buffer, &x.buffer, &y.buffer];
         self.m.shared.dispatch(ADD_RMSNORM, &b, &[], &NormParams { n: x.len() as u32, eps }, [1, 1, 1])
+    }
+
+    /// `y += W x`, then the next RMSNorm of `y` left pending for the products that read it
+    /// ([`super::ProductInput::PendingNorm`] of `weighted` and `squares`): `weighted = y · nw`
+    /// and `squares[g]` = the sum of `y²` over rows `8g .. 8g + 8` in order. The decoder's
+    /// output projections on one member with the norms folded: the residual add, the product
+    /// and the norm's pass over the stream in one dispatch, and no norm dispatch after it. `w`
+    /// f16 `[rows, cols]` with `cols % 8 == 0`, `x` f32 of `cols`, `y`, `nw` and `weighted` f32
+    /// of `rows`, `squares` f32 of [`pending_norm_squares`]`(rows)`. `y` takes the bits of
+    /// [`Member::matvec_accumulate`](crate::Member::matvec_accumulate) from 4096 columns (where
+    /// that also runs eight rows per workgroup; below, within rounding of it).
+    #[allow(clippy::too_many_arguments)]
+    pub fn matvec_add_norm_pending(
+        &self,
+        w: &Tensor,
+        x: &Tensor,
+        y: &Tensor,
+        nw: &Tensor,
+        weighted: &Tensor,
+        squares: &Tensor,
+    ) -> Result<()> {
+        let named = [
+            (w, "add_norm_pending w"),
+            (x, "add_norm_pending x"),
+            (y, "add_norm_pending y"),
+            (nw, "add_norm_pending norm weight"),
+            (weighted, "add_norm_pending weighted"),
+            (squares, "add_norm_pending squares"),
+        ];
+        self.own(&named)?;
+        w.check_dtype(DType::F16, "add_norm_pending w")?;
+        let (rows, cols) = w.matrix_dims("add_norm_pending w")?;
+        if !cols.is_multiple_of(8) {
+            return Err(Error::InvalidArgument(format!(
+                "add_norm_pending: {cols} columns; the kernel reads 8 f16 at a time (use matvec_accumulate and rmsnorm)"
+            )));
+        }
+        for (t, what) in &named[1..] {
+            t.check_dtype(DType::F32, what)?;
+        }
+        need_len("add_norm_pending x", x, cols)?;
+        for (t, what) in &named[2..5] {
+            need_len(what, t, rows)?;
+        }
+        need_len("add_norm_pending squares", squares, pending_norm_squares(rows))?;
+        let ids = named.map(|(t, _)| t.id());
+        // What the kernel writes (y, weighted, squares) apart from each other and from what it
+        // reads (w, x, nw; y is read and written by the same thread).
+        for (a, &out) in ids.iter().enumerate().filter(|(a, _)| [2, 4, 5].contains(a)) {
+            if ids.iter().enumerate().any(|(b, &other)| b != a && other == out) {
+                return Err(Error::InvalidArgument(format!(
+                    "add_norm_pending: {} must be a tensor of its own (the kernel writes it)",
+                    named[a].1
+                )));
+            }
+        }
+        if rows == 0 {
+            return Ok(());
+        }
+        let entry = if cols >= MATVEC_F16_FOUR_LOADS_FROM_COLS {
+            MATVEC_F16_ROWS8_X4_ADD_NORM_PENDING
+        } else {
+            MATVEC_F16_ROWS8_ADD_NORM_PENDING
+        };
+        let imm = MatvecParams {
+            rows: word("add_norm_pending rows", rows)?,
+            cols: word("add_norm_pending cols", cols)?,
+            y_offset: 0,
+            accumulate: 1,
+        };
+        let b: [&dyn GpuBuffer; 6] =
+            [&w.buffer, &x.buffer, &y.buffer, &nw.buffer, &weighted.buffer, &squares.buffer];
+        self.m.shared.dispatch(entry, &b, &[], &imm, row_groups(rows.div_ceil(PENDING_NORM_ROWS)))
     }
 
     /// DevicePoll's phase B fused with `add_rmsnorm`: `x += Σ_j slots[j]` (every member's

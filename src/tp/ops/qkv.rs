@@ -58,7 +58,7 @@ impl<'m> TransformerOps<'m> {
     /// three `matvec`s through `matvec_f16_vec8_rows8`, two [`TransformerOps::rope`]s and
     /// [`TransformerOps::kv_store`] do, bitwise. `wq` is `[q_heads * head_dim, cols]`, `wk` and `wv`
     /// `[kv_heads * head_dim, cols]`, all f16 with `cols % 8 == 0`; `x` f32 of `cols`; `q` f32.
-    /// `x` may be [`ProductInput::Normed`]: the products then read the RMSNorm of a vector,
+    /// `x` may be [`ProductInput::PendingNorm`]: the products then read the RMSNorm of a vector,
     /// without that dispatch: the scale multiplies each finished dot product (within rounding of
     /// [`TransformerOps::rmsnorm`] before them, not bitwise).
     #[allow(clippy::too_many_arguments)]
@@ -176,14 +176,25 @@ impl<'m> TransformerOps<'m> {
                     [&wq.buffer, &wk.buffer, &wv.buffer, &x.buffer, outs[0], outs[1], outs[2], outs[3]];
                 self.m.shared.dispatch(MATVEC_QKV_ROPE_STORE, &b, &[], &imm, groups)
             }
-            ProductInput::Normed { x, weight, eps } => {
-                let imm = QkvNormedParams { q_rows, kv_rows, cols, dim, pos, max_seq, base, eps };
+            ProductInput::PendingNorm { weighted, squares, eps } => {
+                let squares_len = word("qkv squares", squares.len())?;
+                let imm = QkvNormedParams {
+                    q_rows,
+                    kv_rows,
+                    cols,
+                    dim,
+                    pos,
+                    max_seq,
+                    base,
+                    eps,
+                    squares: squares_len,
+                };
                 let b: [&dyn GpuBuffer; 9] = [
                     &wq.buffer,
                     &wk.buffer,
                     &wv.buffer,
-                    &x.buffer,
-                    &weight.buffer,
+                    &weighted.buffer,
+                    &squares.buffer,
                     outs[0],
                     outs[1],
                     outs[2],

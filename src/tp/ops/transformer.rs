@@ -89,26 +89,37 @@ impl<'m> TransformerOps<'m> {
 }
 
 /// The input vector of a fused product ([`TransformerOps::matvec_gate_up_silu`],
-/// [`TransformerOps::matvec_qkv_rope_store`]): a tensor as it is, or the RMSNorm of one, which
-/// the product applies on the way in (no norm dispatch before it, no normed vector in memory):
-/// each dot product reads `x · weight`, sums `x²` in the same loop, and multiplies its finished
-/// sum by `1 / sqrt(mean(x²) + eps)`. Within rounding of [`TransformerOps::rmsnorm`] then the
-/// product, not bitwise (the scale multiplies the sum instead of every element). A `&Tensor`
-/// is [`ProductInput::Plain`].
+/// [`TransformerOps::matvec_qkv_rope_store`]): a tensor as it is, or an RMSNorm the product
+/// before left pending ([`TransformerOps::matvec_add_norm_pending`]), which the product finishes
+/// on its way in (no norm dispatch before it, no normed vector in memory): it reads the
+/// weighted vector `y · weight` that product wrote, sums the partial sums of `y²` it left
+/// (every workgroup alike) and multiplies each finished dot product by `1 / sqrt(mean(y²) +
+/// eps)`. Within rounding of [`TransformerOps::rmsnorm`] then the product, not bitwise (the
+/// scale multiplies the sum instead of every element). A `&Tensor` is [`ProductInput::Plain`].
 #[derive(Clone, Copy, Debug)]
 pub enum ProductInput<'a> {
     /// `x` itself.
     Plain(&'a Tensor),
-    /// `x / sqrt(mean(x²) + eps) * weight`.
-    Normed {
-        /// The vector normed (f32).
-        x: &'a Tensor,
-        /// The norm's scale, f32 of `x`'s length.
-        weight: &'a Tensor,
+    /// `y / sqrt(mean(y²) + eps) * weight`, left pending by
+    /// [`TransformerOps::matvec_add_norm_pending`].
+    PendingNorm {
+        /// `y · weight`, f32 (the product's input length).
+        weighted: &'a Tensor,
+        /// The partial sums of `y²`, f32 ([`pending_norm_squares`] of them).
+        squares: &'a Tensor,
         /// Added to the mean of squares.
         eps: f32,
     },
 }
+
+/// How many partial sums of squares [`TransformerOps::matvec_add_norm_pending`] leaves for a
+/// stream of `len` elements (one per eight rows): the length of a pending norm's `squares`.
+pub fn pending_norm_squares(len: usize) -> usize {
+    len.div_ceil(PENDING_NORM_ROWS)
+}
+
+/// Rows of the stream per partial sum of squares (one workgroup of the producing kernel).
+pub(super) const PENDING_NORM_ROWS: usize = 8;
 
 impl<'a> From<&'a Tensor> for ProductInput<'a> {
     fn from(x: &'a Tensor) -> Self {
@@ -120,23 +131,33 @@ impl<'a> ProductInput<'a> {
     /// The vector read (x, normed or not).
     pub fn x(&self) -> &'a Tensor {
         match *self {
-            ProductInput::Plain(x) | ProductInput::Normed { x, .. } => x,
+            ProductInput::Plain(x) | ProductInput::PendingNorm { weighted: x, .. } => x,
         }
     }
 
-    /// Checks the input on `ops`'s member: f32 of `cols`, a norm's weight f32 of `cols` too
-    /// (`what` names the product).
+    /// Checks the input on `ops`'s member: f32 of `cols`, a pending norm's partial sums f32 of
+    /// [`pending_norm_squares`]`(cols)` (`what` names the product).
     pub(super) fn check(&self, ops: &TransformerOps<'_>, what: &str, cols: usize) -> Result<()> {
         let x = self.x();
         let named = format!("{what} input");
         ops.own(&[(x, &named)])?;
         x.check_dtype(DType::F32, &named)?;
         need_len(&named, x, cols)?;
-        if let ProductInput::Normed { weight, .. } = self {
-            let named = format!("{what} norm weight");
-            ops.own(&[(weight, &named)])?;
-            weight.check_dtype(DType::F32, &named)?;
-            need_len(&named, weight, cols)?;
+        if let ProductInput::PendingNorm { weighted, squares, eps } = *self {
+            let named = format!("{what} norm's sums of squares");
+            ops.own(&[(squares, &named)])?;
+            squares.check_dtype(DType::F32, &named)?;
+            need_len(&named, squares, pending_norm_squares(cols))?;
+            if squares.id() == weighted.id() {
+                return Err(Error::InvalidArgument(format!(
+                    "{what}: the pending norm's sums of squares must be apart from its weighted vector"
+                )));
+            }
+            if !(eps.is_finite() && eps >= 0.0) {
+                return Err(Error::InvalidArgument(format!(
+                    "{what}: the pending norm's eps is {eps}; it must be finite and not negative"
+                )));
+            }
         }
         Ok(())
     }
@@ -145,7 +166,9 @@ impl<'a> ProductInput<'a> {
     pub(super) fn reads(&self, t: &Tensor) -> bool {
         match *self {
             ProductInput::Plain(x) => x.id() == t.id(),
-            ProductInput::Normed { x, weight, .. } => x.id() == t.id() || weight.id() == t.id(),
+            ProductInput::PendingNorm { weighted, squares, .. } => {
+                weighted.id() == t.id() || squares.id() == t.id()
+            }
         }
     }
 }
