@@ -118,8 +118,9 @@ const STEPS: usize = 6;
 type Run = (Vec<u32>, Vec<u32>, Vec<Vec<u32>>, u64);
 
 /// Tokens, logits, every member's residual stream and dispatches (summed over members) of a
-/// decode warming `warm` bytes of each product's weights.
-fn decode(cfg: &DecoderConfig, members: usize, mode: Option<Mode>, warm: u64) -> Option<Run> {
+/// decode warming `warm` bytes of each product's weights, its residual norms folded into the
+/// products where `fold` (`Decoder::set_fold_norms`).
+fn decode(cfg: &DecoderConfig, members: usize, mode: Option<Mode>, fold: bool, warm: u64) -> Option<Run> {
     let g = common::logical(members);
     let comm = match mode {
         None => None,
@@ -143,6 +144,7 @@ fn decode(cfg: &DecoderConfig, members: usize, mode: Option<Mode>, warm: u64) ->
     assert_eq!(d.warm_l2_bytes(), 0);
     d.set_warm_l2(warm).unwrap();
     assert_eq!(d.warm_l2_bytes(), warm);
+    d.set_fold_norms(fold).unwrap();
     let tokens = d.generate(7, STEPS, |_| {}).unwrap();
     if d.replays() {
         let refused = d.set_warm_l2(warm + 1);
@@ -155,19 +157,26 @@ fn decode(cfg: &DecoderConfig, members: usize, mode: Option<Mode>, warm: u64) ->
 }
 
 /// The warm changes no value: the same tokens, logits and residual streams, bit for bit, on
-/// one member (replayed) and across two (HostBridge, recorded every step; DevicePoll, fused
-/// and replayed), with one more dispatch beside each of a step's norms and attentions (three
-/// a layer and the vocabulary's), at a warm that covers whole matrices and one that stops
-/// inside the first sectors' workgroup.
+/// one member (replayed; its norms written, and folded into the products, where the warm runs
+/// beside the product that leaves a norm pending) and across two (HostBridge, recorded every
+/// step; DevicePoll, fused and replayed), with one more dispatch beside each of a step's norms
+/// (or their producers) and attentions (three a layer and the vocabulary's), at a warm that
+/// covers whole matrices and one that stops inside the first sectors' workgroup.
 #[test]
 fn a_decoder_warming_its_weights_decodes_the_same_bits() {
     let _s = serial();
     let cfg = DecoderConfig { layers: 2, vocab: 500, max_seq: 20, ..DecoderConfig::small() };
-    for (members, mode) in [(1, None), (2, Some(Mode::HostBridge)), (2, Some(Mode::DevicePoll))] {
-        let Some(cold) = decode(&cfg, members, mode, 0) else { continue };
+    let cases = [
+        (1, None, false),
+        (1, None, true),
+        (2, Some(Mode::HostBridge), false),
+        (2, Some(Mode::DevicePoll), false),
+    ];
+    for (members, mode, fold) in cases {
+        let Some(cold) = decode(&cfg, members, mode, fold, 0) else { continue };
         for warm in [1 << 20, 4000] {
-            let Some(warmed) = decode(&cfg, members, mode, warm) else { continue };
-            let what = format!("{members} members, {mode:?}, warm {warm}");
+            let Some(warmed) = decode(&cfg, members, mode, fold, warm) else { continue };
+            let what = format!("{members} members, {mode:?}, fold {fold}, warm {warm}");
             assert_eq!(warmed.0, cold.0, "{what}: tokens");
             assert_eq!(warmed.1, cold.1, "{what}: logits bitwise");
             assert_eq!(warmed.2, cold.2, "{what}: residual streams bitwise");

@@ -172,22 +172,21 @@ impl Decoder {
             m.transformer().rmsnorm(x, w, h, cfg.eps)?;
         }
         // Beside each written norm, the first weights of the product that reads it go into L2
-        // (`Warm`; a pending norm has no dispatch to run beside).
-        let warm_after = |h: Normed<'_>, first: &dyn Fn(usize) -> Result<Vec<&'d Tensor>>| -> Result<()> {
-            if let Normed::Ready(_) = h {
-                for (i, m) in members.iter().enumerate() {
-                    warm.record(m, i, &first(i)?)?;
-                }
+        // (`Warm`); a pending norm has no dispatch of its own, so they go in beside the tail of
+        // the product that left it pending.
+        let warm_after = |first: &dyn Fn(usize) -> Result<Vec<&'d Tensor>>| -> Result<()> {
+            for (i, m) in members.iter().enumerate() {
+                warm.record(m, i, &first(i)?)?;
             }
             Ok(())
         };
         for (l, layer) in self.layers.iter().enumerate() {
-            warm_after(h, &|i| layer.attention.first_weights(i))?;
+            warm_after(&|i| layer.attention.first_weights(i))?;
             let next_norm = self.layers.get(l + 1).map_or(&self.final_norm, |n| &n.attention_norm);
             let r = reducer(&mut self.comm, &mut self.remote);
             let (scratch, partial) = (&act.attention, &act.o);
             h = layer.attention.forward(members, r, scratch, partial, step, h, add_norm(&layer.mlp_norm))?;
-            warm_after(h, &|i| layer.mlp.first_weights(i))?;
+            warm_after(&|i| layer.mlp.first_weights(i))?;
             let r = reducer(&mut self.comm, &mut self.remote);
             h = layer.mlp.forward(members, r, &act.mlp, &act.d, h, add_norm(next_norm))?;
         }
@@ -195,7 +194,7 @@ impl Decoder {
         for (i, m) in members.iter().enumerate() {
             h.tensor(m, i)?;
         }
-        warm_after(Normed::Ready(&act.h), &|i| Ok(vec![self.vocab.matrix(i)?.tensor()]))?;
+        warm_after(&|i| Ok(vec![self.vocab.matrix(i)?.tensor()]))?;
         // The next token: each member's candidates from its vocabulary slice, all-gathered
         // (one member writes them in place), then drawn from them all as the settings say,
         // alike on every member.

@@ -43,7 +43,9 @@ impl Decoder {
     /// Fetches the first `bytes` of each product's weights into the GPU's L2 cache beside the
     /// dispatch before it ([`crate::tp::TransformerOps::warm_l2`]): beside attention, `o`'s;
     /// beside each written norm, those of the q/k/v, gate/up or vocabulary product that reads
-    /// it (shared between gate and up where one kernel reads both). A norm is one workgroup and
+    /// it (shared between gate and up where one kernel reads both); a folded norm
+    /// ([`Decoder::set_fold_norms`]) has no dispatch, so its reader's go beside the tail of the
+    /// product that leaves it pending. A norm is one workgroup and
     /// attention one per head, so the rest of the GPU is idle while they run; the warm moves
     /// the start of the next weight stream into that time. It changes no value (the decode's
     /// tokens and logits are bitwise the same); 0, the default, records no warm. On a CPU
