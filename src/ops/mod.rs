@@ -18,7 +18,8 @@ use crate::group::Member;
 use crate::kernels::{
     elementwise_groups, row_groups, AddParams, CopyParams, Entry, FillParams, MatvecParams, ScaleParams,
     ADD_F16_INTO_F32, ADD_F32, COPY_U32, F32_TO_F16, FILL_U32, MATVEC_F16, MATVEC_F16_VEC8,
-    MATVEC_F16_VEC8_ROWS4, MATVEC_F16_VEC8_ROWS8, MATVEC_F16_VEC8_ROWS8_X4, MATVEC_F32, SCALE_F32,
+    MATVEC_F16_VEC8_ROWS4, MATVEC_F16_VEC8_ROWS8, MATVEC_F16_VEC8_ROWS8_T2, MATVEC_F16_VEC8_ROWS8_T4,
+    MATVEC_F16_VEC8_ROWS8_X4, MATVEC_F16_VEC8_ROWS8_X4_T2, MATVEC_F32, SCALE_F32,
 };
 
 use crate::tensor::{DType, Tensor};
@@ -356,13 +357,17 @@ impl Matvec {
 }
 
 /// The f16 kernels for `cols % 8 == 0`: one row per workgroup of 256 threads (kept as the
-/// benchmark's reference), four rows of 64 threads, eight rows of 32 threads, and eight rows
-/// with four weight loads in flight per thread (the same additions as eight rows, so its bits).
-const F16_VEC8: [Matvec; 4] = [
+/// benchmark's reference), four rows of 64 threads, eight rows of 32 threads, eight rows with
+/// four weight loads in flight per thread, and eight rows with each thread on two or four of
+/// them, loading x once for them (all eight-row kernels add the same way, so their bits).
+const F16_VEC8: [Matvec; 7] = [
     Matvec { entry: MATVEC_F16_VEC8, rows_per_workgroup: 1 },
     Matvec { entry: MATVEC_F16_VEC8_ROWS4, rows_per_workgroup: 4 },
     Matvec { entry: MATVEC_F16_VEC8_ROWS8, rows_per_workgroup: 8 },
     Matvec { entry: MATVEC_F16_VEC8_ROWS8_X4, rows_per_workgroup: 8 },
+    Matvec { entry: MATVEC_F16_VEC8_ROWS8_T2, rows_per_workgroup: 8 },
+    Matvec { entry: MATVEC_F16_VEC8_ROWS8_X4_T2, rows_per_workgroup: 8 },
+    Matvec { entry: MATVEC_F16_VEC8_ROWS8_T4, rows_per_workgroup: 8 },
 ];
 
 /// Columns from which [`matvec_f16_kernel`] picks eight rows per workgroup instead of four: with
@@ -371,9 +376,11 @@ const F16_VEC8: [Matvec; 4] = [
 /// `o` product took 23.4 µs with eight rows against 26.2 with four: docs/BENCHMARKS.md,
 /// "Matrix–vector products").
 pub const MATVEC_F16_EIGHT_ROWS_FROM_COLS: usize = 4096;
-/// Columns from which [`matvec_f16_kernel`] has each thread issue four weight loads before it
-/// uses the first (`matvec_f16_vec8_rows8_x4`): the 17408-column `down` product of the 27B-class
-/// decode took 54.5 µs so against 57.7 (one H200); at 5120 columns it gained nothing measurable.
+/// Columns from which [`matvec_f16_kernel`] has each thread issue four weight loads per row before
+/// it uses the first, on two rows at once sharing their x loads (`matvec_f16_vec8_rows8_x4_t2`):
+/// the 17408-column `down` product of the 27B-class decode took 54.5 µs with four loads against
+/// 57.7 (one H200), and 73.0 with two rows per thread against 75.0 (one H100); at 5120 columns
+/// neither gained (two rows per thread: `o` 24.6 → 25.5 µs on the H100).
 pub const MATVEC_F16_FOUR_LOADS_FROM_COLS: usize = 8192;
 /// The f16 matvec kernels for `cols % 8 == 0`, as [`Member::matvec_f16_with`] names them.
 pub const MATVEC_F16_KERNELS: [&str; F16_VEC8.len()] = {
@@ -393,7 +400,7 @@ fn f16_matvec(cols: usize) -> Matvec {
     if !cols.is_multiple_of(8) {
         Matvec::F16_ANY_COLS
     } else if cols >= MATVEC_F16_FOUR_LOADS_FROM_COLS {
-        F16_VEC8[3]
+        F16_VEC8[5]
     } else if cols >= MATVEC_F16_EIGHT_ROWS_FROM_COLS {
         F16_VEC8[2]
     } else {

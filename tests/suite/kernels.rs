@@ -523,15 +523,24 @@ fn matvec_f16_every_vec8_kernel() {
             check_matvec_with(m, Some(kernel), rows, cols, DType::F16, 600 + (10 * k + i) as u64);
         }
     }
-    // Four loads in flight change when a thread loads, not what it adds: the bits of eight rows,
-    // with columns that end inside a batch of four (8·1001: 1001 groups of 8 over 32 threads)
-    // and just past one (8·129).
-    for (i, &(rows, cols)) in [(7, 8 * 1001), (17, 8 * 129), (40, 8 * 2050)].iter().enumerate() {
+    // Four loads in flight and several rows per thread change when a thread loads, not what it
+    // adds: the bits of eight rows, with columns that end inside a batch of four (8·1001: 1001
+    // groups of 8 over 32 threads) and just past one (8·129), and last blocks of every size
+    // (7, 13, 17, 22 rows: 7, 5, 1 and 6 of eight).
+    let shapes = [(7, 8 * 1001), (17, 8 * 129), (40, 8 * 2050), (13, 8 * 515), (22, 8 * 33)];
+    for (i, &(rows, cols)) in shapes.iter().enumerate() {
         let seed = 700 + i as u64;
         let plain = check_matvec_with(m, Some("matvec_f16_vec8_rows8"), rows, cols, DType::F16, seed);
-        let four = check_matvec_with(m, Some("matvec_f16_vec8_rows8_x4"), rows, cols, DType::F16, seed);
         let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-        assert_eq!(bits(&plain), bits(&four), "rows8 and rows8_x4 at {rows}x{cols}");
+        for other in [
+            "matvec_f16_vec8_rows8_x4",
+            "matvec_f16_vec8_rows8_t2",
+            "matvec_f16_vec8_rows8_x4_t2",
+            "matvec_f16_vec8_rows8_t4",
+        ] {
+            let got = check_matvec_with(m, Some(other), rows, cols, DType::F16, seed);
+            assert_eq!(bits(&plain), bits(&got), "matvec_f16_vec8_rows8 and {other} at {rows}x{cols}");
+        }
     }
     // Bad kernel names and shapes are errors.
     let w = m.upload(&[1.0; 24], &[2, 12], DType::F16).unwrap();
@@ -564,7 +573,7 @@ fn matvec_more_than_65535_rows_uses_2d_dispatch() {
     assert_eq!(crossgpu::matvec_f16_kernel(4088), "matvec_f16_vec8_rows4");
     assert_eq!(crossgpu::matvec_f16_kernel(4096), "matvec_f16_vec8_rows8");
     assert_eq!(crossgpu::matvec_f16_kernel(8184), "matvec_f16_vec8_rows8");
-    assert_eq!(crossgpu::matvec_f16_kernel(8192), "matvec_f16_vec8_rows8_x4");
+    assert_eq!(crossgpu::matvec_f16_kernel(8192), "matvec_f16_vec8_rows8_x4_t2");
     assert_eq!(crossgpu::matvec_f16_kernel(12), "matvec_f16");
     check_matvec(m, 4 * 65_537 + 3, 8, DType::F16, 403);
     check_matvec_with(m, Some("matvec_f16_vec8_rows8"), 8 * 65_537 + 3, 8, DType::F16, 404);

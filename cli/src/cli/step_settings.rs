@@ -9,8 +9,9 @@ use super::{fail, CliResult};
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct StepSettings {
     /// Leave each residual norm to the fused product that reads it (one member, f16 weights:
-    /// two dispatches fewer per layer; `Decoder::set_fold_norms`). Off by default: on one H200
-    /// it made the 27B-class decode slower (61.1 against 67.7 tokens/s).
+    /// two dispatches fewer per layer; `Decoder::set_fold_norms`). Off by default: on one H100
+    /// it made the 27B-class decode slower (54.7 against 55.5 tokens/s, docs/BENCHMARKS.md
+    /// "The norms").
     #[arg(long)]
     pub fold_norms: bool,
     /// Quantize each product's input to 8-bit blocks where its weights are ggml blocks (Q8_0,

@@ -1,0 +1,18 @@
+// matvec_f16_vec8_rows8_x4_t2: matvec_f16_vec8_rows8's products (its bits) with each of 128 threads
+// working on 2 of the eight rows, loading x once for them, four groups per row loaded together (as
+// matvec_f16_vec8_rows8_x4). cols % 8 == 0.
+
+const ROWS_PER_THREAD: u32 = 2u;
+const UNROLL: u32 = 4u;
+
+// #include "matvec_f16_group.wgsl"
+// #include "matvec_f16_rows_shared_x.wgsl"
+
+@compute @workgroup_size(128)
+fn matvec_f16_vec8_rows8_x4_t2(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    matvec_rows_shared_x(wid, nwg, lid);
+}
