@@ -198,8 +198,9 @@ fn bench_all_writes_every_part_to_bench_json() {
     let matvec = v["matvec"].as_array().expect("matvec points");
     // Two shapes through every f16 kernel and every quantized kernel of the formats whose blocks
     // tile 512 columns (all of them) and 40 (BF16's blocks of 8 only), then the decoder's two
-    // fused kernels beside the dispatches each replaces (4 points).
-    let want = 2 * crossgpu::MATVEC_F16_KERNELS.len() + quant_kernels(512) + quant_kernels(40) + 4;
+    // fused kernels beside the dispatches each replaces, and gate/up's two x-sharing kernels
+    // (6 points).
+    let want = 2 * crossgpu::MATVEC_F16_KERNELS.len() + quant_kernels(512) + quant_kernels(40) + 6;
     assert_eq!(matvec.len(), want, "{matvec:?}");
     assert_eq!(quant_kernels(40), crossgpu::QuantFormat::BF16.kernel_names().len());
     for f in crossgpu::QuantFormat::ALL {
@@ -207,7 +208,12 @@ fn bench_all_writes_every_part_to_bench_json() {
             assert!(matvec.iter().any(|m| m["kernel"] == k && m["cols"] == 512), "{k} measured: {matvec:?}");
         }
     }
-    for k in ["matvec_gate_up_silu (fused)", "matvec_qkv_rope_store (fused)"] {
+    for k in [
+        "matvec_gate_up_silu (fused)",
+        "matvec_gate_up_silu_x2 (fused, x shared)",
+        "matvec_gate_up_silu_x4 (fused, x shared)",
+        "matvec_qkv_rope_store (fused)",
+    ] {
         assert!(matvec.iter().any(|m| m["kernel"] == k), "{k} measured: {matvec:?}");
     }
     assert!(matvec.iter().all(|m| m["us_per_matvec"]["median"].as_f64().unwrap() > 0.0));

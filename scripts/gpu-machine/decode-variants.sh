@@ -31,11 +31,7 @@ for k in $(seq 1 "${REPEAT:-3}"); do
         { echo "=== [$v] $k"; decode "$v" --tokens "${TOKENS:-64}"; } >> "$R/decode.txt" 2>&1
         log "decode [$v] $k exit $?"
     done
-    if [ "${TORCH:-1}" = 1 ]; then
-        { echo "=== torch $k"; timeout 150 python3 scripts/gpu-machine/torch_decode.py "${TOKENS:-64}"; } \
-            >> "$R/torch.txt" 2>&1
-        log "torch $k exit $?"
-    fi
+    torch_round "$k"
 done
 if [ "${PROFILE:-1}" != 0 ]; then
     for v in "${variants[@]}"; do

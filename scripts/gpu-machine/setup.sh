@@ -48,3 +48,12 @@ decode() {
     { echo "=== $label: $* ${DECODE_ARGS:-} (${TOKENS:-32} tokens)"; env "$@" timeout 120 crossgpu decode --preset 27b --tokens "${TOKENS:-32}" ${DECODE_ARGS:-}; } >> "$R/decode.txt" 2>&1
     log "decode $label exit $?"
 }
+# torch_round K: where TORCH (default 1) is 1, PyTorch + CUDA graphs on the same shape
+# (torch_decode.py, $TOKENS tokens, default 64) once, appended to $R/torch.txt under
+# "=== torch K", then logged: the reference a decode script runs once a round beside crossgpu.
+torch_round() {
+    [ "${TORCH:-1}" = 1 ] || return 0
+    { echo "=== torch $1"; timeout 150 python3 scripts/gpu-machine/torch_decode.py "${TOKENS:-64}"; } \
+        >> "$R/torch.txt" 2>&1
+    log "torch $1 exit $?"
+}

@@ -41,11 +41,7 @@ for k in $(seq 1 "${REPEAT:-3}"); do
             log "decode $t warm $w $k exit $?"
         done
     done
-    if [ "${TORCH:-1}" = 1 ]; then
-        { echo "=== torch $k"; timeout 150 python3 scripts/gpu-machine/torch_decode.py "${TOKENS:-64}"; } \
-            >> "$R/torch.txt" 2>&1
-        log "torch $k exit $?"
-    fi
+    torch_round "$k"
 done
 for w in ${PROFILE-0 16}; do
     { echo "=== warm $w"; CROSSGPU_DEVICES=$N0 timeout 100 crossgpu decode --preset 27b --tokens 16 \

@@ -209,6 +209,12 @@ pub fn measure_decoder_kernels(
         time(2 * ffn, "matvec_gate_up_silu (fused)", &|| {
             m.transformer().matvec_gate_up_silu(&wg, &wu, &x, &a)
         })?,
+        time(2 * ffn, "matvec_gate_up_silu_x2 (fused, x shared)", &|| {
+            m.transformer().matvec_gate_up_silu_with("matvec_gate_up_silu_x2", &wg, &wu, &x, &a)
+        })?,
+        time(2 * ffn, "matvec_gate_up_silu_x4 (fused, x shared)", &|| {
+            m.transformer().matvec_gate_up_silu_with("matvec_gate_up_silu_x4", &wg, &wu, &x, &a)
+        })?,
         time(2 * ffn, "gate, up (four rows each), silu_mul", &|| {
             m.matvec_f16_with(four, &wg, &x, &g)?;
             m.matvec_f16_with(four, &wu, &x, &u)?;

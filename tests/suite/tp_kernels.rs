@@ -136,7 +136,15 @@ fn gate_up_silu_is_bitwise_the_two_products_and_silu_mul() {
     let g = common::logical(1);
     let m = g.member(0).unwrap();
     let mut rng = common::rng(115);
-    for (rows, cols) in [(1usize, 8usize), (3, 24), (129, 256), (2 * 65_535 + 3, 8), (1031, 5120)] {
+    for (rows, cols) in [
+        (1usize, 8usize),
+        (3, 24),
+        (129, 256),
+        (2 * 65_535 + 3, 8),
+        (4 * 65_535 + 2, 8),
+        (1031, 5120),
+        (7, 8 * 131),
+    ] {
         let wg: Vec<f32> = common::random(&mut rng, rows * cols).into_iter().map(to_f16).collect();
         let wu: Vec<f32> = common::random(&mut rng, rows * cols).into_iter().map(to_f16).collect();
         let x = scaled(&mut rng, cols, 2.0);
@@ -157,6 +165,12 @@ fn gate_up_silu_is_bitwise_the_two_products_and_silu_mul() {
         m.transformer().silu_mul(&gt, &ut, &at).unwrap();
         let got = fused.read().unwrap();
         assert_bits(&format!("gate/up {rows}x{cols} vs the unfused kernels"), &got, &at.read().unwrap());
+        // The kernels that load x once for a row's two products: the same bits.
+        for kernel in ["matvec_gate_up_silu", "matvec_gate_up_silu_x2", "matvec_gate_up_silu_x4"] {
+            let other = m.upload_f32(&common::random(&mut rng, rows)).unwrap();
+            m.transformer().matvec_gate_up_silu_with(kernel, &wgt, &wut, &xt, &other).unwrap();
+            assert_bits(&format!("gate/up {rows}x{cols} through {kernel}"), &other.read().unwrap(), &got);
+        }
         let x = Ev::from_f32(&x);
         let product = |w: &[f32]| reference::matvec(&reference::f64s(w), rows, &x, BOUND);
         let want = reference::silu_mul_of_bounded(&product(&wg), &product(&wu));
@@ -185,6 +199,14 @@ fn gate_up_silu_is_bitwise_the_two_products_and_silu_mul() {
     ));
     assert!(matches!(
         m.transformer().matvec_gate_up_silu(&w4, &w4, &x8, &y2),
+        Err(Error::LengthMismatch { .. })
+    ));
+    assert!(matches!(
+        m.transformer().matvec_gate_up_silu_with("matvec_gate_up_silu_x8", &w8, &w8, &x8, &y2),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        m.transformer().matvec_gate_up_silu_with("matvec_gate_up_silu_x4", &w8, &w8, &x9, &y2),
         Err(Error::LengthMismatch { .. })
     ));
     assert_eq!(y2.read().unwrap(), vec![3.0; 2], "a refused call writes nothing");
