@@ -3,9 +3,24 @@
 // 32 bytes of x instead of 64. A dot product still has 64 lanes adding the same groups in the
 // same order, its partials sit where matvec_gate_up_silu's do (gate of the workgroup's row r at
 // 128 r + lane, up 64 further) and meet in the same tree, so the bits are that kernel's. The
-// includer declares the bindings `wg`, `wu`, `x`, `a` and `p` (rows, cols), sets `ROWS` (the
-// workgroup's rows: it has 64 * ROWS threads), includes matvec_f16_group.wgsl with PAIRED =
-// false and calls `gate_up_silu_shared_x` from an entry point of 64 * ROWS threads.
+// includer sets `ROWS` (the workgroup's rows) and calls `gate_up_silu_shared_x` from an entry
+// point of 64 * ROWS threads; f16 weights (cols % 8 == 0), f32 x and a.
+
+struct GateUpParams {
+    rows: u32,
+    cols: u32,
+    _pad0: u32,
+    _pad1: u32,
+}
+
+@group(0) @binding(0) var<storage, read> wg: array<vec4<u32>>;
+@group(0) @binding(1) var<storage, read> wu: array<vec4<u32>>;
+@group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read_write> a: array<f32>;
+var<immediate> p: GateUpParams;
+
+const PAIRED: bool = false;
+// #include "matvec_f16_group.wgsl"
 
 var<workgroup> partial: array<f32, 128 * ROWS>;
 

@@ -41,7 +41,7 @@ impl<'m> TransformerOps<'m> {
         x: impl Into<ProductInput<'a>>,
         a: &Tensor,
     ) -> Result<()> {
-        self.gate_up(GATE_UP[1], wg, wu, x.into(), a)
+        self.gate_up(DECODER_GATE_UP, wg, wu, x.into(), a)
     }
 
     /// [`TransformerOps::matvec_gate_up_silu`] through the kernel named `kernel` (`matvec_gate_up_silu`,
@@ -126,11 +126,13 @@ struct GateUp {
 
 /// The fused gate/up kernels, all with one result bit for bit: two rows per workgroup of 256
 /// threads (a thread per lane of one dot product), and two or four rows per workgroup with a
-/// thread computing both of its row's dot products (x loaded once for them). The second is
-/// `matvec_gate_up_silu`'s: on an H100 the 27B shape's product takes 119 µs against 121 and
-/// 120 (docs/BENCHMARKS.md, "The fused decoder kernels").
+/// thread computing both of its row's dot products (x loaded once for them).
 const GATE_UP: [GateUp; 3] = [
     GateUp { entry: MATVEC_GATE_UP_SILU, rows_per_workgroup: 2 },
     GateUp { entry: MATVEC_GATE_UP_SILU_X2, rows_per_workgroup: 2 },
     GateUp { entry: MATVEC_GATE_UP_SILU_X4, rows_per_workgroup: 4 },
 ];
+
+/// `matvec_gate_up_silu`'s kernel: on an H100 the 27B shape's product takes 119 µs against
+/// 121 and 120 for the other two (docs/BENCHMARKS.md, "The fused decoder kernels").
+const DECODER_GATE_UP: GateUp = GATE_UP[1];
