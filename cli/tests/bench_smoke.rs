@@ -281,7 +281,8 @@ fn bench_all_defaults_fit_a_cpu_device() {
     assert!(points.iter().any(|p| p["wire"] == "f16" && p["bytes"] == 1 << 20), "{points:?}");
     assert_eq!(
         v["matvec"].as_array().map(Vec::len),
-        Some(crossgpu::MATVEC_F16_KERNELS.len() + quant_kernels(1024) + 4)
+        // The fused points as above: 2 + 2 beside their dispatches, gate/up's x-sharing two.
+        Some(crossgpu::MATVEC_F16_KERNELS.len() + quant_kernels(1024) + 6)
     );
     // Without --members the decode runs on one member (one per GPU), and says so.
     assert!(log.contains("decode: one member (one per GPU"), "{log}");
