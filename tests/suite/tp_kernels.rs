@@ -1,5 +1,5 @@
 //! Tensor parallelism, the kernels: the decoder's operations as `Member` operations (rmsnorm,
-//! add_rmsnorm, silu_mul, the fused MLP and attention-input kernels, embed, rope, attention,
+//! add_rmsnorm, matvec_add_rmsnorm, silu_mul, the fused MLP and attention-input kernels, embed, rope, attention,
 //! argmax_pair, select_token, copy_region, kv_store, init_weights) and their bad requests.
 //! Everything is checked against its CPU twin in `tests/common/reference.rs`, computed in f64 on
 //! random inputs (never all zeros), within the worst-case bound derived there
@@ -96,6 +96,112 @@ fn add_rmsnorm_equals_add_then_rmsnorm() {
     let y = m.upload_f32(&[0.0; 5]).unwrap();
     assert!(matches!(m.transformer().add_rmsnorm(&a, &a, &b, &y, eps), Err(Error::InvalidArgument(_))));
     assert_bits("add_rmsnorm errors leave x", &a.read().unwrap(), &[1.0; 5]);
+    common::assert_no_validation_errors();
+}
+
+/// matvec_add_rmsnorm (`x += W a`, then `h = rmsnorm(x) · nw` by the product's last workgroup)
+/// is bitwise `matvec` into `r` then `add_rmsnorm(x, r)`, in x and h, through each of its three
+/// kernels (below 4096 columns, from 4096, from 8192), over three rounds on one arrival counter
+/// (left 0 after each), at streams the norm holds in registers and longer ones, with a partial
+/// last workgroup and with a 2-D grid; x against the f64 product plus the old stream, h against
+/// the f64 norm of the new stream. Bad requests are refused before anything runs.
+#[test]
+fn matvec_add_rmsnorm_is_bitwise_matvec_then_add_rmsnorm() {
+    let _s = serial();
+    let g = common::logical(1);
+    let m = g.member(0).unwrap();
+    let t = m.transformer();
+    let mut rng = common::rng(173);
+    let eps = 1e-5f32;
+    let arrivals = m.upload_u32(&[0]).unwrap();
+    // (rows, cols, scale): rows4 (with 59 rows a last workgroup of 3, 262150 rows a 2-D grid of
+    // 65535 x 2 groups), rows8, and two rows per thread of 128 (halves of the norm's 256), the
+    // stream held (<= 8192) and not.
+    let cases = [
+        (1usize, 8usize, 1.0f32),
+        (59, 40, 3.0),
+        (12289, 16, 0.01),
+        (262150, 8, 1.0),
+        (257, 4096, 1.0),
+        (8200, 4104, 20.0),
+        (5120, 8192, 1.0),
+        (8197, 8200, 0.5),
+    ];
+    for (rows, cols, scale) in cases {
+        let what = format!("matvec_add_rmsnorm {rows} x {cols} at scale {scale}");
+        let w16: Vec<f32> = common::random(&mut rng, rows * cols).into_iter().map(to_f16).collect();
+        let w = match m.upload(&w16, &[rows, cols], DType::F16) {
+            Ok(w) => w,
+            // The longest stream with two rows per thread is 134 MB of weights, past lavapipe's
+            // 128 MiB binding: that case runs on the GPUs (docs/BENCHMARKS.md says where).
+            Err(Error::Unsupported(why)) if rows * cols * 2 > 1 << 27 => {
+                eprintln!("{what}: not run here: {why}");
+                continue;
+            }
+            Err(e) => panic!("{what}: {e}"),
+        };
+        let w64 = reference::f64s(&w16);
+        let nw = scaled(&mut rng, rows, 2.0);
+        let nwt = m.upload_f32(&nw).unwrap();
+        let mut x0 = scaled(&mut rng, rows, scale);
+        let (xt, ht) = (m.upload_f32(&x0).unwrap(), m.upload_f32(&common::random(&mut rng, rows)).unwrap());
+        let (xr, hr, r) = (
+            m.upload_f32(&x0).unwrap(),
+            m.upload_f32(&vec![0.0; rows]).unwrap(),
+            m.upload_f32(&vec![0.0; rows]).unwrap(),
+        );
+        for round in 0..3 {
+            let a = scaled(&mut rng, cols, scale / (cols as f32).sqrt());
+            let at = m.upload_f32(&a).unwrap();
+            t.matvec_add_rmsnorm(&w, &at, &xt, &nwt, &ht, eps, &arrivals).unwrap();
+            m.matvec(&w, &at, &r).unwrap();
+            t.add_rmsnorm(&xr, &r, &nwt, &hr, eps).unwrap();
+            let (x, h) = (xt.read().unwrap(), ht.read().unwrap());
+            let what = format!("{what}, round {round}");
+            assert_bits(&format!("{what}: x vs matvec + add_rmsnorm"), &x, &xr.read().unwrap());
+            assert_bits(&format!("{what}: h vs matvec + add_rmsnorm"), &h, &hr.read().unwrap());
+            assert_eq!(arrivals.read_u32().unwrap(), [0], "{what}: the arrival count left 0");
+            let product = reference::matvec(&w64, rows, &Ev::from_f32(&a), ErrorModel::Bound { extra: 1 });
+            assert_within_ev(&format!("{what}: x"), &x, &reference::add_to_bounded(&product, &x0));
+            let want = reference::rmsnorm(&Ev::from_f32(&x), Some(&reference::f64s(&nw)), eps as f64, BOUND);
+            assert_within_ev(&format!("{what}: h"), &h, &want);
+            x0 = x;
+        }
+    }
+    // Bad requests, each refused before anything runs.
+    let w = m.upload(&[0.5; 16], &[2, 8], DType::F16).unwrap();
+    let w12 = m.upload(&[0.5; 24], &[2, 12], DType::F16).unwrap();
+    let (a, a12) = (m.upload_f32(&[1.0; 8]).unwrap(), m.upload_f32(&[1.0; 12]).unwrap());
+    let (x, nw, h) = (
+        m.upload_f32(&[1.0; 2]).unwrap(),
+        m.upload_f32(&[1.0; 2]).unwrap(),
+        m.upload_f32(&[7.0; 2]).unwrap(),
+    );
+    let short = m.upload_f32(&[1.0; 1]).unwrap();
+    let (f32_count, two_counts) = (m.upload_f32(&[0.0]).unwrap(), m.upload_u32(&[0, 0]).unwrap());
+    let bad = [
+        t.matvec_add_rmsnorm(&w12, &a12, &x, &nw, &h, eps, &arrivals),
+        t.matvec_add_rmsnorm(&w, &short, &x, &nw, &h, eps, &arrivals),
+        t.matvec_add_rmsnorm(&w, &a, &short, &nw, &h, eps, &arrivals),
+        t.matvec_add_rmsnorm(&w, &a, &x, &short, &h, eps, &arrivals),
+        t.matvec_add_rmsnorm(&w, &a, &x, &nw, &short, eps, &arrivals),
+        t.matvec_add_rmsnorm(&w, &a, &x, &nw, &x, eps, &arrivals),
+        t.matvec_add_rmsnorm(&w, &a, &x, &x, &h, eps, &arrivals),
+        t.matvec_add_rmsnorm(&w, &a, &x, &nw, &h, eps, &f32_count),
+        t.matvec_add_rmsnorm(&w, &a, &x, &nw, &h, eps, &two_counts),
+        t.matvec_add_rmsnorm(&a, &a, &x, &nw, &h, eps, &arrivals),
+    ];
+    for (i, r) in bad.iter().enumerate() {
+        assert!(
+            matches!(
+                r,
+                Err(Error::InvalidArgument(_) | Error::LengthMismatch { .. } | Error::DtypeMismatch { .. })
+            ),
+            "bad request {i}: {r:?}"
+        );
+    }
+    assert_bits("refused requests leave x", &x.read().unwrap(), &[1.0; 2]);
+    assert_bits("refused requests leave h", &h.read().unwrap(), &[7.0; 2]);
     common::assert_no_validation_errors();
 }
 

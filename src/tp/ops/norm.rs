@@ -1,15 +1,17 @@
-//! RMSNorm on one member: alone, after a residual add, and summing an all-reduce round's
+//! RMSNorm on one member: alone, after a residual add (a separate dispatch, or at the end of the
+//! product that adds), and summing an all-reduce round's
 //! partials in member order first (the row-parallel layer's fused round).
 
 use vk_native::{BindRange, GpuBuffer};
 
 use crate::error::{Error, Result};
 use crate::kernels::{
-    row_groups, MatvecParams, NormParams, ReduceNormParams, ReduceNormPollParams, ADD_RMSNORM,
-    MATVEC_F16_ROWS8_ADD_NORM_PENDING, MATVEC_F16_ROWS8_X4_ADD_NORM_PENDING, REDUCE_ADD_RMSNORM,
-    REDUCE_ADD_RMSNORM_POLL, RMSNORM,
+    row_groups, MatvecNormParams, MatvecParams, NormParams, ReduceNormParams, ReduceNormPollParams,
+    ADD_RMSNORM, MATVEC_F16_ROWS4_ADD_RMSNORM, MATVEC_F16_ROWS8_ADD_NORM_PENDING,
+    MATVEC_F16_ROWS8_ADD_RMSNORM, MATVEC_F16_ROWS8_X4_ADD_NORM_PENDING, MATVEC_F16_ROWS8_X4_T2_ADD_RMSNORM,
+    REDUCE_ADD_RMSNORM, REDUCE_ADD_RMSNORM_POLL, RMSNORM,
 };
-use crate::ops::MATVEC_F16_FOUR_LOADS_FROM_COLS;
+use crate::ops::{MATVEC_F16_EIGHT_ROWS_FROM_COLS, MATVEC_F16_FOUR_LOADS_FROM_COLS};
 use crate::tensor::{DType, Tensor};
 
 use super::transformer::{need_len, pending_norm_squares, word, TransformerOps, PENDING_NORM_ROWS};
@@ -120,6 +122,86 @@ impl<'m> TransformerOps<'m> {
         let b: [&dyn GpuBuffer; 6] =
             [&w.buffer, &x.buffer, &y.buffer, &nw.buffer, &weighted.buffer, &squares.buffer];
         self.m.shared.dispatch(entry, &b, &[], &imm, row_groups(rows.div_ceil(PENDING_NORM_ROWS)))
+    }
+
+    /// `x += W a`, then `h = rmsnorm(x) · nw`, in one dispatch: the workgroup that finishes the
+    /// product last norms the stream (wgsl/include/matvec_norm_last.wgsl), so no norm dispatch
+    /// (nor the barrier and launch before it) follows the product. The bits of
+    /// [`Member::matvec`](crate::Member::matvec) into a vector `r` then
+    /// [`TransformerOps::add_rmsnorm`]`(x, r, nw, h, eps)`, in `x` and in `h`, at every shape:
+    /// the product runs `matvec`'s kernel for its columns. `w` f16 `[rows, cols]` with `cols %
+    /// 8 == 0`, `a` f32 of `cols`, `x`, `nw` and `h` f32 of `rows`; `arrivals` a u32 tensor of
+    /// one element holding 0 (as [`Member::zeros`](crate::Member::zeros) makes it), which
+    /// the kernel counts its workgroups in and leaves 0 again — one per member serves every such
+    /// dispatch. A nonzero count (a tensor written by something else) makes `h` wrong, not
+    /// unsafe: nothing reads or writes past any tensor.
+    #[allow(clippy::too_many_arguments)]
+    pub fn matvec_add_rmsnorm(
+        &self,
+        w: &Tensor,
+        a: &Tensor,
+        x: &Tensor,
+        nw: &Tensor,
+        h: &Tensor,
+        eps: f32,
+        arrivals: &Tensor,
+    ) -> Result<()> {
+        let named = [
+            (w, "matvec_add_rmsnorm w"),
+            (a, "matvec_add_rmsnorm a"),
+            (x, "matvec_add_rmsnorm x"),
+            (nw, "matvec_add_rmsnorm norm weight"),
+            (h, "matvec_add_rmsnorm h"),
+            (arrivals, "matvec_add_rmsnorm arrivals"),
+        ];
+        self.own(&named)?;
+        w.check_dtype(DType::F16, "matvec_add_rmsnorm w")?;
+        let (rows, cols) = w.matrix_dims("matvec_add_rmsnorm w")?;
+        if !cols.is_multiple_of(8) {
+            return Err(Error::InvalidArgument(format!(
+                "matvec_add_rmsnorm: {cols} columns; the kernel reads 8 f16 at a time (use matvec and add_rmsnorm)"
+            )));
+        }
+        for (t, what) in &named[1..5] {
+            t.check_dtype(DType::F32, what)?;
+        }
+        arrivals.check_dtype(DType::U32, "matvec_add_rmsnorm arrivals")?;
+        need_len("matvec_add_rmsnorm a", a, cols)?;
+        for (t, what) in &named[2..5] {
+            need_len(what, t, rows)?;
+        }
+        need_len("matvec_add_rmsnorm arrivals", arrivals, 1)?;
+        let ids = named.map(|(t, _)| t.id());
+        // What the kernel writes (x, h, arrivals) apart from each other and from what it reads.
+        for (i, &out) in ids.iter().enumerate().filter(|(i, _)| [2, 4, 5].contains(i)) {
+            if ids.iter().enumerate().any(|(j, &other)| j != i && other == out) {
+                return Err(Error::InvalidArgument(format!(
+                    "matvec_add_rmsnorm: {} must be a tensor of its own (the kernel writes it)",
+                    named[i].1
+                )));
+            }
+        }
+        if rows == 0 {
+            return Ok(());
+        }
+        let (entry, rows_per_workgroup) = if cols >= MATVEC_F16_FOUR_LOADS_FROM_COLS {
+            (MATVEC_F16_ROWS8_X4_T2_ADD_RMSNORM, 8)
+        } else if cols >= MATVEC_F16_EIGHT_ROWS_FROM_COLS {
+            (MATVEC_F16_ROWS8_ADD_RMSNORM, 8)
+        } else {
+            (MATVEC_F16_ROWS4_ADD_RMSNORM, 4)
+        };
+        let imm = MatvecNormParams {
+            rows: word("matvec_add_rmsnorm rows", rows)?,
+            cols: word("matvec_add_rmsnorm cols", cols)?,
+            y_offset: 0,
+            accumulate: 1,
+            eps,
+        };
+        // The stream twice: the product's rows (binding 2) and the last workgroup's atomic view.
+        let b: [&dyn GpuBuffer; 7] =
+            [&w.buffer, &a.buffer, &x.buffer, &nw.buffer, &h.buffer, &x.buffer, &arrivals.buffer];
+        self.m.shared.dispatch(entry, &b, &[], &imm, row_groups(rows.div_ceil(rows_per_workgroup)))
     }
 
     /// DevicePoll's phase B fused with `add_rmsnorm`: `x += Σ_j slots[j]` (every member's
