@@ -83,7 +83,8 @@ fn fused_device_poll_gives_the_bits_of_host_bridge_and_generic() {
 /// `Decoder::set_fold_norms`: on one member with nothing to reduce with, the folded decoder
 /// has each output projection leave the next residual norm pending (`matvec_add_norm_pending`
 /// into the stream) for the normed q/k/v and gate/up kernels to finish (`rmsnorm` before the
-/// readers that cannot, the vocabulary's); the default writes every norm with `add_rmsnorm`.
+/// readers that cannot, the vocabulary's); against every norm written by `add_rmsnorm`
+/// (`set_norms_in_products(false)`).
 /// Where the hidden size keeps the products unfused (4100, not a multiple of 8) nothing is
 /// left pending: tokens, logits and residual bitwise equal. Where the fused kernels finish the
 /// norm (256, and 8200, past the 8192 elements rmsnorm holds in registers) the scale
@@ -103,6 +104,8 @@ fn folded_norms_decode_as_the_norm_dispatches() {
             let g = common::logical(1);
             let mut d = Decoder::new(&g, cfg.clone(), &SplitSpec::Even).unwrap();
             d.set_fold_norms(fold).unwrap();
+            // Against the norms' own dispatches (not written by the products).
+            d.set_norms_in_products(false).unwrap();
             // f16 weights have no product with 8-bit inputs.
             let q8 = d.set_q8_activations(true);
             assert!(matches!(q8, Err(Error::Unsupported(_))), "{q8:?}");
@@ -144,6 +147,47 @@ fn folded_norms_decode_as_the_norm_dispatches() {
             eprintln!("{what}: {part}: largest |difference| {worst:e} of magnitude {largest:e}");
             assert!(worst <= 1e-5 * largest, "{what}: {part} differ by {worst:e} (largest {largest:e})");
         }
+    }
+    common::assert_no_validation_errors();
+}
+
+/// `Decoder::set_norms_in_products` (on by default): on one member with nothing to reduce
+/// with, each output projection whose f16 slice has a multiple of 8 columns adds into the
+/// stream and writes the next norm with its last workgroup (`matvec_add_rmsnorm`): tokens,
+/// logits and residual bitwise those of the norm dispatches, one dispatch fewer per such
+/// product (`o`'s columns are the attention width, `down`'s the FFN's: 4100-wide streams keep
+/// both, their rows are the stream). Once a step is recorded for replay the setting cannot
+/// change.
+#[test]
+fn norms_in_products_decode_the_bits_of_the_norm_dispatches() {
+    let _s = serial();
+    for cfg in configs() {
+        let run = |in_products: bool| {
+            let g = common::logical(1);
+            let mut d = Decoder::new(&g, cfg.clone(), &SplitSpec::Even).unwrap();
+            assert!(d.norms_in_products(), "on by default");
+            d.set_norms_in_products(in_products).unwrap();
+            let tokens = d.generate(7, STEPS, |_| {}).unwrap();
+            let refused = d.set_norms_in_products(!in_products);
+            assert!(matches!(refused, Err(Error::InvalidArgument(_))), "{refused:?}");
+            assert_eq!(d.norms_in_products(), in_products);
+            let s = d.stats();
+            let per_token = s.dispatches as f64 / s.tokens as f64;
+            (tokens, d.logits().unwrap(), d.residuals().unwrap().remove(0), per_token)
+        };
+        let (fused, separate) = (run(true), run(false));
+        let what = format!("hidden {}", cfg.hidden);
+        eprintln!(
+            "{what}: dispatches per token: norms in the products {:.2}, separate {:.2}",
+            fused.3, separate.3
+        );
+        assert_eq!(fused.0, separate.0, "{what}: tokens");
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&fused.1), bits(&separate.1), "{what}: logits bitwise");
+        assert_eq!(bits(&fused.2), bits(&separate.2), "{what}: residual bitwise");
+        let products = [cfg.q_heads * cfg.head_dim, cfg.ffn].iter().filter(|c| *c % 8 == 0).count();
+        assert!(products > 0, "{what}: a config where no product writes its norm tests nothing");
+        assert_eq!(separate.3 - fused.3, (products * cfg.layers) as f64, "{what}: norm dispatches saved");
     }
     common::assert_no_validation_errors();
 }
