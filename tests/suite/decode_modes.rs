@@ -83,8 +83,7 @@ fn fused_device_poll_gives_the_bits_of_host_bridge_and_generic() {
 /// `Decoder::set_fold_norms`: on one member with nothing to reduce with, the folded decoder
 /// has each output projection leave the next residual norm pending (`matvec_add_norm_pending`
 /// into the stream) for the normed q/k/v and gate/up kernels to finish (`rmsnorm` before the
-/// readers that cannot, the vocabulary's); against every norm written by `add_rmsnorm`
-/// (`set_norms_in_products(false)`).
+/// readers that cannot, the vocabulary's); the default writes every norm with `add_rmsnorm`.
 /// Where the hidden size keeps the products unfused (4100, not a multiple of 8) nothing is
 /// left pending: tokens, logits and residual bitwise equal. Where the fused kernels finish the
 /// norm (256, and 8200, past the 8192 elements rmsnorm holds in registers) the scale
@@ -104,8 +103,6 @@ fn folded_norms_decode_as_the_norm_dispatches() {
             let g = common::logical(1);
             let mut d = Decoder::new(&g, cfg.clone(), &SplitSpec::Even).unwrap();
             d.set_fold_norms(fold).unwrap();
-            // Against the norms' own dispatches (not written by the products).
-            d.set_norms_in_products(false).unwrap();
             // f16 weights have no product with 8-bit inputs.
             let q8 = d.set_q8_activations(true);
             assert!(matches!(q8, Err(Error::Unsupported(_))), "{q8:?}");
@@ -151,7 +148,7 @@ fn folded_norms_decode_as_the_norm_dispatches() {
     common::assert_no_validation_errors();
 }
 
-/// `Decoder::set_norms_in_products` (on by default): on one member with nothing to reduce
+/// `Decoder::set_norms_in_products` (off by default): on one member with nothing to reduce
 /// with, each output projection whose f16 slice has a multiple of 8 columns adds into the
 /// stream and writes the next norm with its last workgroup (`matvec_add_rmsnorm`): tokens,
 /// logits and residual bitwise those of the norm dispatches, one dispatch fewer per such
@@ -165,7 +162,7 @@ fn norms_in_products_decode_the_bits_of_the_norm_dispatches() {
         let run = |in_products: bool| {
             let g = common::logical(1);
             let mut d = Decoder::new(&g, cfg.clone(), &SplitSpec::Even).unwrap();
-            assert!(d.norms_in_products(), "on by default");
+            assert!(!d.norms_in_products(), "off by default");
             d.set_norms_in_products(in_products).unwrap();
             let tokens = d.generate(7, STEPS, |_| {}).unwrap();
             let refused = d.set_norms_in_products(!in_products);

@@ -320,7 +320,7 @@ impl Decoder {
             step_host_time: std::time::Duration::ZERO,
             replay: true,
             fold_norms: false,
-            norms_in_products: true,
+            norms_in_products: false,
             warm_l2_bytes: 0,
             recorded: None,
             rounds_per_step: 0,
