@@ -1,7 +1,7 @@
 // matvec_f16_rows8_add_rmsnorm: matvec_f16_vec8_rows8's product added into the residual stream
 // (y += W x, matvec_accumulate's bits), then the stream's RMSNorm by the workgroup that
 // finishes last (wgsl/include/matvec_norm_last.wgsl): `matvec_accumulate` then `add_rmsnorm`'s
-// bits in one dispatch. The decoder's output projections on one member from 4096 columns.
+// bits in one dispatch. The decoder's output projections on one member from 4096 to 8191 columns.
 // cols % 8 == 0.
 
 const ROWS: u32 = 8u;

@@ -11,8 +11,14 @@
 // sets `arrivals[0]` back to 0 for the next dispatch. Nothing waits on another workgroup, so
 // no dispatch order or residency can stall it.
 //
-// The includer sets ROWS and the rest of its product's constants, sets NORM_IN_HALVES (true for a workgroup of 128, false for 256), includes its product, then
-// norm_tail.wgsl and norm_scale.wgsl, and declares `alias MatvecImmediates = MatvecNormParams;`.
+// `stream` and `y` are one buffer bound twice (plain stores by the product, atomics after the
+// barrier); naga decorates neither `Aliased`, so no access to one may be reordered across the
+// barriers around the other's — which the barriers already forbid.
+//
+// The includer sets its product's constants (ROWS or ROWS_PER_THREAD, ...) and NORM_IN_HALVES
+// (true for a workgroup of 128, false for 256), includes its product (with
+// matvec_f16_group.wgsl), norm_tail.wgsl and norm_scale.wgsl, and declares
+// `alias MatvecImmediates = MatvecNormParams;`.
 
 struct MatvecNormParams {
     rows: u32,

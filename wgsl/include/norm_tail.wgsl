@@ -1,5 +1,5 @@
-// The end of every rmsnorm kernel (included by rmsnorm, add_rmsnorm, reduce_add_rmsnorm and
-// reduce_add_rmsnorm_poll, so they give the same bits for the same x): the sum of squares of
+// The end of every rmsnorm kernel (included by rmsnorm, add_rmsnorm, reduce_add_rmsnorm,
+// reduce_add_rmsnorm_poll and the matvec_f16_*_add_rmsnorm kernels, so they give the same bits for the same x): the sum of squares of
 // each thread's `acc` in a fixed-order tree (norm_scale.wgsl, included beside it), then
 // y = x / sqrt(mean(x^2) + eps) * w. The includer defines the vector's length and epsilon
 // (`norm_len`, `norm_eps`) and its accessors `get_x`, `get_w` (0 past the length) and `put_y`

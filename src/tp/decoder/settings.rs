@@ -39,7 +39,8 @@ impl Decoder {
     /// slices of a multiple of 8 columns) also write the residual norm after them, the
     /// workgroup that finishes the product last norming the stream
     /// ([`crate::tp::TransformerOps::matvec_add_rmsnorm`]): the same bits as the product then
-    /// the norm's own dispatch, two dispatches fewer per layer. Off by default until it is
+    /// the norm's own dispatch, one dispatch fewer per such product (two per layer where both
+    /// have a multiple of 8 columns). Off by default until it is
     /// measured on a GPU (tested on lavapipe only: docs/BENCHMARKS.md, "The norms"); folded
     /// norms ([`Decoder::set_fold_norms`]) take precedence. Set it before the first step: an error
     /// once a step has been recorded for replay.

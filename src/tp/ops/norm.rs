@@ -133,8 +133,11 @@ impl<'m> TransformerOps<'m> {
     /// 8 == 0`, `a` f32 of `cols`, `x`, `nw` and `h` f32 of `rows`; `arrivals` a u32 tensor of
     /// one element holding 0 (as [`Member::zeros`](crate::Member::zeros) makes it), which
     /// the kernel counts its workgroups in and leaves 0 again — one per member serves every such
-    /// dispatch. A nonzero count (a tensor written by something else) makes `h` wrong, not
-    /// unsafe: nothing reads or writes past any tensor.
+    /// dispatch. A count that is not 0 (a tensor written by something else) makes `h` wrong
+    /// in that and later dispatches until the caller zeroes it again (below the workgroup
+    /// count a workgroup norms before every row is stored; from it none norms), never unsafe:
+    /// nothing reads or writes past any tensor. The stream is bound twice (the product's
+    /// stores, the last workgroup's atomic loads), with barriers between the two.
     #[allow(clippy::too_many_arguments)]
     pub fn matvec_add_rmsnorm(
         &self,
