@@ -94,17 +94,9 @@ impl<'m> TransformerOps<'m> {
             need_len(what, t, rows)?;
         }
         need_len("add_norm_pending squares", squares, pending_norm_squares(rows))?;
-        let ids = named.map(|(t, _)| t.id());
         // What the kernel writes (y, weighted, squares) apart from each other and from what it
         // reads (w, x, nw; y is read and written by the same thread).
-        for (a, &out) in ids.iter().enumerate().filter(|(a, _)| [2, 4, 5].contains(a)) {
-            if ids.iter().enumerate().any(|(b, &other)| b != a && other == out) {
-                return Err(Error::InvalidArgument(format!(
-                    "add_norm_pending: {} must be a tensor of its own (the kernel writes it)",
-                    named[a].1
-                )));
-            }
-        }
+        written_apart("add_norm_pending", &named, &[2, 4, 5])?;
         if rows == 0 {
             return Ok(());
         }
@@ -174,16 +166,8 @@ impl<'m> TransformerOps<'m> {
             need_len(what, t, rows)?;
         }
         need_len("matvec_add_rmsnorm arrivals", arrivals, 1)?;
-        let ids = named.map(|(t, _)| t.id());
         // What the kernel writes (x, h, arrivals) apart from each other and from what it reads.
-        for (i, &out) in ids.iter().enumerate().filter(|(i, _)| [2, 4, 5].contains(i)) {
-            if ids.iter().enumerate().any(|(j, &other)| j != i && other == out) {
-                return Err(Error::InvalidArgument(format!(
-                    "matvec_add_rmsnorm: {} must be a tensor of its own (the kernel writes it)",
-                    named[i].1
-                )));
-            }
-        }
+        written_apart("matvec_add_rmsnorm", &named, &[2, 4, 5])?;
         if rows == 0 {
             return Ok(());
         }
@@ -280,4 +264,18 @@ impl<'m> TransformerOps<'m> {
             ),
         }
     }
+}
+
+/// An error naming the first of `named[written]` that is also another of `named` (by tensor):
+/// a kernel's outputs must be tensors of their own.
+fn written_apart(op: &str, named: &[(&Tensor, &str)], written: &[usize]) -> Result<()> {
+    for &i in written {
+        if named.iter().enumerate().any(|(j, (other, _))| j != i && other.id() == named[i].0.id()) {
+            return Err(Error::InvalidArgument(format!(
+                "{op}: {} must be a tensor of its own (the kernel writes it)",
+                named[i].1
+            )));
+        }
+    }
+    Ok(())
 }
