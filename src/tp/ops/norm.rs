@@ -123,7 +123,7 @@ impl<'m> TransformerOps<'m> {
     /// [`TransformerOps::add_rmsnorm`]`(x, r, nw, h, eps)`, in `x` and in `h`, at every shape:
     /// the product runs `matvec`'s kernel for its columns. `w` f16 `[rows, cols]` with `cols %
     /// 8 == 0`, `a` f32 of `cols`, `x`, `nw` and `h` f32 of `rows`; `arrivals` a u32 tensor of
-    /// one element holding 0 (as [`Member::zeros`](crate::Member::zeros) makes it), which
+    /// one element holding 0 (as [`Member::upload_u32`](crate::Member::upload_u32)`(&[0])` makes it), which
     /// the kernel counts its workgroups in and leaves 0 again — one per member serves every such
     /// dispatch. A count that is not 0 (a tensor written by something else) makes `h` wrong
     /// in that and later dispatches until the caller zeroes it again (below the workgroup
