@@ -205,6 +205,77 @@ fn matvec_add_rmsnorm_is_bitwise_matvec_then_add_rmsnorm() {
     common::assert_no_validation_errors();
 }
 
+/// Each product-and-norm kernel by name at columns `matvec_add_rmsnorm` would not pick it for:
+/// bitwise the product through the same matvec kernel then `add_rmsnorm`, and within the f64
+/// bound. With few columns the streams past 8192 rows fit lavapipe, so the norm's long path
+/// runs on every kernel, the 128-thread one's halves included; an unknown name is refused.
+#[test]
+fn matvec_add_rmsnorm_with_each_kernel_at_any_columns() {
+    let _s = serial();
+    let g = common::logical(1);
+    let m = g.member(0).unwrap();
+    let t = m.transformer();
+    let mut rng = common::rng(174);
+    let eps = 1e-5f32;
+    let arrivals = m.upload_u32(&[0]).unwrap();
+    assert_eq!(crossgpu::tp::MATVEC_ADD_RMSNORM_KERNELS.len(), 3);
+    for kernel in crossgpu::tp::MATVEC_ADD_RMSNORM_KERNELS {
+        // The matvec kernel of the same product: matvec_f16_rows8_x4_t2_add_rmsnorm's is
+        // matvec_f16_vec8_rows8_x4_t2.
+        let product = kernel.replace("_add_rmsnorm", "").replace("matvec_f16_", "matvec_f16_vec8_");
+        assert!(crossgpu::MATVEC_F16_KERNELS.contains(&product.as_str()), "{product}");
+        // (rows, cols): one row, a last workgroup part-filled, the stream held at 8192 and past
+        // it (an odd tail of the 128-thread kernel's halves), 40 and 16 columns.
+        for (rows, cols) in [(1usize, 8usize), (61, 40), (8192, 16), (8193, 8), (12347, 16)] {
+            let what = format!("{kernel} {rows} x {cols}");
+            let w16: Vec<f32> = common::random(&mut rng, rows * cols).into_iter().map(to_f16).collect();
+            let w = m.upload(&w16, &[rows, cols], DType::F16).unwrap();
+            let nw = scaled(&mut rng, rows, 2.0);
+            let nwt = m.upload_f32(&nw).unwrap();
+            let mut x0 = scaled(&mut rng, rows, 1.5);
+            let (xt, ht) =
+                (m.upload_f32(&x0).unwrap(), m.upload_f32(&common::random(&mut rng, rows)).unwrap());
+            let (xr, hr, r) = (
+                m.upload_f32(&x0).unwrap(),
+                m.upload_f32(&vec![0.0; rows]).unwrap(),
+                m.upload_f32(&vec![0.0; rows]).unwrap(),
+            );
+            for round in 0..2 {
+                let a = scaled(&mut rng, cols, 1.0 / (cols as f32).sqrt());
+                let at = m.upload_f32(&a).unwrap();
+                t.matvec_add_rmsnorm_with(kernel, &w, &at, &xt, &nwt, &ht, eps, &arrivals).unwrap();
+                m.matvec_f16_with(&product, &w, &at, &r).unwrap();
+                t.add_rmsnorm(&xr, &r, &nwt, &hr, eps).unwrap();
+                let (x, h) = (xt.read().unwrap(), ht.read().unwrap());
+                let what = format!("{what}, round {round}");
+                assert_bits(&format!("{what}: x vs {product} + add_rmsnorm"), &x, &xr.read().unwrap());
+                assert_bits(&format!("{what}: h vs {product} + add_rmsnorm"), &h, &hr.read().unwrap());
+                assert_eq!(arrivals.read_u32().unwrap(), [0], "{what}: the arrival count left 0");
+                let w64 = reference::f64s(&w16);
+                let p = reference::matvec(&w64, rows, &Ev::from_f32(&a), ErrorModel::Bound { extra: 1 });
+                assert_within_ev(&format!("{what}: x"), &x, &reference::add_to_bounded(&p, &x0));
+                let want =
+                    reference::rmsnorm(&Ev::from_f32(&x), Some(&reference::f64s(&nw)), eps as f64, BOUND);
+                assert_within_ev(&format!("{what}: h"), &h, &want);
+                x0 = x;
+            }
+        }
+    }
+    let (w, a) = (m.upload(&[0.5; 16], &[2, 8], DType::F16).unwrap(), m.upload_f32(&[1.0; 8]).unwrap());
+    let (x, nw, h) = (
+        m.upload_f32(&[1.0; 2]).unwrap(),
+        m.upload_f32(&[1.0; 2]).unwrap(),
+        m.upload_f32(&[7.0; 2]).unwrap(),
+    );
+    for name in ["matvec_f16_vec8_rows4", "matvec_f16_rows2_add_rmsnorm", ""] {
+        let r = t.matvec_add_rmsnorm_with(name, &w, &a, &x, &nw, &h, eps, &arrivals);
+        assert!(matches!(r, Err(Error::InvalidArgument(_))), "{name:?}: {r:?}");
+    }
+    assert_bits("refused requests leave x", &x.read().unwrap(), &[1.0; 2]);
+    assert_bits("refused requests leave h", &h.read().unwrap(), &[7.0; 2]);
+    common::assert_no_validation_errors();
+}
+
 /// silu_mul `a = g / (1 + exp(-g)) · u` against `reference::silu_mul`: within
 /// `(2(3 + 2|g|)U + 7U)|a*|` (`reference::silu_mul_rtol`, derived there).
 #[test]

@@ -6,7 +6,7 @@ use vk_native::{BindRange, GpuBuffer};
 
 use crate::error::{Error, Result};
 use crate::kernels::{
-    row_groups, MatvecNormParams, MatvecParams, NormParams, ReduceNormParams, ReduceNormPollParams,
+    row_groups, Entry, MatvecNormParams, MatvecParams, NormParams, ReduceNormParams, ReduceNormPollParams,
     ADD_RMSNORM, MATVEC_F16_ROWS4_ADD_RMSNORM, MATVEC_F16_ROWS8_ADD_NORM_PENDING,
     MATVEC_F16_ROWS8_ADD_RMSNORM, MATVEC_F16_ROWS8_X4_ADD_NORM_PENDING, MATVEC_F16_ROWS8_X4_T2_ADD_RMSNORM,
     REDUCE_ADD_RMSNORM, REDUCE_ADD_RMSNORM_POLL, RMSNORM,
@@ -15,6 +15,21 @@ use crate::ops::{MATVEC_F16_EIGHT_ROWS_FROM_COLS, MATVEC_F16_FOUR_LOADS_FROM_COL
 use crate::tensor::{DType, Tensor};
 
 use super::transformer::{need_len, pending_norm_squares, word, TransformerOps, PENDING_NORM_ROWS};
+
+/// A product kernel that norms the stream with its last workgroup, and its rows per workgroup.
+type ProductNorm = (Entry<MatvecNormParams>, usize);
+
+/// The product-and-norm kernels, one per f16 matvec kernel `matvec` picks (four rows, eight
+/// rows, eight rows with four loads in flight and two rows a thread).
+const PRODUCT_NORM: [ProductNorm; 3] = [
+    (MATVEC_F16_ROWS4_ADD_RMSNORM, 4),
+    (MATVEC_F16_ROWS8_ADD_RMSNORM, 8),
+    (MATVEC_F16_ROWS8_X4_T2_ADD_RMSNORM, 8),
+];
+
+/// The kernels [`TransformerOps::matvec_add_rmsnorm_with`] takes, by name.
+pub const MATVEC_ADD_RMSNORM_KERNELS: [&str; PRODUCT_NORM.len()] =
+    [PRODUCT_NORM[0].0.name(), PRODUCT_NORM[1].0.name(), PRODUCT_NORM[2].0.name()];
 
 impl<'m> TransformerOps<'m> {
     /// `y = x / sqrt(mean(x²) + eps) * w`, all f32 of the same length.
@@ -141,6 +156,45 @@ impl<'m> TransformerOps<'m> {
         eps: f32,
         arrivals: &Tensor,
     ) -> Result<()> {
+        self.product_norm(None, w, a, x, nw, h, eps, arrivals)
+    }
+
+    /// [`TransformerOps::matvec_add_rmsnorm`] through the kernel named `kernel` (one of
+    /// [`MATVEC_ADD_RMSNORM_KERNELS`], at any `cols % 8 == 0`): the bits of
+    /// [`Member::matvec_f16_with`](crate::Member::matvec_f16_with) with the kernel of the same
+    /// product (the name less `_add_rmsnorm`, `matvec_f16_vec8_` for `matvec_f16_`) then
+    /// `add_rmsnorm`. For tests and benchmarks: `matvec_add_rmsnorm` picks by the columns.
+    #[allow(clippy::too_many_arguments)]
+    pub fn matvec_add_rmsnorm_with(
+        &self,
+        kernel: &str,
+        w: &Tensor,
+        a: &Tensor,
+        x: &Tensor,
+        nw: &Tensor,
+        h: &Tensor,
+        eps: f32,
+        arrivals: &Tensor,
+    ) -> Result<()> {
+        let k =
+            PRODUCT_NORM.iter().copied().find(|k| k.0.name() == kernel).ok_or_else(|| {
+                Error::InvalidArgument(format!("no matvec_add_rmsnorm kernel named {kernel}"))
+            })?;
+        self.product_norm(Some(k), w, a, x, nw, h, eps, arrivals)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn product_norm(
+        &self,
+        kernel: Option<ProductNorm>,
+        w: &Tensor,
+        a: &Tensor,
+        x: &Tensor,
+        nw: &Tensor,
+        h: &Tensor,
+        eps: f32,
+        arrivals: &Tensor,
+    ) -> Result<()> {
         let named = [
             (w, "matvec_add_rmsnorm w"),
             (a, "matvec_add_rmsnorm a"),
@@ -171,13 +225,14 @@ impl<'m> TransformerOps<'m> {
         if rows == 0 {
             return Ok(());
         }
-        let (entry, rows_per_workgroup) = if cols >= MATVEC_F16_FOUR_LOADS_FROM_COLS {
-            (MATVEC_F16_ROWS8_X4_T2_ADD_RMSNORM, 8)
+        // matvec's kernel for the columns (ops::f16_matvec's choice), unless one is named.
+        let (entry, rows_per_workgroup) = kernel.unwrap_or(if cols >= MATVEC_F16_FOUR_LOADS_FROM_COLS {
+            PRODUCT_NORM[2]
         } else if cols >= MATVEC_F16_EIGHT_ROWS_FROM_COLS {
-            (MATVEC_F16_ROWS8_ADD_RMSNORM, 8)
+            PRODUCT_NORM[1]
         } else {
-            (MATVEC_F16_ROWS4_ADD_RMSNORM, 4)
-        };
+            PRODUCT_NORM[0]
+        });
         let imm = MatvecNormParams {
             rows: word("matvec_add_rmsnorm rows", rows)?,
             cols: word("matvec_add_rmsnorm cols", cols)?,
