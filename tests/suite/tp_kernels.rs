@@ -99,6 +99,68 @@ fn add_rmsnorm_equals_add_then_rmsnorm() {
     common::assert_no_validation_errors();
 }
 
+/// `rounds` products-and-norms of a random `[rows, cols]` f16 matrix into one stream through
+/// `kernel` (or `matvec_add_rmsnorm`'s choice), each against the product through `product` (or
+/// `matvec`'s choice) then `add_rmsnorm`, bit for bit in `x` and `h`, and within the f64 bound;
+/// the arrival count is 0 after each. `None` where lavapipe cannot bind the weights.
+fn check_product_norm(
+    m: &crossgpu::Member,
+    rng: &mut rand::rngs::StdRng,
+    (kernel, product): (Option<&str>, Option<&str>),
+    (rows, cols): (usize, usize),
+    scale: f32,
+    rounds: usize,
+    arrivals: &crossgpu::Tensor,
+) -> Option<()> {
+    let (t, eps) = (m.transformer(), 1e-5f32);
+    let what = format!("{} {rows} x {cols} at scale {scale}", kernel.unwrap_or("matvec_add_rmsnorm"));
+    let w16: Vec<f32> = common::random(rng, rows * cols).into_iter().map(to_f16).collect();
+    let w = match m.upload(&w16, &[rows, cols], DType::F16) {
+        Ok(w) => w,
+        // The longest stream with two rows per thread is 134 MB of weights, past lavapipe's
+        // 128 MiB binding: that case runs on the GPUs (docs/BENCHMARKS.md says where).
+        Err(Error::Unsupported(why)) if rows * cols * 2 > 1 << 27 => {
+            eprintln!("{what}: not run here: {why}");
+            return None;
+        }
+        Err(e) => panic!("{what}: {e}"),
+    };
+    let w64 = reference::f64s(&w16);
+    let nw = scaled(rng, rows, 2.0);
+    let nwt = m.upload_f32(&nw).unwrap();
+    let mut x0 = scaled(rng, rows, scale);
+    let (xt, ht) = (m.upload_f32(&x0).unwrap(), m.upload_f32(&common::random(rng, rows)).unwrap());
+    let (xr, hr, r) = (
+        m.upload_f32(&x0).unwrap(),
+        m.upload_f32(&vec![0.0; rows]).unwrap(),
+        m.upload_f32(&vec![0.0; rows]).unwrap(),
+    );
+    for round in 0..rounds {
+        let a = scaled(rng, cols, scale / (cols as f32).sqrt());
+        let at = m.upload_f32(&a).unwrap();
+        match kernel {
+            Some(k) => t.matvec_add_rmsnorm_with(k, &w, &at, &xt, &nwt, &ht, eps, arrivals).unwrap(),
+            None => t.matvec_add_rmsnorm(&w, &at, &xt, &nwt, &ht, eps, arrivals).unwrap(),
+        }
+        match product {
+            Some(k) => m.matvec_f16_with(k, &w, &at, &r).unwrap(),
+            None => m.matvec(&w, &at, &r).unwrap(),
+        }
+        t.add_rmsnorm(&xr, &r, &nwt, &hr, eps).unwrap();
+        let (x, h) = (xt.read().unwrap(), ht.read().unwrap());
+        let what = format!("{what}, round {round}");
+        assert_bits(&format!("{what}: x vs the product + add_rmsnorm"), &x, &xr.read().unwrap());
+        assert_bits(&format!("{what}: h vs the product + add_rmsnorm"), &h, &hr.read().unwrap());
+        assert_eq!(arrivals.read_u32().unwrap(), [0], "{what}: the arrival count left 0");
+        let p = reference::matvec(&w64, rows, &Ev::from_f32(&a), ErrorModel::Bound { extra: 1 });
+        assert_within_ev(&format!("{what}: x"), &x, &reference::add_to_bounded(&p, &x0));
+        let want = reference::rmsnorm(&Ev::from_f32(&x), Some(&reference::f64s(&nw)), eps as f64, BOUND);
+        assert_within_ev(&format!("{what}: h"), &h, &want);
+        x0 = x;
+    }
+    Some(())
+}
+
 /// matvec_add_rmsnorm (`x += W a`, then `h = rmsnorm(x) · nw` by the product's last workgroup)
 /// is bitwise `matvec` into `r` then `add_rmsnorm(x, r)`, in x and h, through each of its three
 /// kernels (below 4096 columns, from 4096, from 8192), over three rounds on one arrival counter
@@ -128,45 +190,7 @@ fn matvec_add_rmsnorm_is_bitwise_matvec_then_add_rmsnorm() {
         (8197, 8200, 0.5),
     ];
     for (rows, cols, scale) in cases {
-        let what = format!("matvec_add_rmsnorm {rows} x {cols} at scale {scale}");
-        let w16: Vec<f32> = common::random(&mut rng, rows * cols).into_iter().map(to_f16).collect();
-        let w = match m.upload(&w16, &[rows, cols], DType::F16) {
-            Ok(w) => w,
-            // The longest stream with two rows per thread is 134 MB of weights, past lavapipe's
-            // 128 MiB binding: that case runs on the GPUs (docs/BENCHMARKS.md says where).
-            Err(Error::Unsupported(why)) if rows * cols * 2 > 1 << 27 => {
-                eprintln!("{what}: not run here: {why}");
-                continue;
-            }
-            Err(e) => panic!("{what}: {e}"),
-        };
-        let w64 = reference::f64s(&w16);
-        let nw = scaled(&mut rng, rows, 2.0);
-        let nwt = m.upload_f32(&nw).unwrap();
-        let mut x0 = scaled(&mut rng, rows, scale);
-        let (xt, ht) = (m.upload_f32(&x0).unwrap(), m.upload_f32(&common::random(&mut rng, rows)).unwrap());
-        let (xr, hr, r) = (
-            m.upload_f32(&x0).unwrap(),
-            m.upload_f32(&vec![0.0; rows]).unwrap(),
-            m.upload_f32(&vec![0.0; rows]).unwrap(),
-        );
-        for round in 0..3 {
-            let a = scaled(&mut rng, cols, scale / (cols as f32).sqrt());
-            let at = m.upload_f32(&a).unwrap();
-            t.matvec_add_rmsnorm(&w, &at, &xt, &nwt, &ht, eps, &arrivals).unwrap();
-            m.matvec(&w, &at, &r).unwrap();
-            t.add_rmsnorm(&xr, &r, &nwt, &hr, eps).unwrap();
-            let (x, h) = (xt.read().unwrap(), ht.read().unwrap());
-            let what = format!("{what}, round {round}");
-            assert_bits(&format!("{what}: x vs matvec + add_rmsnorm"), &x, &xr.read().unwrap());
-            assert_bits(&format!("{what}: h vs matvec + add_rmsnorm"), &h, &hr.read().unwrap());
-            assert_eq!(arrivals.read_u32().unwrap(), [0], "{what}: the arrival count left 0");
-            let product = reference::matvec(&w64, rows, &Ev::from_f32(&a), ErrorModel::Bound { extra: 1 });
-            assert_within_ev(&format!("{what}: x"), &x, &reference::add_to_bounded(&product, &x0));
-            let want = reference::rmsnorm(&Ev::from_f32(&x), Some(&reference::f64s(&nw)), eps as f64, BOUND);
-            assert_within_ev(&format!("{what}: h"), &h, &want);
-            x0 = x;
-        }
+        check_product_norm(m, &mut rng, (None, None), (rows, cols), scale, 3, &arrivals);
     }
     // Bad requests, each refused before anything runs.
     let w = m.upload(&[0.5; 16], &[2, 8], DType::F16).unwrap();
@@ -226,39 +250,10 @@ fn matvec_add_rmsnorm_with_each_kernel_at_any_columns() {
         assert!(crossgpu::MATVEC_F16_KERNELS.contains(&product.as_str()), "{product}");
         // (rows, cols): one row, a last workgroup part-filled, the stream held at 8192 and past
         // it (an odd tail of the 128-thread kernel's halves), 40 and 16 columns.
-        for (rows, cols) in [(1usize, 8usize), (61, 40), (8192, 16), (8193, 8), (12347, 16)] {
-            let what = format!("{kernel} {rows} x {cols}");
-            let w16: Vec<f32> = common::random(&mut rng, rows * cols).into_iter().map(to_f16).collect();
-            let w = m.upload(&w16, &[rows, cols], DType::F16).unwrap();
-            let nw = scaled(&mut rng, rows, 2.0);
-            let nwt = m.upload_f32(&nw).unwrap();
-            let mut x0 = scaled(&mut rng, rows, 1.5);
-            let (xt, ht) =
-                (m.upload_f32(&x0).unwrap(), m.upload_f32(&common::random(&mut rng, rows)).unwrap());
-            let (xr, hr, r) = (
-                m.upload_f32(&x0).unwrap(),
-                m.upload_f32(&vec![0.0; rows]).unwrap(),
-                m.upload_f32(&vec![0.0; rows]).unwrap(),
-            );
-            for round in 0..2 {
-                let a = scaled(&mut rng, cols, 1.0 / (cols as f32).sqrt());
-                let at = m.upload_f32(&a).unwrap();
-                t.matvec_add_rmsnorm_with(kernel, &w, &at, &xt, &nwt, &ht, eps, &arrivals).unwrap();
-                m.matvec_f16_with(&product, &w, &at, &r).unwrap();
-                t.add_rmsnorm(&xr, &r, &nwt, &hr, eps).unwrap();
-                let (x, h) = (xt.read().unwrap(), ht.read().unwrap());
-                let what = format!("{what}, round {round}");
-                assert_bits(&format!("{what}: x vs {product} + add_rmsnorm"), &x, &xr.read().unwrap());
-                assert_bits(&format!("{what}: h vs {product} + add_rmsnorm"), &h, &hr.read().unwrap());
-                assert_eq!(arrivals.read_u32().unwrap(), [0], "{what}: the arrival count left 0");
-                let w64 = reference::f64s(&w16);
-                let p = reference::matvec(&w64, rows, &Ev::from_f32(&a), ErrorModel::Bound { extra: 1 });
-                assert_within_ev(&format!("{what}: x"), &x, &reference::add_to_bounded(&p, &x0));
-                let want =
-                    reference::rmsnorm(&Ev::from_f32(&x), Some(&reference::f64s(&nw)), eps as f64, BOUND);
-                assert_within_ev(&format!("{what}: h"), &h, &want);
-                x0 = x;
-            }
+        for shape in [(1usize, 8usize), (61, 40), (8192, 16), (8193, 8), (12347, 16)] {
+            let run =
+                check_product_norm(m, &mut rng, (Some(kernel), Some(&product)), shape, 1.5, 2, &arrivals);
+            assert!(run.is_some(), "{kernel} {shape:?} fits lavapipe");
         }
     }
     let (w, a) = (m.upload(&[0.5; 16], &[2, 8], DType::F16).unwrap(), m.upload_f32(&[1.0; 8]).unwrap());
