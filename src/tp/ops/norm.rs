@@ -9,27 +9,46 @@ use crate::kernels::{
     row_groups, Entry, MatvecNormParams, MatvecParams, NormParams, ReduceNormParams, ReduceNormPollParams,
     ADD_RMSNORM, MATVEC_F16_ROWS4_ADD_RMSNORM, MATVEC_F16_ROWS8_ADD_NORM_PENDING,
     MATVEC_F16_ROWS8_ADD_RMSNORM, MATVEC_F16_ROWS8_X4_ADD_NORM_PENDING, MATVEC_F16_ROWS8_X4_T2_ADD_RMSNORM,
-    REDUCE_ADD_RMSNORM, REDUCE_ADD_RMSNORM_POLL, RMSNORM,
+    MATVEC_F16_VEC8_ROWS4, MATVEC_F16_VEC8_ROWS8, MATVEC_F16_VEC8_ROWS8_X4_T2, REDUCE_ADD_RMSNORM,
+    REDUCE_ADD_RMSNORM_POLL, RMSNORM,
 };
-use crate::ops::{MATVEC_F16_EIGHT_ROWS_FROM_COLS, MATVEC_F16_FOUR_LOADS_FROM_COLS};
+use crate::ops::{matvec_f16_kernel, MATVEC_F16_FOUR_LOADS_FROM_COLS};
 use crate::tensor::{DType, Tensor};
 
 use super::transformer::{need_len, pending_norm_squares, word, TransformerOps, PENDING_NORM_ROWS};
 
-/// A product kernel that norms the stream with its last workgroup, and its rows per workgroup.
-type ProductNorm = (Entry<MatvecNormParams>, usize);
+/// A product kernel that norms the stream with its last workgroup: its entry, its rows per
+/// workgroup, and the matvec kernel whose product (and bits) it computes.
+#[derive(Clone, Copy)]
+struct ProductNorm {
+    entry: Entry<MatvecNormParams>,
+    rows_per_workgroup: usize,
+    product: &'static str,
+}
 
 /// The product-and-norm kernels, one per f16 matvec kernel `matvec` picks (four rows, eight
 /// rows, eight rows with four loads in flight and two rows a thread).
 const PRODUCT_NORM: [ProductNorm; 3] = [
-    (MATVEC_F16_ROWS4_ADD_RMSNORM, 4),
-    (MATVEC_F16_ROWS8_ADD_RMSNORM, 8),
-    (MATVEC_F16_ROWS8_X4_T2_ADD_RMSNORM, 8),
+    ProductNorm {
+        entry: MATVEC_F16_ROWS4_ADD_RMSNORM,
+        rows_per_workgroup: 4,
+        product: MATVEC_F16_VEC8_ROWS4.name(),
+    },
+    ProductNorm {
+        entry: MATVEC_F16_ROWS8_ADD_RMSNORM,
+        rows_per_workgroup: 8,
+        product: MATVEC_F16_VEC8_ROWS8.name(),
+    },
+    ProductNorm {
+        entry: MATVEC_F16_ROWS8_X4_T2_ADD_RMSNORM,
+        rows_per_workgroup: 8,
+        product: MATVEC_F16_VEC8_ROWS8_X4_T2.name(),
+    },
 ];
 
 /// The kernels [`TransformerOps::matvec_add_rmsnorm_with`] takes, by name.
 pub const MATVEC_ADD_RMSNORM_KERNELS: [&str; PRODUCT_NORM.len()] =
-    [PRODUCT_NORM[0].0.name(), PRODUCT_NORM[1].0.name(), PRODUCT_NORM[2].0.name()];
+    [PRODUCT_NORM[0].entry.name(), PRODUCT_NORM[1].entry.name(), PRODUCT_NORM[2].entry.name()];
 
 impl<'m> TransformerOps<'m> {
     /// `y = x / sqrt(mean(x²) + eps) * w`, all f32 of the same length.
@@ -177,7 +196,7 @@ impl<'m> TransformerOps<'m> {
         arrivals: &Tensor,
     ) -> Result<()> {
         let k =
-            PRODUCT_NORM.iter().copied().find(|k| k.0.name() == kernel).ok_or_else(|| {
+            PRODUCT_NORM.iter().copied().find(|k| k.entry.name() == kernel).ok_or_else(|| {
                 Error::InvalidArgument(format!("no matvec_add_rmsnorm kernel named {kernel}"))
             })?;
         self.product_norm(Some(k), w, a, x, nw, h, eps, arrivals)
@@ -225,14 +244,16 @@ impl<'m> TransformerOps<'m> {
         if rows == 0 {
             return Ok(());
         }
-        // matvec's kernel for the columns (ops::f16_matvec's choice), unless one is named.
-        let (entry, rows_per_workgroup) = kernel.unwrap_or(if cols >= MATVEC_F16_FOUR_LOADS_FROM_COLS {
-            PRODUCT_NORM[2]
-        } else if cols >= MATVEC_F16_EIGHT_ROWS_FROM_COLS {
-            PRODUCT_NORM[1]
-        } else {
-            PRODUCT_NORM[0]
-        });
+        // Unless one is named, the kernel of the product `matvec` runs for the columns.
+        let ProductNorm { entry, rows_per_workgroup, .. } = match kernel {
+            Some(k) => k,
+            None => {
+                let product = matvec_f16_kernel(cols);
+                PRODUCT_NORM.into_iter().find(|k| k.product == product).ok_or_else(|| {
+                    Error::Unsupported(format!("matvec_add_rmsnorm: no kernel norms after {product}"))
+                })?
+            }
+        };
         let imm = MatvecNormParams {
             rows: word("matvec_add_rmsnorm rows", rows)?,
             cols: word("matvec_add_rmsnorm cols", cols)?,
