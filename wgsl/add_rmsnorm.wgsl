@@ -18,7 +18,6 @@ struct NormParams {
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 var<immediate> p: NormParams;
 
-// #include "norm_io.wgsl"
 // #include "norm_tail.wgsl"
 // #include "norm_scale.wgsl"
 // #include "keep_x.wgsl"

@@ -7,8 +7,6 @@ const ROWS: u32 = 4u;
 const PAIRED: bool = false;
 const UNROLL: u32 = 1u;
 
-alias MatvecImmediates = MatvecParams;
-
 // #include "matvec_f16_rows.wgsl"
 // #include "matvec_f16_group.wgsl"
 

@@ -4,8 +4,6 @@
 const ROWS_PER_THREAD: u32 = 4u;
 const UNROLL: u32 = 1u;
 
-alias MatvecImmediates = MatvecParams;
-
 // #include "matvec_f16_group.wgsl"
 // #include "matvec_f16_rows_shared_x.wgsl"
 

@@ -8,8 +8,6 @@ const ROWS: u32 = 8u;
 const PAIRED: bool = true;
 const UNROLL: u32 = 4u;
 
-alias MatvecImmediates = MatvecParams;
-
 // #include "matvec_f16_rows.wgsl"
 // #include "matvec_f16_group.wgsl"
 

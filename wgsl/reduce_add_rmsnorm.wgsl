@@ -23,7 +23,6 @@ struct ReduceNormParams {
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 var<immediate> p: ReduceNormParams;
 
-// #include "norm_io.wgsl"
 // #include "norm_tail.wgsl"
 // #include "norm_scale.wgsl"
 // #include "keep_x.wgsl"

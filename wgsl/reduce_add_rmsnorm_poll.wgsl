@@ -28,7 +28,6 @@ struct ReduceNormPollParams {
 @group(0) @binding(5) var<storage, read_write> arrival: array<atomic<u32>>;
 var<immediate> p: ReduceNormPollParams;
 
-// #include "norm_io.wgsl"
 // #include "norm_tail.wgsl"
 // #include "norm_scale.wgsl"
 // #include "keep_x.wgsl"

@@ -17,7 +17,6 @@ struct RowsNormParams {
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 var<immediate> p: RowsNormParams;
 
-// #include "norm_io.wgsl"
 // #include "norm_scale.wgsl"
 
 @compute @workgroup_size(256)

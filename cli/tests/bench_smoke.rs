@@ -198,9 +198,9 @@ fn bench_all_writes_every_part_to_bench_json() {
     let matvec = v["matvec"].as_array().expect("matvec points");
     // Two shapes through every f16 kernel and every quantized kernel of the formats whose blocks
     // tile 512 columns (all of them) and 40 (BF16's blocks of 8 only), then the decoder's two
-    // fused kernels beside the dispatches each replaces, gate/up's two x-sharing kernels, and
-    // the o and down products with the norm in them beside matvec and add_rmsnorm (10 points).
-    let want = 2 * crossgpu::MATVEC_F16_KERNELS.len() + quant_kernels(512) + quant_kernels(40) + 10;
+    // fused kernels beside the dispatches each replaces, and gate/up's two x-sharing kernels
+    // (6 points).
+    let want = 2 * crossgpu::MATVEC_F16_KERNELS.len() + quant_kernels(512) + quant_kernels(40) + 6;
     assert_eq!(matvec.len(), want, "{matvec:?}");
     assert_eq!(quant_kernels(40), crossgpu::QuantFormat::BF16.kernel_names().len());
     for f in crossgpu::QuantFormat::ALL {
@@ -213,10 +213,6 @@ fn bench_all_writes_every_part_to_bench_json() {
         "matvec_gate_up_silu_x2 (fused, x shared)",
         "matvec_gate_up_silu_x4 (fused, x shared)",
         "matvec_qkv_rope_store (fused)",
-        "matvec_add_rmsnorm (fused, o)",
-        "o (matvec), add_rmsnorm",
-        "matvec_add_rmsnorm (fused, down)",
-        "down (matvec), add_rmsnorm",
     ] {
         assert!(matvec.iter().any(|m| m["kernel"] == k), "{k} measured: {matvec:?}");
     }
@@ -285,8 +281,8 @@ fn bench_all_defaults_fit_a_cpu_device() {
     assert!(points.iter().any(|p| p["wire"] == "f16" && p["bytes"] == 1 << 20), "{points:?}");
     assert_eq!(
         v["matvec"].as_array().map(Vec::len),
-        // The fused points as above: four beside their dispatches, gate/up's x-sharing two.
-        Some(crossgpu::MATVEC_F16_KERNELS.len() + quant_kernels(1024) + 10)
+        // The fused points as above: 2 + 2 beside their dispatches, gate/up's x-sharing two.
+        Some(crossgpu::MATVEC_F16_KERNELS.len() + quant_kernels(1024) + 6)
     );
     // Without --members the decode runs on one member (one per GPU), and says so.
     assert!(log.contains("decode: one member (one per GPU"), "{log}");

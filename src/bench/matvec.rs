@@ -9,7 +9,7 @@ use super::{data, summarize, Summary};
 use crate::error::Result;
 use crate::group::Member;
 use crate::ops::QuantFormat;
-use crate::tensor::{DType, Tensor};
+use crate::tensor::DType;
 
 /// One measured shape and kernel.
 #[derive(Debug, Clone, Serialize)]
@@ -176,10 +176,8 @@ fn time_batches_on(
 
 /// The decoder's fused kernels against the dispatches each replaces, at one member's shapes of
 /// a model (`hidden` inputs; `ffn` MLP rows; `q_rows` and `kv_rows` attention rows of
-/// `head_dim`): `matvec_gate_up_silu` (and its two x-sharing kernels) against two four-row
-/// products and `silu_mul`, `matvec_qkv_rope_store` against three four-row products, two ropes
-/// and `kv_store`, and `matvec_add_rmsnorm` on the o and down shapes against `matvec` and
-/// `add_rmsnorm`. Each
+/// `head_dim`): `matvec_gate_up_silu` against two four-row products and `silu_mul`, and
+/// `matvec_qkv_rope_store` against three four-row products, two ropes and `kv_store`. Each
 /// point's GB/s counts the weights once (plus x and the outputs), so fused and unfused read
 /// the same bytes and their times compare directly.
 pub fn measure_decoder_kernels(
@@ -187,7 +185,7 @@ pub fn measure_decoder_kernels(
     (hidden, ffn, q_rows, kv_rows, head_dim): (usize, usize, usize, usize, usize),
     reps: usize,
 ) -> Result<Vec<MatvecPoint>> {
-    let weights = |rows: usize, seed: u32| -> Result<Tensor> {
+    let weights = |rows: usize, seed: u32| -> Result<crate::tensor::Tensor> {
         let w = m.empty(&[rows, hidden], DType::F16)?;
         m.transformer().init_weights(&w, seed, hidden, 0, 0, 12)?;
         Ok(w)
@@ -207,7 +205,7 @@ pub fn measure_decoder_kernels(
     let time = |rows: usize, kernel: &'static str, f: &dyn Fn() -> Result<()>| {
         time_batches(m, (rows, hidden), rows * hidden * 2, kernel, reps, f)
     };
-    let mut points = vec![
+    Ok(vec![
         time(2 * ffn, "matvec_gate_up_silu (fused)", &|| {
             m.transformer().matvec_gate_up_silu(&wg, &wu, &x, &a)
         })?,
@@ -242,30 +240,5 @@ pub fn measure_decoder_kernels(
             m.transformer().rope(&k, kv_heads, head_dim, 5, 10_000.0)?;
             m.transformer().kv_store(&k, &v, &kc, &vc, kv_heads, head_dim, 5, max_seq)
         })?,
-    ];
-    // The output projections o ([hidden, q_rows]) and down ([hidden, ffn]) adding into the
-    // stream: the norm after them written by the product's last workgroup, or dispatched.
-    let stream = m.upload_f32(&data(4, hidden))?;
-    let (nw, h, r) = (m.upload_f32(&data(5, hidden))?, f32t(hidden)?, f32t(hidden)?);
-    let arrivals = m.upload_u32(&[0])?;
-    let (wo, wd) = (m.empty(&[hidden, q_rows], DType::F16)?, m.empty(&[hidden, ffn], DType::F16)?);
-    m.transformer().init_weights(&wo, 7, q_rows, 0, 0, 12)?;
-    m.transformer().init_weights(&wd, 8, ffn, 0, 0, 12)?;
-    m.synchronize()?;
-    // o reads the attention's q_rows outputs (q here), down the MLP's ffn activations (a).
-    let added = |fused: &'static str, apart: &'static str, w: &Tensor, input: &Tensor| {
-        let cols = input.len();
-        Ok::<_, crate::Error>([
-            time_batches(m, (hidden, cols), hidden * cols * 2, fused, reps, &|| {
-                m.transformer().matvec_add_rmsnorm(w, input, &stream, &nw, &h, 1e-5, &arrivals)
-            })?,
-            time_batches(m, (hidden, cols), hidden * cols * 2, apart, reps, &|| {
-                m.matvec(w, input, &r)?;
-                m.transformer().add_rmsnorm(&stream, &r, &nw, &h, 1e-5)
-            })?,
-        ])
-    };
-    points.extend(added("matvec_add_rmsnorm (fused, o)", "o (matvec), add_rmsnorm", &wo, &q)?);
-    points.extend(added("matvec_add_rmsnorm (fused, down)", "down (matvec), add_rmsnorm", &wd, &a)?);
-    Ok(points)
+    ])
 }

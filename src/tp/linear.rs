@@ -337,11 +337,6 @@ impl RowParallelLinear {
     /// (within rounding of `add_rmsnorm`'s h, not bitwise: the norm's scale multiplies their
     /// finished sums).
     ///
-    /// Otherwise on one member with nothing to reduce with, where `norm.in_product` gives an
-    /// arrival count and the slice is f16 with a multiple of 8 columns, the product adds itself
-    /// into `x_stream` and its last workgroup writes `h` (`matvec_add_rmsnorm`): the bits of
-    /// the product then `add_rmsnorm`, one dispatch instead of two.
-    ///
     /// With a vector in `q8` (for member i's slice of x: the decoder's quantized activations),
     /// a slice that takes 8-bit blocks reads x quantized into it.
     #[allow(clippy::too_many_arguments)]
@@ -389,15 +384,6 @@ impl RowParallelLinear {
                     let (weighted, squares) = (fold.weighted.part(0)?, fold.squares.part(0)?);
                     members[0].transformer().matvec_add_norm_pending(w, x[0], xs, nw, weighted, squares)?;
                     return Ok(Normed::Pending(norm, fold));
-                }
-                // The norm by the product's last workgroup, where its f16 slice reads x in f32.
-                (None, Some(w))
-                    if norm.in_product.is_some() && w.shape().last().is_some_and(|c| c % 8 == 0) =>
-                {
-                    let (xs, nw, h) = norm.parts(0)?;
-                    let arrivals = norm.in_product.expect("checked above").part(0)?;
-                    members[0].transformer().matvec_add_rmsnorm(w, x[0], xs, nw, h, norm.eps, arrivals)?;
-                    return Ok(Normed::Ready(norm.h));
                 }
                 _ => None,
             },

@@ -48,8 +48,8 @@ pub use linear::{ColumnParallelLinear, RowParallelLinear};
 pub use matrix::Matrix;
 pub use ops::{
     attention_partials_len, pending_norm_squares, sampling_chunk_floats, AttentionShape, ProductInput,
-    PromptShape, TransformerOps, ATTENTION_CHUNK, MATVEC_ADD_RMSNORM_KERNELS, PROMPT_MAX_HEAD_DIM,
-    SAMPLING_CHUNK, SAMPLING_MAX_MEMBERS, SAMPLING_SETTINGS_WORDS, WARM_L2_KEY, WARM_MAX_BYTES,
+    PromptShape, TransformerOps, ATTENTION_CHUNK, PROMPT_MAX_HEAD_DIM, SAMPLING_CHUNK, SAMPLING_MAX_MEMBERS,
+    SAMPLING_SETTINGS_WORDS, WARM_L2_KEY, WARM_MAX_BYTES,
 };
 pub use plan::{check_fits, check_fits_with, Footprint, Plan};
 pub use reduce::Reducer;

@@ -3,8 +3,7 @@
 //! ([`AddNorm`]); the normed vector is either written out (`h`, [`Normed::Ready`]) or, where
 //! the stream stays on one member, left pending by the product that adds into it (its
 //! weighted vector and partial sums of squares, [`PendingNorm`]) for the products that read it
-//! to finish on their way in ([`Normed::Pending`]), which saves the norm's dispatch. On one
-//! member the product can also write it itself, with its last workgroup ([`AddNorm::in_product`]).
+//! to finish on their way in ([`Normed::Pending`]), which saves the norm's dispatch.
 
 use super::ops::ProductInput;
 use super::sharded::Sharded;
@@ -23,11 +22,6 @@ pub(crate) struct AddNorm<'a> {
     /// Where the norm may be left pending for the products that read it ([`Normed::Pending`])
     /// when the stream stays on one member; `None` writes it.
     pub(crate) fold: Option<PendingNorm<'a>>,
-    /// Each member's arrival count (a u32 holding 0) where, on one member, the product that adds
-    /// into the stream may norm it with its last workgroup
-    /// ([`crate::tp::TransformerOps::matvec_add_rmsnorm`]: the same bits, no norm dispatch);
-    /// `None` dispatches the norm after it.
-    pub(crate) in_product: Option<&'a Sharded>,
 }
 
 /// Where a pending norm's product leaves what its readers finish the norm from: `x · weight`

@@ -1,10 +1,10 @@
 // Stores v as x[i] and returns its square, for the sum of squares (included by the kernels
-// that add into x before their norm, after norm_tail.wgsl). The includer defines `norm_len`
-// (norm_io.wgsl) and declares a writable `x`.
+// that add into x before their norm, after norm_tail.wgsl). The includer declares `p` (n) and
+// a writable `x`.
 
 // Stores v as x[i] and returns its square, or 0 past n.
 fn keep_x(i: u32, v: f32) -> f32 {
-    if (i < norm_len()) {
+    if (i < p.n) {
         x[i] = v;
         return v * v;
     }

@@ -11,9 +11,7 @@
 @group(0) @binding(0) var<storage, read> w: array<vec4<u32>>;
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
-// The includer names the immediates' struct: `alias MatvecImmediates = MatvecParams;`, or a
-// struct that starts with MatvecParams's fields (matvec_norm_last.wgsl's).
-var<immediate> p: MatvecImmediates;
+var<immediate> p: MatvecParams;
 // #include "matvec_store.wgsl"
 
 const ROWS: u32 = 8u;

@@ -3,8 +3,7 @@
 // stores a row: y[y_offset + row] = W x, or, where `accumulate` is set, y[y_offset + row] +=
 // W x (`Member::matvec_accumulate`: the addition `add` would make after the product, so its
 // bits, without the vector between them). The includer declares `y` (read_write f32) and
-// `p` (MatvecParams, or for the f16 row kernels `MatvecImmediates`: a struct starting with
-// its fields).
+// `p: MatvecParams`.
 
 struct MatvecParams {
     rows: u32,

@@ -1,9 +1,8 @@
-// The end of every rmsnorm kernel (included by rmsnorm, add_rmsnorm, reduce_add_rmsnorm,
-// reduce_add_rmsnorm_poll and the matvec_f16_*_add_rmsnorm kernels, so they give the same bits for the same x): the sum of squares of
+// The end of every rmsnorm kernel (included by rmsnorm, add_rmsnorm, reduce_add_rmsnorm and
+// reduce_add_rmsnorm_poll, so they give the same bits for the same x): the sum of squares of
 // each thread's `acc` in a fixed-order tree (norm_scale.wgsl, included beside it), then
-// y = x / sqrt(mean(x^2) + eps) * w. The includer defines the vector's length and epsilon
-// (`norm_len`, `norm_eps`) and its accessors `get_x`, `get_w` (0 past the length) and `put_y`
-// (nothing past it): norm_io.wgsl's, over `p` and the bindings `x`, `w` and `y`, or its own.
+// y = x / sqrt(mean(x^2) + eps) * w. The includer declares `p` (n, eps) and the bindings `x`,
+// `w` and `y` (y writable).
 //
 // A thread handles elements lid, lid + 256, lid + 512, ... in that order, eight at a time (an
 // `Eight`, elements base, base + 256, ..., base + 1792) with every load of a batch issued before
@@ -29,6 +28,22 @@ struct Eight {
     e7: f32,
 }
 
+// x[i], or 0 past n.
+fn get_x(i: u32) -> f32 {
+    if (i < p.n) {
+        return x[i];
+    }
+    return 0.0;
+}
+
+// w[i], or 0 past n.
+fn get_w(i: u32) -> f32 {
+    if (i < p.n) {
+        return w[i];
+    }
+    return 0.0;
+}
+
 fn x8(base: u32) -> Eight {
     return Eight(get_x(base), get_x(base + 256u), get_x(base + 512u), get_x(base + 768u),
         get_x(base + 1024u), get_x(base + 1280u), get_x(base + 1536u), get_x(base + 1792u));
@@ -43,6 +58,13 @@ fn w8(base: u32) -> Eight {
 fn add8(a: Eight, b: Eight) -> Eight {
     return Eight(a.e0 + b.e0, a.e1 + b.e1, a.e2 + b.e2, a.e3 + b.e3, a.e4 + b.e4, a.e5 + b.e5,
         a.e6 + b.e6, a.e7 + b.e7);
+}
+
+// Stores v as y[i] (nothing past n).
+fn put_y(i: u32, v: f32) {
+    if (i < p.n) {
+        y[i] = v;
+    }
 }
 
 // y = v * scale * w for the eight elements from base, whose x values are v and weights wv.
@@ -61,7 +83,7 @@ fn put8(base: u32, v: Eight, wv: Eight, scale: f32) {
 // The second pass reading x back (any n).
 fn norm_tail(lid: u32, acc: f32) {
     let scale = norm_scale(lid, acc);
-    for (var base = lid; base < norm_len(); base += 2048u) {
+    for (var base = lid; base < p.n; base += 2048u) {
         let v = x8(base);
         let wv = w8(base);
         put8(base, v, wv, scale);
@@ -80,84 +102,4 @@ fn norm_tail_held(lid: u32, acc: f32, v0: Eight, v1: Eight, v2: Eight, v3: Eight
     put8(lid + 2048u, v1, w1, scale);
     put8(lid + 4096u, v2, w2, scale);
     put8(lid + 6144u, v3, w3, scale);
-}
-
-// acc plus the squares of v, added in element order.
-fn squares(acc: f32, v: Eight) -> f32 {
-    var s = acc;
-    s += v.e0 * v.e0;
-    s += v.e1 * v.e1;
-    s += v.e2 * v.e2;
-    s += v.e3 * v.e3;
-    s += v.e4 * v.e4;
-    s += v.e5 * v.e5;
-    s += v.e6 * v.e6;
-    s += v.e7 * v.e7;
-    return s;
-}
-
-// The whole norm of the vector as it stands (rmsnorm's body): every thread of the workgroup
-// calls it.
-fn rmsnorm_of_x(lid: u32) {
-    var acc = 0.0;
-    if (norm_len() <= HELD) {
-        let v0 = x8(lid);
-        let v1 = x8(lid + 2048u);
-        let v2 = x8(lid + 4096u);
-        let v3 = x8(lid + 6144u);
-        acc = squares(acc, v0);
-        acc = squares(acc, v1);
-        acc = squares(acc, v2);
-        acc = squares(acc, v3);
-        norm_tail_held(lid, acc, v0, v1, v2, v3);
-        return;
-    }
-    for (var base = lid; base < norm_len(); base += 2048u) {
-        acc = squares(acc, x8(base));
-    }
-    norm_tail(lid, acc);
-}
-
-// rmsnorm_of_x on a workgroup of 128 threads, each doing the work of threads lid and lid + 128
-// of rmsnorm_of_x's 256 (the same elements, additions and tree, so the same bits). A thread
-// loop runs until its first thread's elements end; the second's past n add +0.0.
-fn rmsnorm_of_x_in_halves(lid: u32) {
-    let hi = lid + 128u;
-    var a = 0.0;
-    var b = 0.0;
-    if (norm_len() <= HELD) {
-        let v0 = x8(lid);
-        let v1 = x8(lid + 2048u);
-        let v2 = x8(lid + 4096u);
-        let v3 = x8(lid + 6144u);
-        let u0 = x8(hi);
-        let u1 = x8(hi + 2048u);
-        let u2 = x8(hi + 4096u);
-        let u3 = x8(hi + 6144u);
-        a = squares(squares(squares(squares(a, v0), v1), v2), v3);
-        b = squares(squares(squares(squares(b, u0), u1), u2), u3);
-        norm_partial[lid] = a;
-        norm_partial[hi] = b;
-        let scale = norm_scale_tree(lid);
-        put8(lid, v0, w8(lid), scale);
-        put8(lid + 2048u, v1, w8(lid + 2048u), scale);
-        put8(lid + 4096u, v2, w8(lid + 4096u), scale);
-        put8(lid + 6144u, v3, w8(lid + 6144u), scale);
-        put8(hi, u0, w8(hi), scale);
-        put8(hi + 2048u, u1, w8(hi + 2048u), scale);
-        put8(hi + 4096u, u2, w8(hi + 4096u), scale);
-        put8(hi + 6144u, u3, w8(hi + 6144u), scale);
-        return;
-    }
-    for (var base = lid; base < norm_len(); base += 2048u) {
-        a = squares(a, x8(base));
-        b = squares(b, x8(base + 128u));
-    }
-    norm_partial[lid] = a;
-    norm_partial[hi] = b;
-    let scale = norm_scale_tree(lid);
-    for (var base = lid; base < norm_len(); base += 2048u) {
-        put8(base, x8(base), w8(base), scale);
-        put8(base + 128u, x8(base + 128u), w8(base + 128u), scale);
-    }
 }

@@ -14,12 +14,6 @@ pub struct StepSettings {
     /// "The norms").
     #[arg(long)]
     pub fold_norms: bool,
-    /// Have the output projection that adds into the residual stream write the next norm with
-    /// its last workgroup, instead of a norm dispatch after it (one member, f16 weights;
-    /// `Decoder::set_norms_in_products`: the same tokens either way). Off by default: not yet
-    /// measured on a GPU.
-    #[arg(long)]
-    pub norms_in_products: bool,
     /// Quantize each product's input to 8-bit blocks where its weights are ggml blocks (Q8_0,
     /// Q4_0, Q4_1, Q4_K, Q6_K): integer dot products, llama.cpp's path
     /// (`Decoder::set_q8_activations`); not the f32 product; the decode steps only (a prompt's
@@ -43,7 +37,6 @@ impl StepSettings {
     /// Sets these on `dec`, before its first step.
     pub fn apply(&self, dec: &mut Decoder) -> CliResult {
         dec.set_fold_norms(self.fold_norms)?;
-        dec.set_norms_in_products(self.norms_in_products)?;
         let warm = self.warm_l2.map_or_else(|| dec.warm_l2_default(), |mib| mib << 20);
         dec.set_warm_l2(warm)?;
         let q8 = self.q8_activations || (!self.f32_activations && dec.q8_activations_pay());
@@ -58,11 +51,6 @@ impl StepSettings {
         let mut said = Vec::new();
         if dec.folds_norms() {
             said.push("residual norms folded into the products that read them (--fold-norms)".to_string());
-        }
-        if dec.norms_in_products() {
-            said.push(
-                "residual norms written by the products' last workgroups (--norms-in-products)".to_string(),
-            );
         }
         if dec.warm_l2_bytes() > 0 {
             said.push(format!(

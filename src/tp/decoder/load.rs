@@ -298,7 +298,6 @@ impl Decoder {
             history: u32s(cfg.max_seq)?,
             position: u32s(1)?,
             warm_sink: u32s(1)?,
-            arrivals: u32s(1)?,
         };
         for m in &members {
             m.flush()?;
@@ -320,7 +319,6 @@ impl Decoder {
             step_host_time: std::time::Duration::ZERO,
             replay: true,
             fold_norms: false,
-            norms_in_products: false,
             warm_l2_bytes: 0,
             recorded: None,
             rounds_per_step: 0,

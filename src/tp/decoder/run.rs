@@ -164,9 +164,7 @@ impl Decoder {
         // on one member, left pending by that product for the next half's to finish.
         let fold = (self.fold_norms && members.len() == 1 && self.comm.is_none() && self.remote.is_none())
             .then_some(PendingNorm { weighted: &act.norm_weighted, squares: &act.norm_squares });
-        let alone = members.len() == 1 && self.comm.is_none() && self.remote.is_none();
-        let in_product = (self.norms_in_products && alone).then_some(&act.arrivals);
-        let add_norm = |weight| AddNorm { x: &act.x, weight, h: &act.h, eps: cfg.eps, fold, in_product };
+        let add_norm = |weight| AddNorm { x: &act.x, weight, h: &act.h, eps: cfg.eps, fold };
         let first_norm = self.layers.first().map_or(&self.final_norm, |l| &l.attention_norm);
         let mut h = Normed::Ready(&act.h);
         for (i, m) in members.iter().enumerate() {
@@ -174,8 +172,8 @@ impl Decoder {
             m.transformer().rmsnorm(x, w, h, cfg.eps)?;
         }
         // Beside each written norm, the first weights of the product that reads it go into L2
-        // (`Warm`); a pending norm, or one its product writes, has no dispatch of its own, so
-        // they go in beside the tail of that product.
+        // (`Warm`); a pending norm has no dispatch of its own, so they go in beside the tail of
+        // the product that left it pending.
         let warm_after = |first: &dyn Fn(usize) -> Result<Vec<&'d Tensor>>| -> Result<()> {
             for (i, m) in members.iter().enumerate() {
                 warm.record(m, i, &first(i)?)?;

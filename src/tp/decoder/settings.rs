@@ -35,28 +35,6 @@ impl Decoder {
         Ok(())
     }
 
-    /// On one member without a communicator, whether the output projections (`o`, `down`: f16
-    /// slices of a multiple of 8 columns) also write the residual norm after them, the
-    /// workgroup that finishes the product last norming the stream
-    /// ([`crate::tp::TransformerOps::matvec_add_rmsnorm`]): the same bits as the product then
-    /// the norm's own dispatch, one dispatch fewer per such product (two per layer where both
-    /// have a multiple of 8 columns). Off by default until it is
-    /// measured on a GPU (tested on lavapipe only: docs/BENCHMARKS.md, "The norms"); folded
-    /// norms ([`Decoder::set_fold_norms`]) take precedence. Set it before the first step: an error
-    /// once a step has been recorded for replay.
-    pub fn set_norms_in_products(&mut self, on: bool) -> Result<()> {
-        if on != self.norms_in_products {
-            self.check_unrecorded("set_norms_in_products")?;
-        }
-        self.norms_in_products = on;
-        Ok(())
-    }
-
-    /// Whether the output projections write the residual norms ([`Decoder::set_norms_in_products`]).
-    pub fn norms_in_products(&self) -> bool {
-        self.norms_in_products
-    }
-
     /// Whether the residual norms are folded into the products ([`Decoder::set_fold_norms`]).
     pub fn folds_norms(&self) -> bool {
         self.fold_norms

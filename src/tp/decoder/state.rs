@@ -62,9 +62,6 @@ pub(super) struct Activations {
     pub(super) position: Sharded,
     /// What `warm_l2` stores into (u32; [`Decoder::set_warm_l2`]): read by nothing.
     pub(super) warm_sink: Sharded,
-    /// The arrival count of `matvec_add_rmsnorm` (u32, 0 between dispatches;
-    /// [`Decoder::set_norms_in_products`]).
-    pub(super) arrivals: Sharded,
 }
 
 impl Activations {
@@ -145,9 +142,6 @@ pub struct Decoder {
     /// Whether the residual norms are left to the fused products that read them (one member
     /// without a communicator: see [`Decoder::set_fold_norms`]).
     pub(super) fold_norms: bool,
-    /// Whether, on one member, the products that add into the stream also write its norm
-    /// (their last workgroup: see [`Decoder::set_norms_in_products`]).
-    pub(super) norms_in_products: bool,
     /// Bytes of each product's first weights fetched into L2 beside the dispatch before it
     /// ([`Decoder::set_warm_l2`]); 0: none.
     pub(super) warm_l2_bytes: u64,

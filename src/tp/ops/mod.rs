@@ -26,7 +26,6 @@ mod transformer;
 mod warm;
 
 pub use attention::{attention_partials_len, AttentionShape, ATTENTION_CHUNK};
-pub use norm::MATVEC_ADD_RMSNORM_KERNELS;
 pub use prompt::{PromptShape, PROMPT_MAX_HEAD_DIM};
 pub use sample::{sampling_chunk_floats, SAMPLING_CHUNK, SAMPLING_MAX_MEMBERS, SAMPLING_SETTINGS_WORDS};
 pub(crate) use transformer::Position;
