@@ -133,6 +133,17 @@ fn output_reads_as_words() {
     let o = crossgpu(&["decode", "--tokens", "2", "--warmup", "0"], &[("CROSSGPU_DEVICES", "0")]);
     let t = text(&o);
     assert!(o.status.success() && t.contains("20.0 dispatches per token per member"), "{t}");
+    // A cache of more than 256 positions cuts attention over them (one more dispatch per
+    // layer) unless --whole-attention says not to.
+    let long = ["decode", "--tokens", "2", "--warmup", "0", "--prompt", "260"];
+    let o = crossgpu(&long, &[("CROSSGPU_DEVICES", "0")]);
+    let t = text(&o);
+    assert!(o.status.success() && t.contains("22.0 dispatches per token per member"), "{t}");
+    assert!(t.contains("attention cut over the positions, 128 a workgroup"), "{t}");
+    let o = crossgpu(&[&long[..], &["--whole-attention"]].concat(), &[("CROSSGPU_DEVICES", "0")]);
+    let t = text(&o);
+    assert!(o.status.success() && t.contains("20.0 dispatches per token per member"), "{t}");
+    assert!(t.contains("attention over the whole cache, one workgroup per query head"), "{t}");
     // Without CROSSGPU_DEVICES a decode runs on one member per GPU (here the CPU device alone,
     // as there is no GPU), and its first line says so.
     let o = crossgpu(&["decode", "--tokens", "2", "--warmup", "0"], &[]);

@@ -48,7 +48,8 @@ pub(crate) struct AttentionScratch {
 /// are live (one workgroup per head walks them PASS at a time: 10.8 µs per layer at 20
 /// positions, 39.9 at 240 on one H200, docs/BENCHMARKS.md, "27B-class decode"); a step is the
 /// same commands at every position, so the choice is the cache's length, not the position's.
-/// The threshold is not measured yet.
+/// The threshold is not measured yet; [`crate::tp::Decoder::set_split_attention`] turns the
+/// split off for a comparison.
 pub(crate) fn splits_attention(max_seq: usize) -> bool {
     max_seq > 2 * ATTENTION_CHUNK
 }
@@ -76,6 +77,9 @@ pub(crate) struct Step<'a> {
     pub(crate) rope_base: f32,
     /// The L2 warm of each product's weights beside the dispatch before it.
     pub(crate) warm: Warm<'a>,
+    /// Whether attention is cut over the positions where the layer holds the partials for it
+    /// ([`crate::tp::Decoder::set_split_attention`]).
+    pub(crate) split_attention: bool,
 }
 
 /// How much of the next product's weights a decode step fetches into the GPU's L2 beside each
@@ -198,7 +202,7 @@ impl Attention {
                 max_seq: step.max_seq,
             };
             let (scores, out) = (s.scores.part(i)?, s.attn.part(i)?);
-            match &s.partials {
+            match s.partials.as_ref().filter(|_| step.split_attention) {
                 Some(partials) => m.transformer().attention_split_at(
                     q,
                     caches.0,

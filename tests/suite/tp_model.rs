@@ -395,33 +395,42 @@ fn step_by_step_logits_match_cpu_reference_and_one_member() {
 /// 40-position cache), on one member and on two; 140 steps so that two chunks of 128 are live
 /// at the end, every step's logits and residual against the f64 reference (vs-exact tolerance,
 /// which the split's rescaling stays far inside: `tp_kernels::attention_whole_and_split_match_f64_reference`
-/// bounds it), the tokens the reference allows, the two members' residuals bitwise equal.
+/// bounds it), the tokens the reference allows, the two members' residuals bitwise equal. With
+/// the split turned off (`set_split_attention(false)`) the same long cache takes the whole
+/// kernel (the short cache's dispatches) and decodes like the reference too; once a step is
+/// recorded the setting is refused.
 #[test]
 fn a_long_cache_splits_attention_and_decodes_like_the_f64_reference() {
     let _s = serial();
     let long = DecoderConfig { max_seq: 300, ..config(1) };
     let steps = 140;
-    let dispatches = |cfg: &DecoderConfig| {
+    let dispatches = |cfg: &DecoderConfig, split: bool| {
         let g = common::logical(1);
         let mut d = Decoder::new(&g, cfg.clone(), &SplitSpec::Even).unwrap();
+        d.set_split_attention(split).unwrap();
+        assert_eq!(d.splits_attention(), split && cfg.max_seq == long.max_seq, "max_seq {}", cfg.max_seq);
         // Every step recorded, so the counter counts every step's dispatches.
         d.set_replay(false);
         let loaded = d.stats().dispatches;
         d.generate(FIRST, 3, |_| {}).unwrap();
         d.stats().dispatches - loaded
     };
-    let (split, whole) = (dispatches(&long), dispatches(&config(1)));
+    let (split, whole) = (dispatches(&long, true), dispatches(&config(1), true));
     assert_eq!(split - whole, (3 * long.layers) as u64, "one more dispatch per layer and token");
-    for members in [1, 2] {
+    assert_eq!(dispatches(&long, false), whole, "the split turned off: the whole kernel's dispatches");
+    assert_eq!(dispatches(&config(1), false), whole, "a short cache: the same either way");
+    for (members, split) in [(1, true), (2, true), (1, false)] {
         let g = common::logical(members);
         let mut d = Decoder::new(&g, long.clone(), &SplitSpec::Even).unwrap();
+        d.set_split_attention(split).unwrap();
         let mut cpu = CpuDecoder::new(long.clone(), VS_EXACT);
         d.set_token(FIRST).unwrap();
         let (mut token, mut worst) = (FIRST, 0.0f64);
         for step in 0..steps {
             d.step().unwrap();
             let (want_logits, want_x) = cpu.step(token);
-            let what = |s: &str| format!("{members} member(s), step {step} (token {token}): {s}");
+            let what =
+                |s: &str| format!("{members} member(s), split {split}, step {step} (token {token}): {s}");
             let logits = d.logits().unwrap();
             worst = worst.max(check_vs(&what("logits vs the f64 reference"), &logits, &want_logits).1);
             let x = same_residuals(&what("residual"), &d);
@@ -430,7 +439,18 @@ fn a_long_cache_splits_attention_and_decodes_like_the_f64_reference() {
             check_token(&what("token"), next, &want_logits);
             token = next;
         }
-        eprintln!("{members} member(s), {steps} steps over a {}-position cache: largest logit error {worst:.2e} of the tolerance", long.max_seq);
+        eprintln!("{members} member(s), split {split}, {steps} steps over a {}-position cache: largest logit error {worst:.2e} of the tolerance", long.max_seq);
+        // A replayed step holds the setting it was recorded with; steps recorded afresh each
+        // time (two members over HostBridge) take a new one.
+        match (d.replays(), d.set_split_attention(!split)) {
+            (true, Err(e)) => {
+                let e = e.to_string();
+                assert!(e.contains("set_split_attention") && e.contains("recorded"), "{e}");
+            }
+            (false, Ok(())) => d.set_split_attention(split).unwrap(),
+            (replays, got) => panic!("replays {replays}: set_split_attention after the steps gave {got:?}"),
+        }
+        assert_eq!(d.set_split_attention(split).map_err(|e| e.to_string()), Ok(()), "the same setting again");
     }
     common::assert_no_validation_errors();
 }

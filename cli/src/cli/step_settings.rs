@@ -1,7 +1,7 @@
 //! How `crossgpu decode` and `generate` compute a decode step: the flags they share and what
 //! each sets on the [`Decoder`].
 
-use crossgpu::tp::Decoder;
+use crossgpu::tp::{Decoder, ATTENTION_CHUNK};
 
 use super::{fail, CliResult};
 
@@ -31,6 +31,11 @@ pub struct StepSettings {
     /// (`Decoder::warm_l2_default`: +4.3% on an H100's 27B-class decode), else 0.
     #[arg(long, value_name = "MIB")]
     pub warm_l2: Option<u64>,
+    /// One workgroup per query head walks every position of the cache, also where the cache
+    /// is long enough to be cut over the positions (more than 256: the default there is the
+    /// split, flash-decoding; `Decoder::set_split_attention`).
+    #[arg(long)]
+    pub whole_attention: bool,
 }
 
 impl StepSettings {
@@ -39,6 +44,7 @@ impl StepSettings {
         dec.set_fold_norms(self.fold_norms)?;
         let warm = self.warm_l2.map_or_else(|| dec.warm_l2_default(), |mib| mib << 20);
         dec.set_warm_l2(warm)?;
+        dec.set_split_attention(!self.whole_attention)?;
         let q8 = self.q8_activations || (!self.f32_activations && dec.q8_activations_pay());
         if q8 {
             dec.set_q8_activations(true).map_err(|e| fail(format!("--q8-activations: {e}")))?;
@@ -57,6 +63,16 @@ impl StepSettings {
                 "{} MiB of each product's weights warmed into L2 (--warm-l2)",
                 dec.warm_l2_bytes() >> 20
             ));
+        }
+        if dec.splits_attention() {
+            said.push(format!(
+                "attention cut over the positions, {ATTENTION_CHUNK} a workgroup (--whole-attention: not)"
+            ));
+        } else if self.whole_attention {
+            said.push(
+                "attention over the whole cache, one workgroup per query head (--whole-attention)"
+                    .to_string(),
+            );
         }
         if dec.quantizes_activations() {
             let why = if self.q8_activations {

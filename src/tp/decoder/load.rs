@@ -320,6 +320,7 @@ impl Decoder {
             replay: true,
             fold_norms: false,
             warm_l2_bytes: 0,
+            split_attention: true,
             recorded: None,
             rounds_per_step: 0,
             all_reduces_per_step: 0,

@@ -154,6 +154,7 @@ impl Decoder {
             group: cfg.q_heads / cfg.kv_heads,
             rope_base: cfg.rope_base,
             warm: Warm { bytes: self.warm_l2_bytes, sink: &act.warm_sink },
+            split_attention: self.split_attention,
         };
         let warm = step.warm;
         for (i, m) in members.iter().enumerate() {

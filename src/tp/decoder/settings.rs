@@ -1,6 +1,6 @@
 //! How a [`Decoder`] computes its steps, set before the first one: the residual norms folded
-//! into the products, the products' inputs quantized to 8-bit blocks, and their weights warmed
-//! into L2.
+//! into the products, the products' inputs quantized to 8-bit blocks, their weights warmed
+//! into L2, and attention cut over the positions.
 
 use vk_native::DeviceType;
 
@@ -58,6 +58,28 @@ impl Decoder {
         }
         self.warm_l2_bytes = bytes;
         Ok(())
+    }
+
+    /// Cuts each layer's attention over the cache's positions where the cache is long enough
+    /// (`on`, the default: more than two chunks of [`crate::tp::ATTENTION_CHUNK`] positions, a
+    /// workgroup per query head and chunk, then a second dispatch that combines the chunks:
+    /// [`crate::tp::TransformerOps::attention_split`]), or lets one workgroup per query head
+    /// walk every position whatever the cache's length (`off`). Both are checked against the
+    /// f64 reference; their results differ in rounding. Turning it on where the cache is short
+    /// changes nothing (the decoder holds no partials for it). As for
+    /// [`Decoder::set_fold_norms`], an error once a step has been recorded for replay.
+    pub fn set_split_attention(&mut self, on: bool) -> Result<()> {
+        if on != self.split_attention {
+            self.check_unrecorded("set_split_attention")?;
+        }
+        self.split_attention = on;
+        Ok(())
+    }
+
+    /// Whether the steps cut attention over the positions: [`Decoder::set_split_attention`] on
+    /// and a cache long enough to be cut.
+    pub fn splits_attention(&self) -> bool {
+        self.split_attention && self.act.attention.partials.is_some()
     }
 
     /// An error naming `setter` once a step has been recorded for replay: the recording holds

@@ -145,6 +145,9 @@ pub struct Decoder {
     /// Bytes of each product's first weights fetched into L2 beside the dispatch before it
     /// ([`Decoder::set_warm_l2`]); 0: none.
     pub(super) warm_l2_bytes: u64,
+    /// Whether attention is cut over the positions where the cache is long enough
+    /// ([`Decoder::set_split_attention`]).
+    pub(super) split_attention: bool,
     /// Each member's recording of a step, once made.
     pub(super) recorded: Option<Vec<Replay>>,
     /// Rounds in the recording (all-reduces and the all-gather).
