@@ -66,7 +66,7 @@ impl StepSettings {
         }
         if dec.splits_attention() {
             said.push(format!(
-                "attention cut over the positions, {ATTENTION_CHUNK} a workgroup (--whole-attention: not)"
+                "attention cut over the positions, {ATTENTION_CHUNK} a workgroup (--whole-attention turns it off)"
             ));
         } else if self.whole_attention {
             said.push(
