@@ -16,6 +16,8 @@ set -uo pipefail
 source scripts/gpu-machine/setup.sh
 start_results variants
 IFS='|' read -ra variants <<< "${VARIANTS-|--fold-norms}"
+# VARIANTS="" is the defaults alone (read gives no element for an empty line).
+[ "${#variants[@]}" -eq 0 ] && variants=("")
 decode() { # $1 a variant, then more flags
     local v=$1 bin=crossgpu envs=() flags=() word; shift
     # shellcheck disable=SC2086 # a variant holds several words
